@@ -1,0 +1,41 @@
+# The two commands a newcomer needs (see README):
+#   make run    set up .venv and run the main job, configs/phase1.yaml
+#   make test   set up .venv and run ruff, mypy and the whole test suite
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+CONFIG ?= configs/phase1.yaml
+
+.PHONY: setup run debug test lint ui clean
+
+setup: $(VENV)/.installed
+
+# torch goes in first, pinned to the CPU build this project is tested with,
+# and only where no torch is present: the package's own range (torch>=2.4)
+# is then already satisfied, so pip never downloads the CUDA wheels.
+$(VENV)/.installed: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $@
+
+run: setup
+	$(BIN)/hpsearch run $(CONFIG)
+
+debug: setup
+	$(BIN)/hpsearch run configs/debug.yaml
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/python -m pytest -ra
+
+ui: setup
+	$(BIN)/hpsearch ui
+
+clean:
+	rm -rf mlruns .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,5 @@
+"""``python -m hpsearch`` is the ``hpsearch`` command."""
+
+from hpsearch.cli import main
+
+main()

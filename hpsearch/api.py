@@ -1,0 +1,233 @@
+"""``hpsearch.run``: the composition root, the one place where the parts of a search are wired."""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import re
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from hpsearch.config import RunConfig, load_config
+from hpsearch.entrypoint import ensure_importable_from, resolve_train_function
+from hpsearch.recorder import TrialRecorder, TrialTemplate, reclaim_stale_trials
+from hpsearch.resources import ResourcePolicy, StaticPolicy
+from hpsearch.results import StudyResults
+from hpsearch.study import BudgetDecision, TrialBudget, count_budget, open_study
+from hpsearch.tracking import STUDY_TAG, MlflowTracker, RunStatus
+
+RAY_RESULTS_DIR = Path("mlruns") / "ray"
+"""Where Ray Tune keeps trial folders (stdout/stderr of each trial), under the working directory."""
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What one ``hpsearch run`` did.
+
+    Attributes:
+        results: the study's results (all runs so far, this one included).
+        mlflow_parent_run_id: this run's MLflow parent run; ``None`` when there was nothing to do.
+        finished: trials this run finished (complete, pruned or failed).
+        interrupted: trials stopped by an interruption (enqueued to run again).
+    """
+
+    results: StudyResults
+    mlflow_parent_run_id: str | None
+    finished: int
+    interrupted: int
+
+
+def run(
+    config: RunConfig | str | os.PathLike[str],
+    *,
+    address: str | None = None,
+    n_trials: int | None = None,
+    timeout: float | None = None,
+    policy: ResourcePolicy | None = None,
+    console: Console | None = None,
+) -> RunOutcome:
+    """Run (or continue) the search a config describes, until its budget is spent.
+
+    Args:
+        config: a config file path or a loaded :class:`RunConfig`.
+        address: a Ray cluster to join (overrides ``execution.address``).
+        n_trials: total trials the study should reach (overrides ``study.n_trials``).
+        timeout: seconds after which no new trial starts (overrides ``study.timeout``).
+        policy: the resource policy; default: a static policy from ``execution``.
+        console: where the progress view draws.
+
+    Raises:
+        HpsearchError: anything the user can fix (the CLI exits with code 2).
+    """
+    if not isinstance(config, RunConfig):
+        config = load_config(config)
+    config = config.with_overrides(n_trials=n_trials, timeout=timeout, address=address)
+    console = console or Console()
+    with _quiet_libraries():
+        return _run(config, policy, console)
+
+
+def _run(config: RunConfig, policy: ResourcePolicy | None, console: Console) -> RunOutcome:
+    workdir = os.getcwd()
+    ensure_importable_from(workdir)
+    # Fail here, with a one-line error, rather than in every trial worker.
+    resolve_train_function(config.train, source=config.source)
+
+    handle = open_study(config)
+    tracker = MlflowTracker(
+        config.tracking.uri, config.experiment_name, config.tracking.artifact_location
+    )
+    reclaim_stale_trials(handle, tracker)
+    budget = TrialBudget(config.study.n_trials, config.study.timeout)
+    before = count_budget(handle.study.get_trials(deepcopy=False))
+    if budget.decide(before) is BudgetDecision.FINISHED and before.running == 0:
+        console.print(
+            f"study '{handle.name}' already has {before.finished} finished trials "
+            f"(study.n_trials is {config.study.n_trials}): nothing to do; "
+            "raise study.n_trials or pass --n-trials to run more"
+        )
+        return RunOutcome(StudyResults(handle.study), None, 0, 0)
+
+    run_name = f"{handle.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    parent_run_id = tracker.start_run(
+        run_name,
+        params=_flatten(config.model_dump(mode="json")),
+        tags={STUDY_TAG: handle.name, "hpsearch.config": config.source},
+    )
+    _attach_config(tracker, parent_run_id, config)
+
+    from hpsearch.progress import ProgressView
+    from hpsearch.runner.cluster import current_capacity, ray_cluster
+
+    recorder: TrialRecorder | None = None
+    status = RunStatus.FAILED
+    interrupted = 0
+    finished_before = before.finished
+    try:
+        with ray_cluster(config.execution, workdir) as capacity:
+            from hpsearch.runner.adapters import AdmissionSearcher, RecorderCallback
+            from hpsearch.runner.decision_board import NAMESPACE, DecisionBoardHandle
+            from hpsearch.runner.tuner import run_trials
+
+            board = DecisionBoardHandle() if config.study.pruner.type != "none" else None
+            view = ProgressView(
+                handle.name,
+                config.objective_list,
+                n_trials=config.study.n_trials,
+                already=before,
+                best_before=_best_so_far(handle.study),
+                console=console,
+            )
+            recorder = TrialRecorder(
+                handle,
+                space=config.search_space,
+                objectives=config.objective_list,
+                tracker=tracker,
+                parent_run_id=parent_run_id,
+                template=TrialTemplate(
+                    train=config.train,
+                    source=config.source,
+                    objectives=tuple(o.metric for o in config.objective_list),
+                    decision_board=board.name if board else "",
+                    namespace=NAMESPACE if board else "",
+                ),
+                board=board,
+                listeners=[view],
+            )
+            execution = config.execution
+            policy = policy or StaticPolicy(
+                cpus_per_trial=execution.cpus_per_trial,
+                trials_per_gpu=execution.trials_per_gpu,
+                max_concurrent=execution.max_concurrent,
+            )
+            searcher = AdmissionSearcher(recorder, policy, budget, current_capacity)
+            max_pending = execution.max_concurrent or max(
+                1, math.floor(capacity.cpus / execution.cpus_per_trial)
+            )
+            with view:
+                run_trials(
+                    searcher,
+                    RecorderCallback(recorder),
+                    storage_path=RAY_RESULTS_DIR,
+                    experiment=re.sub(r"[^\w.-]+", "_", run_name),
+                    reuse_workers=execution.reuse_workers,
+                    max_pending=max_pending,
+                )
+            interrupted = recorder.interrupt_open_trials()
+            if board is not None:
+                board.close()
+        status = RunStatus.KILLED if interrupted else RunStatus.FINISHED
+    except KeyboardInterrupt:
+        status = RunStatus.KILLED
+        raise
+    finally:
+        if recorder is not None:
+            interrupted += recorder.interrupt_open_trials()
+        tracker.end_run(parent_run_id, status)
+
+    after = count_budget(handle.study.get_trials(deepcopy=False))
+    return RunOutcome(
+        StudyResults(handle.study), parent_run_id, after.finished - finished_before, interrupted
+    )
+
+
+# Loggers that narrate what the progress view already shows, or warn about
+# files hpsearch tells Tune not to write (it keeps results in Optuna and MLflow).
+_QUIET = {
+    "optuna": logging.WARNING,
+    "mlflow": logging.WARNING,
+    "alembic": logging.WARNING,
+    "ray.tune.analysis.experiment_analysis": logging.ERROR,
+    # On Ctrl-C Tune advises Tuner.restore; with hpsearch, running again resumes.
+    "ray.tune.tune": logging.ERROR,
+    "ray._private.authentication.authentication_token_setup": logging.ERROR,
+}
+
+
+@contextmanager
+def _quiet_libraries() -> Iterator[None]:
+    loggers = {name: logging.getLogger(name) for name in _QUIET}
+    previous = {name: logger.level for name, logger in loggers.items()}
+    for name, logger in loggers.items():
+        logger.setLevel(_QUIET[name])
+    try:
+        yield
+    finally:
+        for name, logger in loggers.items():
+            logger.setLevel(previous[name])
+
+
+def _best_so_far(study: Any) -> tuple[int, float] | None:
+    if len(study.directions) != 1:
+        return None
+    try:
+        best = study.best_trial
+    except ValueError:  # no complete trial yet
+        return None
+    return best.number, float(best.value)
+
+
+def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, str]:
+    """``{"study": {"name": "x"}}`` -> ``{"study.name": "x"}``, for MLflow params."""
+    flat: dict[str, str] = {}
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            flat.update(_flatten(value, f"{name}."))
+        elif value is not None:
+            flat[name] = str(value)
+    return flat
+
+
+def _attach_config(tracker: MlflowTracker, run_id: str, config: RunConfig) -> None:
+    """Keep the config file with the parent run, so the run says what was searched."""
+    source = Path(config.source)
+    if source.is_file():
+        tracker.log_text(run_id, source.read_text(encoding="utf-8"), f"config/{source.name}")

@@ -1,0 +1,185 @@
+"""The ``hpsearch`` command: run, validate, best, ui.
+
+Errors a user can fix are printed as one line on stderr with exit code 2.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from hpsearch.config import DEFAULT_ARTIFACT_LOCATION, DEFAULT_TRACKING_URI, load_config
+from hpsearch.errors import HpsearchError
+
+EXIT_USER_ERROR = 2
+EXIT_INTERRUPTED = 130
+
+
+class _Group(click.Group):
+    """Turns :class:`HpsearchError` into one line and exit code 2, Ctrl-C into 130."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except HpsearchError as exc:
+            click.echo(f"error: {exc}", err=True)
+            raise click.exceptions.Exit(EXIT_USER_ERROR) from None
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
+
+
+@click.group(cls=_Group)
+@click.version_option(package_name="hpsearch")
+def main() -> None:
+    """Hyperparameter search that knows how busy its GPUs are.
+
+    Optuna decides what to try, Ray Tune runs the trials, MLflow shows them.
+    """
+
+
+_CONFIG = click.argument("config", type=click.Path(dir_okay=False, path_type=Path))
+
+
+@main.command()
+@_CONFIG
+@click.option(
+    "--address", help="Join this Ray cluster (e.g. 127.0.0.1:6379) instead of starting one."
+)
+@click.option("--n-trials", type=click.IntRange(min=1), help="Total trials the study should reach.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    help="Seconds after which no trial starts.",
+)
+def run(config: Path, address: str | None, n_trials: int | None, timeout: float | None) -> None:
+    """Run the search CONFIG describes, or continue it where it stopped."""
+    from hpsearch.api import run as run_search
+
+    console = Console()
+    outcome = run_search(
+        config, address=address, n_trials=n_trials, timeout=timeout, console=console
+    )
+    results = outcome.results
+    if outcome.mlflow_parent_run_id is not None:
+        console.print(
+            f"finished {outcome.finished} trial(s) this run; MLflow parent run "
+            f"{outcome.mlflow_parent_run_id} (hpsearch ui {config})"
+        )
+    _print_best(console, results, str(config))
+    if outcome.interrupted:
+        console.print(
+            f"{outcome.interrupted} trial(s) were interrupted and will run again on the next "
+            f"`hpsearch run {config}`"
+        )
+        raise click.exceptions.Exit(EXIT_INTERRUPTED)
+
+
+@main.command()
+@_CONFIG
+def validate(config: Path) -> None:
+    """Check CONFIG without running anything.
+
+    Checks the schema, the search space, the training function, the sampler and the pruner.
+    """
+    from hpsearch.entrypoint import ensure_importable_from, resolve_train_function
+    from hpsearch.study import make_pruner, make_sampler
+
+    loaded = load_config(config)
+    ensure_importable_from(os.getcwd())
+    resolve_train_function(loaded.train, source=loaded.source)
+    make_sampler(loaded.study.sampler, loaded.source)
+    make_pruner(loaded.study.pruner, loaded.source)
+    space = loaded.search_space
+    objectives = ", ".join(f"{o.metric} ({o.direction})" for o in loaded.objective_list)
+    click.echo(
+        f"{config}: ok: study '{loaded.study.name}', {len(space.distributions())} searched "
+        f"parameter(s), {len(space.constants())} constant(s), objective {objectives}, "
+        f"train {loaded.train}"
+    )
+
+
+@main.command()
+@_CONFIG
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (a list for several objectives).")
+def best(config: Path, as_json: bool) -> None:
+    """Show the best trial of CONFIG's study (the Pareto front for several objectives)."""
+    from hpsearch.results import load
+
+    results = load(config)
+    if as_json:
+        if results.is_multi_objective:
+            payload: Any = [t.to_dict() for t in results.best_trials]
+        else:
+            payload = results.best_trial.to_dict()
+        click.echo(json.dumps(payload, indent=2, sort_keys=True))
+        return
+    _print_best(Console(), results, str(config))
+
+
+@main.command()
+@click.argument("config", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
+@click.option("--port", default=5000, show_default=True, type=click.IntRange(1, 65535))
+def ui(config: Path | None, host: str, port: int) -> None:
+    """Start the MLflow UI on the store CONFIG writes to (default: mlruns/mlflow.db)."""
+    from hpsearch.tracking import resolve_artifact_location, resolve_tracking_uri
+
+    uri, artifacts = DEFAULT_TRACKING_URI, DEFAULT_ARTIFACT_LOCATION
+    if config is not None:
+        loaded = load_config(config)
+        uri, artifacts = loaded.tracking.uri, loaded.tracking.artifact_location
+    if not uri.startswith("sqlite:"):
+        raise HpsearchError(f"tracking.uri is {uri}: that tracking server has its own UI; open it")
+    mlflow = shutil.which("mlflow", path=str(Path(sys.executable).parent)) or shutil.which("mlflow")
+    if mlflow is None:
+        raise HpsearchError("the mlflow command is not installed; pip install mlflow")
+    command = [
+        mlflow,
+        "ui",
+        "--backend-store-uri",
+        resolve_tracking_uri(uri),
+        "--default-artifact-root",
+        resolve_artifact_location(artifacts),
+        "--host",
+        host,
+        "--port",
+        str(port),
+    ]
+    click.echo(f"MLflow UI on http://{host}:{port} (Ctrl-C to stop)")
+    sys.stdout.flush()
+    os.execv(mlflow, command)
+
+
+def _print_best(console: Console, results: Any, config: str) -> None:
+    from hpsearch.errors import ResultsError
+
+    try:
+        trials = results.best_trials
+    except ResultsError as exc:
+        console.print(str(exc))
+        return
+    title = "Pareto front" if results.is_multi_objective else "best trial"
+    table = Table(title=f"{results.name}: {title}", title_justify="left")
+    table.add_column("trial", justify="right")
+    for metric in results.metric_names:
+        table.add_column(metric, justify="right")
+    table.add_column("params")
+    table.add_column("mlflow run")
+    for trial in trials:
+        values = [f"{v:.6g}" for v in trial.values or []]
+        params = ", ".join(f"{k}={_short(v)}" for k, v in trial.params.items())
+        table.add_row(str(trial.number), *values, params, trial.mlflow_run_id or "-")
+    console.print(table)
+
+
+def _short(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)

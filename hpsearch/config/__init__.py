@@ -1,0 +1,29 @@
+"""Config files: strict YAML into a typed :class:`RunConfig`."""
+
+from hpsearch.config._load import load_config
+from hpsearch.config._schema import (
+    DEFAULT_ARTIFACT_LOCATION,
+    DEFAULT_STUDY_STORAGE,
+    DEFAULT_TRACKING_URI,
+    ExecutionSpec,
+    ObjectiveSpec,
+    PrunerSpec,
+    RunConfig,
+    SamplerSpec,
+    StudySpec,
+    TrackingSpec,
+)
+
+__all__ = [
+    "DEFAULT_ARTIFACT_LOCATION",
+    "DEFAULT_STUDY_STORAGE",
+    "DEFAULT_TRACKING_URI",
+    "ExecutionSpec",
+    "ObjectiveSpec",
+    "PrunerSpec",
+    "RunConfig",
+    "SamplerSpec",
+    "StudySpec",
+    "TrackingSpec",
+    "load_config",
+]

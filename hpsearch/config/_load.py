@@ -1,0 +1,203 @@
+"""Reading a config file into a :class:`RunConfig`, with errors a person can act on."""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import types
+import typing
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
+
+from hpsearch.config._schema import RunConfig
+from hpsearch.config._yaml import KeyPath, YamlDocument, read_yaml
+from hpsearch.errors import ConfigError
+
+_TYPE_WORDS = {
+    "int_type": "an integer",
+    "int_parsing": "an integer",
+    "int_from_float": "an integer",
+    "float_type": "a number",
+    "float_parsing": "a number",
+    "bool_type": "true or false",
+    "bool_parsing": "true or false",
+    "string_type": "a string",
+    "dict_type": "a mapping (key: value lines)",
+    "model_type": "a mapping (key: value lines)",
+    "model_attributes_type": "a mapping (key: value lines)",
+    "list_type": "a list",
+}
+
+
+def load_config(path: str | os.PathLike[str]) -> RunConfig:
+    """Read and validate one config file.
+
+    Raises:
+        ConfigError: naming the file, the line, the key path and the fix.
+    """
+    source = Path(path)
+    document = read_yaml(source)
+    if document.data is None:
+        raise ConfigError(source, "", "the file is empty", "see configs/debug.yaml for an example")
+    if not isinstance(document.data, dict):
+        raise ConfigError(
+            source,
+            "",
+            "the top level must be a mapping of sections (study, objective, train, space, ...)",
+        )
+    try:
+        config = RunConfig.model_validate(document.data)
+    except ValidationError as exc:
+        raise _to_config_error(source, document, exc) from None
+    config._source = str(source)
+    return config
+
+
+def _to_config_error(source: Path, document: YamlDocument, exc: ValidationError) -> ConfigError:
+    errors = exc.errors(include_url=False)
+    # A misspelt key also makes the intended key "missing"; the misspelling is the
+    # cause, so unknown keys are reported first.
+    errors.sort(key=lambda e: e["type"] != "extra_forbidden")
+    first = errors[0]
+    key_path = _user_path(first["loc"])
+    problem, fix = _describe(first, key_path)
+    if len(errors) > 1:
+        fix = f"{fix} (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
+    return ConfigError(
+        source,
+        ".".join(str(p) for p in key_path),
+        problem,
+        fix,
+        line=document.line_of(key_path),
+    )
+
+
+def _describe(error: ErrorDetails, key_path: KeyPath) -> tuple[str, str]:  # noqa: PLR0911, PLR0912
+    """Problem and fix for one pydantic error (one flat case per error kind)."""
+    kind = error["type"]
+    ctx = error.get("ctx", {})
+    given = error.get("input")
+    if kind == "extra_forbidden":
+        name = str(key_path[-1]) if key_path else "?"
+        valid = _valid_keys(error["loc"][:-1])
+        close = difflib.get_close_matches(name, valid, n=1, cutoff=0.5)
+        if close:
+            return f"unknown key '{name}'", f"did you mean '{close[0]}'?"
+        return f"unknown key '{name}'", f"valid keys here: {', '.join(valid)}"
+    if kind == "missing":
+        return "required key is missing", "add it"
+    if kind == "literal_error":
+        options = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
+        close = difflib.get_close_matches(str(given), options, n=1, cutoff=0.5)
+        fix = f"did you mean '{close[0]}'?" if close else f"use one of: {', '.join(options)}"
+        return f"'{given}' is not allowed", fix
+    if kind == "union_tag_invalid":
+        options = re.findall(r"'([^']*)'", str(ctx.get("expected_tags", "")))
+        close = difflib.get_close_matches(str(ctx.get("tag")), options, n=1, cutoff=0.5)
+        fix = f"did you mean '{close[0]}'?" if close else f"use one of: {', '.join(options)}"
+        return f"unknown type '{ctx.get('tag')}'", fix
+    if kind == "union_tag_not_found":
+        return (
+            "a range needs a 'type'",
+            "write {type: float|int|categorical, ...}, a list of choices, or a plain constant",
+        )
+    if kind == "invalid_space":
+        return str(ctx.get("problem")), str(ctx.get("fix"))
+    if kind == "string_pattern_mismatch" and key_path == ("train",):
+        return (
+            f"'{given}' is not of the form package.module:function",
+            "name the training function like mypkg.train:train",
+        )
+    if kind in _TYPE_WORDS:
+        wanted = _TYPE_WORDS[kind]
+        if isinstance(given, str) and wanted in ("a number", "an integer"):
+            fix = "write the number without quotes"
+        else:
+            fix = f"write {wanted}"
+        return f"expected {wanted}, got {_show(given)}", fix
+    if kind in {"greater_than", "greater_than_equal", "too_short"}:
+        return f"{error['msg'].lower()} (got {_show(given)})", "change the value"
+    message = error["msg"]
+    if message.startswith("Value error, "):
+        message = message.removeprefix("Value error, ")
+    problem, _, fix = message.partition("; ")
+    return problem, fix or "change the value"
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, str):
+        return f"the string {value!r}"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, dict | list):
+        return type(value).__name__.replace("dict", "a mapping").replace("list", "a list")
+    return repr(value)
+
+
+def _user_path(loc: Sequence[str | int]) -> KeyPath:
+    """The key path as written in YAML, without the union tags pydantic inserts.
+
+    Pydantic reports ``space.lr.float.low``; the user wrote ``space.lr.low``.
+    """
+    path: list[str | int] = []
+    node: Any = RunConfig
+    for element in loc:
+        node, is_tag = _step(node, element)
+        if not is_tag:
+            path.append(element)
+    return tuple(path)
+
+
+def _valid_keys(loc: Sequence[str | int]) -> list[str]:
+    """Field names of the section at ``loc`` (a pydantic location, tags included)."""
+    node: Any = RunConfig
+    for element in loc:
+        node, _ = _step(node, element)
+    if isinstance(node, type) and issubclass(node, BaseModel):
+        return list(node.model_fields)
+    return []
+
+
+def _step(node: Any, element: str | int) -> tuple[Any, bool]:
+    """Follow one element of a pydantic location through the schema types.
+
+    Returns the type reached and whether the element was a union tag rather than a key.
+    """
+    node = _unwrap(node)
+    if isinstance(node, type) and issubclass(node, BaseModel):
+        field = node.model_fields.get(str(element))
+        return (_unwrap(field.annotation) if field else None), False
+    origin = typing.get_origin(node)
+    if origin is dict:
+        return _unwrap(typing.get_args(node)[1]), False
+    if origin is list:
+        return _unwrap(typing.get_args(node)[0]), False
+    if origin in (typing.Union, types.UnionType):
+        for member in typing.get_args(node):
+            if isinstance(member, type) and issubclass(member, BaseModel):
+                tag = member.model_fields.get("type")
+                if tag is not None and element in typing.get_args(tag.annotation):
+                    return member, True
+    return None, False
+
+
+def _unwrap(annotation: Any) -> Any:
+    """Strip ``Annotated`` and ``X | None`` down to the interesting type."""
+    while True:
+        if isinstance(annotation, str):
+            return None
+        origin = typing.get_origin(annotation)
+        if origin is typing.Annotated:
+            annotation = typing.get_args(annotation)[0]
+            continue
+        if origin in (typing.Union, types.UnionType):
+            members = [a for a in typing.get_args(annotation) if a is not type(None)]
+            if len(members) == 1:
+                annotation = members[0]
+                continue
+        return annotation

@@ -1,0 +1,56 @@
+"""Errors a user can cause and fix, each rendered as one line by the CLI (exit code 2)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class HpsearchError(Exception):
+    """Base class of every error hpsearch raises on purpose.
+
+    The CLI prints ``str(error)`` as one line and exits with code 2, so the
+    message must say what is wrong and how to fix it.
+    """
+
+
+class ConfigError(HpsearchError):
+    """A config file that cannot be used: missing, unreadable, or invalid.
+
+    Args:
+        source: the config file (or another description of where the value came from).
+        key: dotted path of the offending key, e.g. ``space.lr.low``; empty for the whole file.
+        problem: what is wrong.
+        fix: what to change.
+        line: 1-based line in ``source`` where the key is, when known.
+    """
+
+    def __init__(
+        self,
+        source: str | Path,
+        key: str,
+        problem: str,
+        fix: str = "",
+        line: int | None = None,
+    ) -> None:
+        self.source = str(source)
+        self.key = key
+        self.problem = problem
+        self.fix = fix
+        self.line = line
+        where = self.source if line is None else f"{self.source}:{line}"
+        text = f"{where}: {key}: {problem}" if key else f"{where}: {problem}"
+        if fix:
+            text = f"{text}; {fix}"
+        super().__init__(text)
+
+
+class EntrypointError(HpsearchError):
+    """The training function named in a config cannot be imported or called."""
+
+
+class StudyError(HpsearchError):
+    """The Optuna study cannot be opened or does not match the config."""
+
+
+class ResultsError(HpsearchError):
+    """A results query that cannot be answered (no such study, no finished trial yet)."""

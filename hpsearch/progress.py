@@ -1,0 +1,177 @@
+"""The live progress view of ``hpsearch run``: done/total, running, failed, pruned, best so far."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Sequence
+from types import TracebackType
+
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.text import Text
+
+from hpsearch.config import ObjectiveSpec
+from hpsearch.recorder import TrialSummary
+from hpsearch.resources import Admission
+from hpsearch.study import BudgetCount
+from hpsearch.trial.protocol import Outcome
+
+_OUTCOME_STYLE = {
+    Outcome.COMPLETE: "green",
+    Outcome.FAIL: "red",
+    Outcome.PRUNED: "yellow",
+    Outcome.INTERRUPTED: "magenta",
+}
+
+
+class ProgressView:
+    """Shows a search as it runs; a listener of the :class:`~hpsearch.recorder.TrialRecorder`.
+
+    On a terminal it redraws one status block in place (rich ``Live``); elsewhere
+    (CI logs, pipes) it prints one line per finished trial.
+
+    Args:
+        study: the study name.
+        objectives: to label the best value.
+        n_trials: the study's target total, if any.
+        already: trials that counted before this run started.
+        best_before: the best objective value before this run (single objective).
+        console: where to draw.
+    """
+
+    def __init__(
+        self,
+        study: str,
+        objectives: Sequence[ObjectiveSpec],
+        *,
+        n_trials: int | None,
+        already: BudgetCount,
+        best_before: tuple[int, float] | None = None,
+        console: Console | None = None,
+    ) -> None:
+        self._study = study
+        self._objectives = list(objectives)
+        self._n_trials = n_trials
+        self._console = console or Console()
+        self._lock = threading.Lock()
+        self._done = already.finished
+        self._running: set[int] = set()
+        self._failed = 0
+        self._pruned = 0
+        self._best = best_before
+        self._front: list[tuple[float, ...]] = []
+        self._recent: deque[Text] = deque(maxlen=5)
+        self._started = time.monotonic()
+        self._live: Live | None = None
+
+    def __enter__(self) -> ProgressView:
+        if self._console.is_terminal:
+            self._live = Live(self, console=self._console, refresh_per_second=4, transient=False)
+            self._live.__enter__()
+        else:
+            self._console.print(
+                f"hpsearch: study '{self._study}' started ({self._status_line().plain})",
+                soft_wrap=True,
+            )
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._live is not None:
+            self._live.__exit__(exc_type, exc, tb)
+            self._live = None
+
+    def trial_started(self, number: int, admission: Admission) -> None:
+        """A trial began running."""
+        with self._lock:
+            self._running.add(number)
+
+    def trial_finished(self, summary: TrialSummary) -> None:
+        """A trial ended; count it and remember the best."""
+        with self._lock:
+            self._running.discard(summary.number)
+            if summary.outcome is not Outcome.INTERRUPTED:
+                self._done += 1
+            if summary.outcome is Outcome.FAIL:
+                self._failed += 1
+            elif summary.outcome is Outcome.PRUNED:
+                self._pruned += 1
+            elif summary.outcome is Outcome.COMPLETE and summary.values is not None:
+                self._note_best(summary.number, summary.values)
+            line = self._trial_line(summary)
+            self._recent.append(line)
+        if self._live is None:
+            self._console.print(Text.assemble(line, "  ", self._status_line()), soft_wrap=True)
+
+    def __rich__(self) -> RenderableType:
+        with self._lock:
+            return Group(*self._recent, self._status_line())
+
+    def _note_best(self, number: int, values: tuple[float, ...]) -> None:
+        if len(self._objectives) == 1:
+            value = values[0]
+            better = self._best is None or (
+                value > self._best[1]
+                if self._objectives[0].direction == "maximize"
+                else value < self._best[1]
+            )
+            if better:
+                self._best = (number, value)
+        else:
+            signs = [1.0 if o.direction == "maximize" else -1.0 for o in self._objectives]
+            point = tuple(s * v for s, v in zip(signs, values, strict=True))
+            if not any(_dominates(p, point) for p in self._front):
+                self._front = [p for p in self._front if not _dominates(point, p)] + [point]
+
+    def _status_line(self) -> Text:
+        total = f"/{self._n_trials}" if self._n_trials else ""
+        elapsed = int(time.monotonic() - self._started)
+        parts: list[str | tuple[str, str]] = [
+            (f"{self._study} ", "bold"),
+            (f"{self._done}{total} done", "bold cyan"),
+            f" · {len(self._running)} running · {self._failed} failed · {self._pruned} pruned · ",
+        ]
+        if len(self._objectives) == 1 and self._best is not None:
+            parts.append(
+                (
+                    f"best {self._objectives[0].metric} {self._best[1]:.4g} "
+                    f"(trial {self._best[0]})",
+                    "green",
+                )
+            )
+        elif len(self._objectives) > 1:
+            parts.append((f"Pareto front of this run: {len(self._front)} trial(s)", "green"))
+        else:
+            parts.append("no completed trial yet")
+        parts.append(f" · {elapsed // 60}:{elapsed % 60:02d}")
+        return Text.assemble(*parts)
+
+    def _trial_line(self, summary: TrialSummary) -> Text:
+        style = _OUTCOME_STYLE[summary.outcome]
+        detail = ""
+        if summary.values is not None:
+            detail = " ".join(
+                f"{o.metric}={v:.4g}" for o, v in zip(self._objectives, summary.values, strict=True)
+            )
+        elif summary.pruned_at is not None:
+            detail = f"at step {summary.pruned_at}"
+        elif summary.error:
+            detail = summary.error.strip().splitlines()[-1][:120]
+        return Text.assemble(
+            f"trial {summary.number} ",
+            (summary.outcome.value.upper(), style),
+            f" {detail} ({summary.duration_s:.1f}s)",
+        )
+
+
+def _dominates(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
+    """Whether ``a`` is at least as good as ``b`` everywhere and better somewhere (maximising)."""
+    return all(x >= y for x, y in zip(a, b, strict=True)) and any(
+        x > y for x, y in zip(a, b, strict=True)
+    )

@@ -1,0 +1,388 @@
+"""The driver's record keeper: the one writer of Optuna and MLflow during a search.
+
+Ray Tune tells the runner's adapters what happens to trials; they hand each event
+to :class:`TrialRecorder`, which keeps Optuna (the source of truth) and MLflow
+(what people look at) in step, and tells listeners such as the progress view.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import optuna
+from optuna.trial import TrialState
+
+from hpsearch import attrs
+from hpsearch.config import ObjectiveSpec
+from hpsearch.resources import Admission, RunningTrial
+from hpsearch.space import SearchSpace
+from hpsearch.study import StudyHandle
+from hpsearch.tracking import STUDY_TAG, TRIAL_NUMBER_TAG, MlflowTracker, RunStatus
+from hpsearch.trial.protocol import (
+    PARAMS_KEY,
+    SPEC_KEY,
+    EventKind,
+    Outcome,
+    TrialSpec,
+    WorkerEvent,
+)
+
+_MLFLOW_STATUS = {
+    Outcome.COMPLETE: RunStatus.FINISHED,
+    Outcome.FAIL: RunStatus.FAILED,
+    Outcome.PRUNED: RunStatus.KILLED,
+    Outcome.INTERRUPTED: RunStatus.KILLED,
+}
+
+
+@dataclass(frozen=True)
+class TrialSummary:
+    """A finished trial, as listeners see it."""
+
+    number: int
+    outcome: Outcome
+    values: tuple[float, ...] | None
+    metrics: dict[str, float]
+    params: dict[str, Any]
+    duration_s: float
+    error: str = ""
+    pruned_at: int | None = None
+
+
+class RunListener(Protocol):
+    """Something that follows a search as it runs (the progress view)."""
+
+    def trial_started(self, number: int, admission: Admission) -> None:
+        """A trial began running."""
+
+    def trial_finished(self, summary: TrialSummary) -> None:
+        """A trial ended, with its outcome."""
+
+
+@dataclass
+class TrialTemplate:
+    """The parts of every :class:`TrialSpec` that do not change between trials."""
+
+    train: str
+    source: str
+    objectives: tuple[str, ...]
+    decision_board: str = ""
+    namespace: str = ""
+
+
+@dataclass
+class _OpenTrial:
+    trial: optuna.Trial
+    tune_id: str
+    params: dict[str, Any]
+    admission: Admission
+    run_id: str | None = None
+    started_at: float | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+    last_step: int | None = None
+    pruned_at: int | None = None
+    end: WorkerEvent | None = None
+    assigned: dict[str, Any] = field(default_factory=dict)
+
+
+class PruneBoard(Protocol):
+    """Where verdicts for ``ctx.should_prune()`` are posted (a Ray actor in a search)."""
+
+    def post(self, number: int, step: int, prune: bool) -> None:
+        """Post the verdict for one step."""
+
+    def forget(self, number: int) -> None:
+        """Drop a finished trial's verdicts."""
+
+
+class TrialRecorder:
+    """Turns trial events into Optuna and MLflow records.
+
+    Args:
+        handle: the study.
+        space: the search space, to ask Optuna for parameters.
+        objectives: the objectives, to pick the values told to Optuna.
+        tracker: the MLflow writer.
+        parent_run_id: this search's MLflow parent run.
+        template: fixed parts of each trial's spec.
+        board: where pruning verdicts go; ``None`` when no pruner is configured.
+        listeners: told about starts and ends (progress view).
+    """
+
+    def __init__(
+        self,
+        handle: StudyHandle,
+        *,
+        space: SearchSpace,
+        objectives: Sequence[ObjectiveSpec],
+        tracker: MlflowTracker,
+        parent_run_id: str,
+        template: TrialTemplate,
+        board: PruneBoard | None = None,
+        listeners: Sequence[RunListener] = (),
+    ) -> None:
+        self._handle = handle
+        self._space = space
+        self._objectives = list(objectives)
+        self._tracker = tracker
+        self._parent_run_id = parent_run_id
+        self._template = template
+        self._board = board
+        self._listeners = list(listeners)
+        self._open: dict[str, _OpenTrial] = {}
+        self._distributions = space.distributions()
+        self._last_stamp = 0.0
+        self._last_reclaim = 0.0
+
+    # -- asked by the searcher ------------------------------------------------
+
+    def running(self) -> list[RunningTrial]:
+        """Trials holding resources now."""
+        return [
+            RunningTrial(t.trial.number, t.admission.cpus, t.admission.gpus)
+            for t in self._open.values()
+        ]
+
+    def study_trials(self) -> list[optuna.trial.FrozenTrial]:
+        """Every trial of the study, from storage (other drivers' included)."""
+        return self._handle.study.get_trials(deepcopy=False)
+
+    def open_trial(self, tune_id: str, admission: Admission) -> dict[str, Any]:
+        """Ask Optuna for a new trial and return the Tune config that runs it."""
+        trial = self._handle.ask(self._distributions)
+        params = self._space.trial_params(trial.params)
+        trial.set_user_attr(
+            attrs.RESOURCES,
+            {"cpus": admission.cpus, "gpus": admission.gpus, "reason": admission.reason},
+        )
+        self._open[tune_id] = _OpenTrial(trial, tune_id, params, admission)
+        spec = TrialSpec(
+            number=trial.number,
+            train=self._template.train,
+            source=self._template.source,
+            objectives=self._template.objectives,
+            cpus=admission.cpus,
+            gpus=admission.gpus,
+            decision_board=self._template.decision_board,
+            namespace=self._template.namespace,
+        )
+        return {PARAMS_KEY: params, SPEC_KEY: spec.to_dict()}
+
+    # -- told by the Tune callback ---------------------------------------------
+
+    def trial_started(self, tune_id: str) -> None:
+        """The trial's worker started: open its MLflow child run so the UI shows it live."""
+        record = self._open.get(tune_id)
+        if record is None or record.run_id is not None:
+            return
+        record.started_at = time.time()
+        self._start_mlflow_run(record)
+        for listener in self._listeners:
+            listener.trial_started(record.trial.number, record.admission)
+
+    def trial_event(self, tune_id: str, event: WorkerEvent) -> None:
+        """A report or the end event from the worker."""
+        record = self._open.get(tune_id)
+        if record is None:
+            return
+        if event.assigned and not record.assigned:
+            record.assigned = dict(event.assigned)
+            record.trial.set_user_attr(attrs.ASSIGNED, record.assigned)
+            if record.run_id:
+                self._tracker.set_tags(record.run_id, _assigned_tags(record.assigned))
+        if event.kind is EventKind.END:
+            record.end = event
+            return
+        assert event.step is not None  # reports always carry a step
+        record.metrics.update(event.metrics)
+        record.last_step = event.step
+        if record.run_id is None:
+            self._start_mlflow_run(record)
+        assert record.run_id is not None
+        self._tracker.log_metrics(record.run_id, event.metrics, event.step)
+        if self._board is not None:
+            self._board.post(record.trial.number, event.step, self._judge(record, event))
+
+    def trial_ended(self, tune_id: str, crash: str | None = None) -> None:
+        """Ray is done with the trial: finish it in Optuna and MLflow.
+
+        Args:
+            tune_id: Ray Tune's trial id.
+            crash: Ray's error when the worker died without an end event.
+        """
+        record = self._open.pop(tune_id, None)
+        if record is None:
+            return
+        if record.end is not None and record.end.outcome is not None:
+            outcome, error = record.end.outcome, record.end.error
+            record.metrics.update(record.end.metrics)
+        elif crash is not None:
+            outcome, error = Outcome.FAIL, f"trial worker died: {crash}"
+        else:
+            outcome, error = Outcome.INTERRUPTED, "stopped before the training function returned"
+        self._finish(record, outcome, error)
+
+    def interrupt_open_trials(self) -> int:
+        """Finish every open trial as interrupted (the search was stopped); return how many."""
+        count = 0
+        for tune_id in list(self._open):
+            record = self._open.pop(tune_id)
+            self._finish(record, Outcome.INTERRUPTED, "the search was stopped while this trial ran")
+            count += 1
+        return count
+
+    def maintain(self, now: float | None = None) -> None:
+        """Periodic upkeep: stamp running trials alive; reclaim the trials of dead drivers."""
+        now = time.monotonic() if now is None else now
+        if now - self._last_stamp >= self._handle.heartbeat_interval_s / 2:
+            self._last_stamp = now
+            self._handle.stamp_alive([r.trial for r in self._open.values()])
+        if now - self._last_reclaim >= self._handle.grace_period_s / 2:
+            self._last_reclaim = now
+            reclaim_stale_trials(self._handle, self._tracker)
+
+    # -- internals -------------------------------------------------------------
+
+    def _start_mlflow_run(self, record: _OpenTrial) -> None:
+        number = record.trial.number
+        record.run_id = self._tracker.start_run(
+            f"trial-{number}",
+            params=record.params,
+            tags={
+                TRIAL_NUMBER_TAG: str(number),
+                STUDY_TAG: self._handle.name,
+                "hpsearch.cpus": str(record.admission.cpus),
+                "hpsearch.gpus": str(record.admission.gpus),
+                "hpsearch.policy": record.admission.reason,
+            },
+            parent_run_id=self._parent_run_id,
+        )
+        record.trial.set_user_attr(attrs.MLFLOW_RUN, record.run_id)
+
+    def _judge(self, record: _OpenTrial, event: WorkerEvent) -> bool:
+        """Report the objective to Optuna's pruner and return its verdict for this step."""
+        metric = self._objectives[0].metric
+        value = event.metrics.get(metric)
+        if value is None or not math.isfinite(value):
+            return False
+        record.trial.report(value, event.step or 0)
+        prune = record.trial.should_prune()
+        if prune and record.pruned_at is None:
+            record.pruned_at = event.step
+        return prune
+
+    def _finish(self, record: _OpenTrial, outcome: Outcome, error: str) -> None:
+        trial = record.trial
+        values: tuple[float, ...] | None = None
+        if outcome is Outcome.COMPLETE:
+            values, problem = self._objective_values(record.metrics)
+            if problem:
+                outcome, error = Outcome.FAIL, problem
+        duration = time.time() - record.started_at if record.started_at else 0.0
+
+        trial.set_user_attr(attrs.METRICS, record.metrics)
+        trial.set_user_attr(attrs.OUTCOME, outcome.value)
+        trial.set_user_attr(attrs.DURATION, round(duration, 3))
+        if error:
+            trial.set_user_attr(attrs.ERROR, error)
+        if outcome is Outcome.PRUNED and record.pruned_at is not None:
+            trial.set_user_attr(attrs.PRUNED_AT, record.pruned_at)
+        if record.run_id is None:
+            self._start_mlflow_run(record)
+        assert record.run_id is not None
+        self._write_mlflow_end(record, outcome, error)
+
+        if outcome is Outcome.COMPLETE:
+            assert values is not None
+            self._handle.study.tell(trial, list(values))
+        elif outcome is Outcome.PRUNED:
+            self._handle.study.tell(trial, state=TrialState.PRUNED)
+        else:
+            self._handle.study.tell(trial, state=TrialState.FAIL)
+        if outcome is Outcome.INTERRUPTED:
+            self._handle.retry_later(trial.number, dict(trial.params))
+        if self._board is not None:
+            self._board.forget(trial.number)
+        self._log_study_progress()
+
+        summary = TrialSummary(
+            number=trial.number,
+            outcome=outcome,
+            values=values,
+            metrics=dict(record.metrics),
+            params=dict(record.params),
+            duration_s=duration,
+            error=error,
+            pruned_at=record.pruned_at if outcome is Outcome.PRUNED else None,
+        )
+        for listener in self._listeners:
+            listener.trial_finished(summary)
+
+    def _objective_values(self, metrics: dict[str, float]) -> tuple[tuple[float, ...] | None, str]:
+        """The objective values of a completed trial, or why there are none."""
+        values = []
+        for objective in self._objectives:
+            if objective.metric not in metrics:
+                reported = ", ".join(sorted(metrics)) or "nothing"
+                return None, (
+                    f"train finished without reporting the objective metric '{objective.metric}' "
+                    f"(reported: {reported}); report it with ctx.report(step, "
+                    f"{objective.metric}=...) or fix the objective in {self._template.source}"
+                )
+            value = metrics[objective.metric]
+            if not math.isfinite(value):
+                return None, f"the objective metric '{objective.metric}' is {value}"
+            values.append(value)
+        return tuple(values), ""
+
+    def _write_mlflow_end(self, record: _OpenTrial, outcome: Outcome, error: str) -> None:
+        assert record.run_id is not None
+        run_id = record.run_id
+        if record.end is not None and record.end.metrics:
+            step = record.last_step + 1 if record.last_step is not None else 0
+            self._tracker.log_metrics(run_id, record.end.metrics, step)
+        tags: dict[str, Any] = {"hpsearch.outcome": outcome.value}
+        if error:
+            tags["hpsearch.error"] = error
+            self._tracker.log_text(run_id, error, "error.txt")
+        if outcome is Outcome.PRUNED and record.pruned_at is not None:
+            tags["hpsearch.pruned_at_step"] = record.pruned_at
+        self._tracker.set_tags(run_id, tags)
+        self._tracker.end_run(run_id, _MLFLOW_STATUS[outcome])
+
+    def _log_study_progress(self) -> None:
+        """Counts and best value so far on the parent run, stepped by finished trials."""
+        study = self._handle.study
+        trials = study.get_trials(deepcopy=False)
+        counts = {
+            "trials_complete": sum(t.state == TrialState.COMPLETE for t in trials),
+            "trials_pruned": sum(t.state == TrialState.PRUNED for t in trials),
+            "trials_failed": sum(t.state == TrialState.FAIL for t in trials),
+        }
+        step = sum(counts.values())
+        metrics: dict[str, float] = {k: float(v) for k, v in counts.items()}
+        if counts["trials_complete"] and len(self._objectives) == 1:
+            metrics[f"best_{self._objectives[0].metric}"] = float(study.best_value)
+        elif counts["trials_complete"]:
+            metrics["pareto_front_size"] = float(len(study.best_trials))
+        self._tracker.log_metrics(self._parent_run_id, metrics, step)
+
+
+def reclaim_stale_trials(handle: StudyHandle, tracker: MlflowTracker) -> int:
+    """Fail trials whose driver is gone, enqueue them again, and end their MLflow runs as KILLED."""
+    reclaimed = handle.reclaim_stale()
+    for trial in reclaimed:
+        run_id = trial.user_attrs.get(attrs.MLFLOW_RUN)
+        if run_id:
+            tracker.end_if_running(str(run_id), RunStatus.KILLED)
+    return len(reclaimed)
+
+
+def _assigned_tags(assigned: dict[str, Any]) -> dict[str, str]:
+    tags = {f"hpsearch.assigned.{k}": str(v) for k, v in assigned.items() if k != "gpu_ids"}
+    tags["hpsearch.gpu_ids"] = ",".join(assigned.get("gpu_ids", [])) or "none"
+    return tags

@@ -1,0 +1,198 @@
+"""What a search found, read from its Optuna study: ``hpsearch.load(...)``.
+
+Works during a search (it reads what the driver has recorded so far) and after.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from hpsearch import attrs
+from hpsearch.config import DEFAULT_STUDY_STORAGE, load_config
+from hpsearch.errors import ResultsError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+@dataclass(frozen=True)
+class TrialResult:
+    """One trial as the search recorded it.
+
+    Attributes:
+        study: the study name.
+        number: the Optuna trial number.
+        state: ``COMPLETE``, ``PRUNED``, ``FAIL``, ``RUNNING`` or ``WAITING``.
+        params: the sampled parameters (constants of the space are not included).
+        values: the objective values of a complete trial, in the config's order.
+        metrics: the final value of every metric the trial reported.
+        mlflow_run_id: the trial's MLflow child run.
+        duration_s: seconds from the worker's start to the end.
+        error: why a failed trial failed.
+    """
+
+    study: str
+    number: int
+    state: str
+    params: dict[str, Any]
+    values: list[float] | None
+    metrics: dict[str, float] = field(default_factory=dict)
+    mlflow_run_id: str | None = None
+    duration_s: float | None = None
+    error: str | None = None
+
+    @classmethod
+    def from_frozen(cls, study: str, trial: FrozenTrial) -> TrialResult:
+        """Build from an Optuna trial and the user attrs hpsearch wrote on it."""
+        user = trial.user_attrs
+        return cls(
+            study=study,
+            number=trial.number,
+            state=trial.state.name,
+            params=dict(trial.params),
+            values=list(trial.values) if trial.values is not None else None,
+            metrics=dict(user.get(attrs.METRICS, {})),
+            mlflow_run_id=user.get(attrs.MLFLOW_RUN),
+            duration_s=user.get(attrs.DURATION),
+            error=user.get(attrs.ERROR),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON shape ``hpsearch best --json`` prints."""
+        return {
+            "study": self.study,
+            "trial_number": self.number,
+            "params": self.params,
+            "metrics": self.metrics,
+            "mlflow_run_id": self.mlflow_run_id,
+        }
+
+
+class StudyResults:
+    """Read access to one study's outcome."""
+
+    def __init__(self, study: optuna.Study) -> None:
+        self._study = study
+
+    @property
+    def study(self) -> optuna.Study:
+        """The underlying Optuna study."""
+        return self._study
+
+    @property
+    def name(self) -> str:
+        """The study name."""
+        return self._study.study_name
+
+    @property
+    def metric_names(self) -> list[str]:
+        """The objective metrics, in order."""
+        names = self._study.metric_names
+        return (
+            list(names) if names else [f"objective_{i}" for i in range(len(self._study.directions))]
+        )
+
+    @property
+    def is_multi_objective(self) -> bool:
+        """Whether the study has more than one objective."""
+        return len(self._study.directions) > 1
+
+    @property
+    def best_trial(self) -> TrialResult:
+        """The best complete trial of a single-objective study.
+
+        Raises:
+            ResultsError: no trial has completed yet, or the study has several objectives.
+        """
+        if self.is_multi_objective:
+            raise ResultsError(
+                f"study '{self.name}' has {len(self._study.directions)} objectives "
+                f"({', '.join(self.metric_names)}), so there is no single best trial; "
+                "use best_trials (hpsearch best shows the Pareto front)"
+            )
+        self._require_complete()
+        return TrialResult.from_frozen(self.name, self._study.best_trial)
+
+    @property
+    def best_trials(self) -> list[TrialResult]:
+        """The Pareto front (several objectives) or the one best trial (one objective)."""
+        if not self.is_multi_objective:
+            return [self.best_trial]
+        self._require_complete()
+        front = sorted(self._study.best_trials, key=lambda t: t.number)
+        return [TrialResult.from_frozen(self.name, t) for t in front]
+
+    @property
+    def trials(self) -> list[TrialResult]:
+        """Every trial, in number order."""
+        return [
+            TrialResult.from_frozen(self.name, t) for t in self._study.get_trials(deepcopy=False)
+        ]
+
+    def trials_dataframe(self) -> pd.DataFrame:
+        """One row per trial: Optuna's columns plus ``mlflow_run_id`` and the final metrics."""
+        frame = self._study.trials_dataframe(
+            attrs=("number", "state", "values", "params", "duration")
+        )
+        trials = self._study.get_trials(deepcopy=False)
+        frame["mlflow_run_id"] = [t.user_attrs.get(attrs.MLFLOW_RUN) for t in trials]
+        metric_names = sorted({m for t in trials for m in t.user_attrs.get(attrs.METRICS, {})})
+        for metric in metric_names:
+            frame[f"metrics_{metric}"] = [
+                t.user_attrs.get(attrs.METRICS, {}).get(metric) for t in trials
+            ]
+        return frame
+
+    def _require_complete(self) -> None:
+        if not self._study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+            raise ResultsError(
+                f"study '{self.name}' has no completed trial yet; "
+                "wait for the first trial to finish, or check failures with trials_dataframe()"
+            )
+
+
+def load(
+    source: str | os.PathLike[str] | optuna.Study, *, storage: str | None = None
+) -> StudyResults:
+    """Open a study's results.
+
+    Args:
+        source: a config file path, an ``optuna.Study``, or a study name.
+        storage: the study storage URL, for a study name (default: hpsearch's default).
+
+    Raises:
+        ConfigError: the config file is invalid.
+        ResultsError: no such study in the storage.
+    """
+    if isinstance(source, optuna.Study):
+        return StudyResults(source)
+    text = os.fspath(source)
+    if Path(text).suffix in (".yaml", ".yml") or Path(text).is_file():
+        config = load_config(text)
+        return _open(config.study.name, config.study.storage, hint=f"hpsearch run {text}")
+    return _open(text, storage or DEFAULT_STUDY_STORAGE, hint="hpsearch run CONFIG")
+
+
+def _open(name: str, storage: str, hint: str) -> StudyResults:
+    if storage.startswith("sqlite:///"):
+        path = Path(storage.removeprefix("sqlite:///"))
+        if not path.exists():
+            raise ResultsError(
+                f"no study storage at {path} (from {storage}); run `{hint}` first, "
+                "from the same working directory"
+            )
+    try:
+        study = optuna.load_study(study_name=name, storage=storage)
+    except KeyError:
+        names = optuna.get_all_study_names(storage)
+        listed = ", ".join(names) if names else "none"
+        raise ResultsError(
+            f"no study named '{name}' in {storage} (studies there: {listed}); run `{hint}` first"
+        ) from None
+    return StudyResults(study)

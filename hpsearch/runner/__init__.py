@@ -1,0 +1,1 @@
+"""Running trials on Ray Tune: cluster connection, the searcher and callback adapters, the tuner."""

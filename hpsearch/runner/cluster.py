@@ -1,0 +1,155 @@
+"""Connecting to Ray: a local Ray started for one search, or an existing cluster."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import ray
+
+from hpsearch.config import ExecutionSpec
+from hpsearch.errors import HpsearchError
+from hpsearch.resources import ClusterCapacity
+
+# Read by Ray in the driver and the trial workers. Set only where the user has
+# not: a tool that starts Ray for its users keeps Ray's usage reporting off on
+# their behalf, and Tune's own console tables and trial-folder chdir would
+# fight hpsearch's progress view and the user's relative paths.
+_DRIVER_DEFAULTS = {
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "RAY_AIR_NEW_OUTPUT": "0",
+    "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1",
+    "RAY_CHDIR_TO_TRIAL_DIR": "0",
+}
+_WORKER_ENV = ("RAY_CHDIR_TO_TRIAL_DIR",)
+
+
+@contextmanager
+def ray_cluster(spec: ExecutionSpec, workdir: str) -> Iterator[ClusterCapacity]:
+    """Connect to Ray for the duration of a search and yield what it has to give.
+
+    Joins ``spec.address`` when set; else reuses a Ray already initialised in this
+    process (tests do that); else starts a local Ray bound to 127.0.0.1 with the
+    dashboard off, and stops it afterwards.
+
+    Args:
+        spec: the ``execution`` section.
+        workdir: put on the workers' ``PYTHONPATH`` so ``train`` imports there as here.
+    """
+    for name, value in _DRIVER_DEFAULTS.items():
+        os.environ.setdefault(name, value)
+    started_here = False
+    if not ray.is_initialized():
+        runtime_env = _runtime_env(spec.runtime_env, workdir)
+        common: dict[str, Any] = {
+            "runtime_env": runtime_env,
+            "log_to_driver": False,
+            "logging_level": logging.WARNING,
+            "namespace": None,
+        }
+        try:
+            if spec.address:
+                _check_reachable(spec.address)
+                ray.init(address=spec.address, **common)
+            else:
+                with _loopback_only():
+                    ray.init(
+                        num_cpus=spec.num_cpus,
+                        num_gpus=spec.num_gpus,
+                        include_dashboard=False,
+                        _node_ip_address="127.0.0.1",
+                        **common,
+                    )
+        except (ConnectionError, ValueError, RuntimeError) as exc:
+            raise HpsearchError(_connect_error(spec.address, exc)) from None
+        started_here = True
+    try:
+        yield current_capacity()
+    finally:
+        if started_here:
+            ray.shutdown()
+
+
+_SINGLE_NODE = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
+@contextmanager
+def _loopback_only() -> Iterator[None]:
+    """Start the local Ray on 127.0.0.1 as its node address: its servers listen on loopback only.
+
+    On Linux Ray takes the machine's network address as the node address, even
+    when given 127.0.0.1, and its GCS, raylet and workers then listen on every
+    interface. With the single-machine mode of this setting (meant for laptops)
+    the node address stays 127.0.0.1 and every server binds there. Ray reads it
+    from the environment (for the processes it spawns) and, in this process,
+    from a constant computed when Ray was imported; both are set while Ray
+    starts. A search's local Ray is one machine by definition.
+    """
+    from ray._private import ray_constants
+
+    saved_env = os.environ.get(_SINGLE_NODE)
+    saved_flag = ray_constants.ENABLE_RAY_CLUSTER
+    os.environ[_SINGLE_NODE] = "0"
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = saved_flag
+        if saved_env is None:
+            os.environ.pop(_SINGLE_NODE, None)
+        else:
+            os.environ[_SINGLE_NODE] = saved_env
+
+
+_HOST_PORT = re.compile(r"^\[?(?P<host>[\w.:-]+?)\]?:(?P<port>\d+)$")
+
+
+def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """Fail in seconds on a ``host:port`` accepting no connection; Ray retries for minutes."""
+    match = _HOST_PORT.match(address)
+    if match is None:  # "auto", "ray://...": Ray's own lookup
+        return
+    try:
+        with socket.create_connection((match["host"], int(match["port"])), timeout=timeout_s):
+            pass
+    except OSError as exc:
+        raise ConnectionError(f"nothing accepts connections at {address}: {exc}") from None
+
+
+def _connect_error(address: str | None, exc: Exception) -> str:
+    if not address:
+        return (
+            f"cannot start a local Ray ({exc}); see the Ray logs under /tmp/ray/session_latest/logs"
+        )
+    hint = "check the address (ray status on the head node prints it)"
+    if os.environ.get("RAY_AUTH_MODE") is None:
+        # Ray never sends its token to an address given explicitly unless asked.
+        hint += (
+            "; if the cluster uses token authentication (Ray's default for ray start), "
+            "set RAY_AUTH_MODE=token with the token in ~/.ray/auth_token or RAY_AUTH_TOKEN"
+        )
+    return f"execution.address: cannot connect to the Ray cluster at '{address}' ({exc}); {hint}"
+
+
+def _runtime_env(user_env: dict[str, Any], workdir: str) -> dict[str, Any]:
+    env = dict(user_env)
+    env_vars = dict(env.get("env_vars", {}))
+    paths = [workdir, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    if "PYTHONPATH" in env_vars:
+        paths.insert(0, env_vars["PYTHONPATH"])
+    env_vars["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    for name in _WORKER_ENV:
+        env_vars.setdefault(name, os.environ[name])
+    env["env_vars"] = env_vars
+    return env
+
+
+def current_capacity() -> ClusterCapacity:
+    """The CPUs and GPUs of the connected Ray cluster now (nodes may join or leave)."""
+    resources: dict[str, float] = ray.cluster_resources()  # type: ignore[no-untyped-call]
+    return ClusterCapacity(cpus=float(resources.get("CPU", 0)), gpus=float(resources.get("GPU", 0)))

@@ -1,0 +1,314 @@
+"""The Optuna study: storage, sampler, pruner, the trial budget, and recovery of lost trials.
+
+The study in its storage is the single source of truth for what was tried and
+how it ended. Trials left RUNNING by a driver that died are found by Optuna's
+heartbeat, failed, and enqueued again with the same parameters (the new trial
+carries ``attrs.RETRY_OF``), so a restarted search finishes them and they do
+not count twice toward ``n_trials``.
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.exceptions import ExperimentalWarning
+from optuna.storages import RDBStorage
+from optuna.trial import FrozenTrial, TrialState
+
+from hpsearch import attrs
+from hpsearch.config import ObjectiveSpec, PrunerSpec, RunConfig, SamplerSpec
+from hpsearch.errors import ConfigError, StudyError
+
+HEARTBEAT_INTERVAL_S = 10
+"""How often the driver stamps its running trials as alive."""
+GRACE_PERIOD_S = 30
+"""A RUNNING trial whose stamp is older than this belongs to a driver that is gone."""
+
+
+_SAMPLERS: dict[str, Callable[..., optuna.samplers.BaseSampler]] = {
+    "tpe": optuna.samplers.TPESampler,
+    "random": optuna.samplers.RandomSampler,
+    "nsga2": optuna.samplers.NSGAIISampler,
+    "gp": optuna.samplers.GPSampler,
+}
+_PRUNERS: dict[str, Callable[..., optuna.pruners.BasePruner]] = {
+    "none": optuna.pruners.NopPruner,
+    "median": optuna.pruners.MedianPruner,
+    "percentile": optuna.pruners.PercentilePruner,
+    "successive_halving": optuna.pruners.SuccessiveHalvingPruner,
+    "hyperband": optuna.pruners.HyperbandPruner,
+}
+
+
+def make_sampler(spec: SamplerSpec, source: str = "<config>") -> optuna.samplers.BaseSampler:
+    """The Optuna sampler a ``study.sampler`` section names, with its seed and options."""
+    factory = _SAMPLERS[spec.type]
+    kwargs = dict(spec.options)
+    if spec.seed is not None:
+        kwargs["seed"] = spec.seed
+    sampler: optuna.samplers.BaseSampler = _construct(factory, kwargs, "study.sampler", source)
+    return sampler
+
+
+def make_pruner(spec: PrunerSpec, source: str = "<config>") -> optuna.pruners.BasePruner:
+    """The Optuna pruner a ``study.pruner`` section names, with its options."""
+    pruner: optuna.pruners.BasePruner = _construct(
+        _PRUNERS[spec.type], dict(spec.options), "study.pruner", source
+    )
+    return pruner
+
+
+def _construct(factory: Callable[..., Any], kwargs: dict[str, Any], key: str, source: str) -> Any:
+    name = getattr(factory, "__name__", str(factory))
+    accepted = [
+        p.name
+        for p in inspect.signature(factory).parameters.values()
+        if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    for option in kwargs:
+        if option not in accepted:
+            raise ConfigError(
+                source,
+                f"{key}.options.{option}",
+                f"{name} takes no option '{option}'",
+                f"valid options: {', '.join(accepted)}",
+            )
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ExperimentalWarning)
+            return factory(**kwargs)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(source, f"{key}.options", f"{name} rejected the options: {exc}") from None
+
+
+def prepare_storage_url(url: str) -> str:
+    """Create the folder of a SQLite file so a first run works from a fresh clone."""
+    if url.startswith("sqlite:///"):
+        path = Path(url.removeprefix("sqlite:///"))
+        if str(path) not in ("", ":memory:"):
+            path.parent.mkdir(parents=True, exist_ok=True)
+    return url
+
+
+class StudyHandle:
+    """The study a search writes to, with heartbeat bookkeeping for the driver's trials."""
+
+    def __init__(
+        self,
+        study: optuna.Study,
+        storage: RDBStorage,
+        stale: list[FrozenTrial],
+        heartbeat_interval_s: int = HEARTBEAT_INTERVAL_S,
+        grace_period_s: int = GRACE_PERIOD_S,
+    ) -> None:
+        self.study = study
+        self._storage = storage
+        self._stale = stale
+        self.heartbeat_interval_s = heartbeat_interval_s
+        self.grace_period_s = grace_period_s
+
+    @property
+    def name(self) -> str:
+        """The study name."""
+        return self.study.study_name
+
+    def stamp_alive(self, trials: Sequence[optuna.Trial]) -> None:
+        """Record that the driver still runs ``trials`` (Optuna's heartbeat)."""
+        for trial in trials:
+            # Optuna exposes no public trial id; its own heartbeat thread uses this one.
+            self._storage.record_heartbeat(trial._trial_id)
+
+    def ask(self, distributions: dict[str, optuna.distributions.BaseDistribution]) -> optuna.Trial:
+        """A new trial with its parameters sampled, stamped alive at once."""
+        with warnings.catch_warnings():
+            # Optuna warns that heartbeats are meant for Study.optimize; this driver
+            # keeps them for its ask/tell trials itself (see stamp_alive).
+            warnings.filterwarnings("ignore", message="Heartbeat of storage")
+            trial = self.study.ask(fixed_distributions=distributions)
+        self.stamp_alive([trial])
+        return trial
+
+    def reclaim_stale(self) -> list[FrozenTrial]:
+        """Fail trials whose driver stopped stamping them, and enqueue them again.
+
+        Returns:
+            The trials failed now (their MLflow runs still need ending).
+        """
+        self._stale.clear()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ExperimentalWarning)
+            optuna.storages.fail_stale_trials(self.study)
+        reclaimed = list(self._stale)
+        for trial in reclaimed:
+            self.retry_later(trial.number, trial.params)
+        return reclaimed
+
+    def retry_later(self, number: int, params: dict[str, Any]) -> None:
+        """Enqueue the parameters of interrupted trial ``number`` to run again."""
+        self.study.enqueue_trial(params, user_attrs={attrs.RETRY_OF: number})
+
+
+def open_study(
+    config: RunConfig,
+    *,
+    heartbeat_interval_s: int = HEARTBEAT_INTERVAL_S,
+    grace_period_s: int = GRACE_PERIOD_S,
+) -> StudyHandle:
+    """Create the config's study, or load it to continue.
+
+    Args:
+        config: the search.
+        heartbeat_interval_s: how often running trials are stamped alive.
+        grace_period_s: after how long without a stamp a RUNNING trial is reclaimed.
+
+    Raises:
+        StudyError: the storage cannot be opened, or the stored study optimises
+            other directions than the config.
+        ConfigError: sampler or pruner options the Optuna class does not take.
+    """
+    spec = config.study
+    sampler = make_sampler(spec.sampler, config.source)
+    pruner = make_pruner(spec.pruner, config.source)
+    stale: list[FrozenTrial] = []
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ExperimentalWarning)
+            storage = RDBStorage(
+                prepare_storage_url(spec.storage),
+                engine_kwargs=_engine_kwargs(spec.storage),
+                heartbeat_interval=heartbeat_interval_s,
+                grace_period=grace_period_s,
+                heartbeat_stale_trial_callback=lambda _study, trial: stale.append(trial),
+            )
+    except Exception as exc:
+        raise StudyError(
+            f"{config.source}: study.storage: cannot open '{spec.storage}' "
+            f"({type(exc).__name__}: {exc}); "
+            "check the URL and that the database is reachable"
+        ) from None
+
+    directions = [o.direction for o in config.objective_list]
+    study = optuna.create_study(
+        study_name=spec.name,
+        storage=storage,
+        sampler=sampler,
+        pruner=pruner,
+        directions=directions,
+        load_if_exists=True,
+    )
+    stored = [d.name.lower() for d in study.directions]
+    if stored != directions:
+        raise StudyError(
+            f"{config.source}: objective: study '{spec.name}' in {spec.storage} optimises "
+            f"{stored}, the config asks for {directions}; "
+            "give the study a new study.name, or restore the objectives it was created with"
+        )
+    _check_metric_names(study, config.objective_list, config.source)
+    existing = len(study.get_trials(deepcopy=False))
+    if existing and spec.sampler.seed is not None:
+        # A seeded sampler replays the same random stream in every new driver, so a
+        # resumed search would repeat its first suggestions. Offsetting the seed by
+        # the trials already there keeps it reproducible without repeating itself.
+        offset = spec.sampler.model_copy(update={"seed": spec.sampler.seed + existing})
+        study.sampler = make_sampler(offset, config.source)
+    return StudyHandle(study, storage, stale, heartbeat_interval_s, grace_period_s)
+
+
+def _check_metric_names(study: optuna.Study, objectives: list[ObjectiveSpec], source: str) -> None:
+    names = [o.metric for o in objectives]
+    if study.metric_names is None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ExperimentalWarning)
+            study.set_metric_names(names)
+    elif study.metric_names != names:
+        raise StudyError(
+            f"{source}: objective: study '{study.study_name}' was created for metrics "
+            f"{study.metric_names}, the config names {names}; "
+            "give the study a new study.name, or restore the metrics it was created with"
+        )
+
+
+def _engine_kwargs(url: str) -> dict[str, Any]:
+    # Readers (`hpsearch best` during a search) and the driver share the SQLite
+    # file; wait for a lock rather than fail at once.
+    if url.startswith("sqlite"):
+        return {"connect_args": {"timeout": 30}}
+    return {}
+
+
+class BudgetDecision(enum.Enum):
+    """Whether the search may start another trial."""
+
+    START = "start"
+    WAIT = "wait"
+    FINISHED = "finished"
+
+
+@dataclass(frozen=True)
+class BudgetCount:
+    """Trials that count toward ``n_trials``: those finished and those running."""
+
+    finished: int
+    running: int
+
+
+def count_budget(trials: Sequence[FrozenTrial]) -> BudgetCount:
+    """Count finished trials (complete, pruned, failed but not re-run) and running ones."""
+    retried = {t.user_attrs[attrs.RETRY_OF] for t in trials if attrs.RETRY_OF in t.user_attrs}
+    finished = sum(
+        1
+        for t in trials
+        if t.state in (TrialState.COMPLETE, TrialState.PRUNED)
+        or (t.state == TrialState.FAIL and t.number not in retried)
+    )
+    running = sum(1 for t in trials if t.state == TrialState.RUNNING)
+    return BudgetCount(finished=finished, running=running)
+
+
+class TrialBudget:
+    """When the search stops: ``n_trials`` finished in the study in total, or ``timeout`` passed.
+
+    Like ``Study.optimize``, the timeout stops new trials from starting; trials
+    already running finish. Failed trials count toward ``n_trials`` (as in
+    ``Study.optimize``), except those interrupted by a stopped driver, which are
+    enqueued again and counted once they finish.
+    """
+
+    def __init__(
+        self,
+        n_trials: int | None,
+        timeout_s: float | None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._n_trials = n_trials
+        self._clock = clock
+        self._deadline = None if timeout_s is None else clock() + timeout_s
+
+    @property
+    def n_trials(self) -> int | None:
+        """The total the study should reach."""
+        return self._n_trials
+
+    def timed_out(self) -> bool:
+        """Whether the wall-clock timeout has passed."""
+        return self._deadline is not None and self._clock() >= self._deadline
+
+    def decide(self, count: BudgetCount) -> BudgetDecision:
+        """Start another trial, wait for running ones, or finish."""
+        if self.timed_out():
+            return BudgetDecision.FINISHED
+        if self._n_trials is None:
+            return BudgetDecision.START
+        if count.finished >= self._n_trials:
+            return BudgetDecision.FINISHED
+        if count.finished + count.running >= self._n_trials:
+            return BudgetDecision.WAIT
+        return BudgetDecision.START

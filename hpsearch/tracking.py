@@ -1,0 +1,149 @@
+"""MLflow records of a search: one parent run per ``hpsearch run``, one nested child run per trial.
+
+Only the driver writes here. :class:`MlflowTracker` uses ``MlflowClient`` with
+explicit run ids rather than MLflow's global "active run", so nothing depends
+on which thread or callback happens to be current.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from mlflow.entities import Metric, Param, RunTag
+from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
+
+from hpsearch.errors import HpsearchError
+
+TRIAL_NUMBER_TAG = "optuna.trial_number"
+STUDY_TAG = "optuna.study_name"
+PARENT_TAG = "mlflow.parentRunId"
+_MAX_TAG = 5000
+_MAX_PARAM = 6000
+
+
+class RunStatus(enum.StrEnum):
+    """Terminal MLflow run statuses used by hpsearch."""
+
+    FINISHED = "FINISHED"
+    FAILED = "FAILED"
+    KILLED = "KILLED"
+
+
+def resolve_tracking_uri(uri: str) -> str:
+    """Absolute form of a tracking URI; a relative SQLite path starts at the working directory."""
+    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
+        path = Path(uri.removeprefix("sqlite:///"))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return f"sqlite:///{path.resolve()}"
+    return uri
+
+
+def resolve_artifact_location(location: str) -> str:
+    """A URI for an artifact location; a plain path becomes an absolute ``file://`` URI."""
+    if urlparse(location).scheme in ("", "file") and not location.startswith("file:"):
+        path = Path(location).resolve()
+        path.mkdir(parents=True, exist_ok=True)
+        return path.as_uri()
+    return location
+
+
+class MlflowTracker:
+    """Writes runs of one MLflow experiment.
+
+    Args:
+        uri: tracking URI (SQLite file, or a tracking server URL).
+        experiment: experiment name, created if missing (restored if deleted).
+        artifact_location: where a new experiment keeps artifacts.
+    """
+
+    def __init__(self, uri: str, experiment: str, artifact_location: str) -> None:
+        self.uri = resolve_tracking_uri(uri)
+        self._client = MlflowClient(tracking_uri=self.uri)
+        try:
+            found = self._client.get_experiment_by_name(experiment)
+            if found is None:
+                # One folder per experiment under the artifact root, easy to browse.
+                folder = re.sub(r"[^\w.-]+", "_", experiment)
+                self.experiment_id = self._client.create_experiment(
+                    experiment,
+                    artifact_location=resolve_artifact_location(f"{artifact_location}/{folder}"),
+                )
+            else:
+                self.experiment_id = found.experiment_id
+                if found.lifecycle_stage == "deleted":
+                    self._client.restore_experiment(found.experiment_id)
+        except MlflowException as exc:
+            raise HpsearchError(
+                f"tracking.uri: MLflow store '{uri}' cannot be used ({exc.message}); "
+                "check the URI or that the tracking server is running"
+            ) from None
+        self.experiment_name = experiment
+
+    @property
+    def client(self) -> MlflowClient:
+        """The underlying client, for reads."""
+        return self._client
+
+    def start_run(
+        self,
+        name: str,
+        params: Mapping[str, Any] | None = None,
+        tags: Mapping[str, str] | None = None,
+        parent_run_id: str | None = None,
+    ) -> str:
+        """Create a RUNNING run (nested under ``parent_run_id`` when given) and return its id."""
+        all_tags = dict(tags or {})
+        if parent_run_id:
+            all_tags[PARENT_TAG] = parent_run_id
+        run = self._client.create_run(self.experiment_id, run_name=name, tags=all_tags)
+        run_id: str = run.info.run_id
+        if params:
+            self._client.log_batch(
+                run_id,
+                params=[Param(str(k), _clip(str(v), _MAX_PARAM)) for k, v in params.items()],
+            )
+        return run_id
+
+    def log_metrics(self, run_id: str, metrics: Mapping[str, float], step: int) -> None:
+        """Log metrics for one step, in one call."""
+        if not metrics:
+            return
+        now = int(time.time() * 1000)
+        self._client.log_batch(
+            run_id, metrics=[Metric(k, float(v), now, step) for k, v in metrics.items()]
+        )
+
+    def set_tags(self, run_id: str, tags: Mapping[str, Any]) -> None:
+        """Set tags (values are turned into strings and clipped to MLflow's limit)."""
+        if tags:
+            self._client.log_batch(
+                run_id, tags=[RunTag(k, _clip(str(v), _MAX_TAG)) for k, v in tags.items()]
+            )
+
+    def log_text(self, run_id: str, text: str, artifact_file: str) -> None:
+        """Store ``text`` as an artifact file of the run."""
+        self._client.log_text(run_id, text, artifact_file)
+
+    def end_run(self, run_id: str, status: RunStatus) -> None:
+        """End a run with ``status``."""
+        self._client.set_terminated(run_id, status=status.value)
+
+    def end_if_running(self, run_id: str, status: RunStatus) -> None:
+        """End a run left RUNNING by a driver that stopped; ignore runs already ended or gone."""
+        try:
+            run = self._client.get_run(run_id)
+        except MlflowException:
+            return
+        if run.info.status == "RUNNING":
+            self.end_run(run_id, status)
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."

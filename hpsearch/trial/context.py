@@ -1,0 +1,167 @@
+"""The object a training function receives: report metrics, ask whether to stop, find the device."""
+
+from __future__ import annotations
+
+import contextlib
+import numbers
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from optuna import TrialPruned
+
+__all__ = ["LocalTrialContext", "ReportedStep", "TrialContext", "TrialPruned", "as_metric_value"]
+
+_METRIC_NAME = re.compile(r"^[A-Za-z0-9_.\-/ ]+$")
+
+ReportSink = Callable[[int, dict[str, float]], None]
+PruneOracle = Callable[[int], bool]
+
+
+@dataclass(frozen=True)
+class ReportedStep:
+    """One ``ctx.report`` call, as kept by a local context."""
+
+    step: int
+    metrics: dict[str, float]
+
+
+class TrialContext:
+    """Handed to ``train(params, ctx)``; the trial's line back to the search.
+
+    Typical use in a training loop::
+
+        for epoch in range(params["epochs"]):
+            ...
+            ctx.report(epoch, val_accuracy=acc, samples_per_sec=rate)
+            if ctx.should_prune():
+                raise hpsearch.TrialPruned()
+
+    Under ``hpsearch run`` the context is built by the trial worker. To run a
+    training function by hand (a test, a debugger), use :meth:`local`.
+    """
+
+    def __init__(
+        self,
+        *,
+        trial_number: int,
+        device: str,
+        sink: ReportSink,
+        prune_oracle: PruneOracle | None = None,
+        resources: Mapping[str, float] | None = None,
+    ) -> None:
+        self._trial_number = trial_number
+        self._device = device
+        self._sink = sink
+        self._prune_oracle = prune_oracle
+        self._resources = dict(resources or {})
+        self._last_step: int | None = None
+        self._latest: dict[str, float] = {}
+
+    @classmethod
+    def local(
+        cls,
+        trial_number: int = 0,
+        device: str = "cpu",
+        prune_at: int | None = None,
+    ) -> LocalTrialContext:
+        """A context that keeps reports in memory, for running ``train`` without a search.
+
+        Args:
+            trial_number: the number the function sees.
+            device: the device the function is told to use.
+            prune_at: ``should_prune()`` turns true from this step on (to test pruning paths).
+        """
+        return LocalTrialContext(trial_number=trial_number, device=device, prune_at=prune_at)
+
+    @property
+    def trial_number(self) -> int:
+        """The Optuna trial number: unique within the study, stable across resumed runs."""
+        return self._trial_number
+
+    @property
+    def device(self) -> str:
+        """Where to train: ``"cuda"`` when this trial has a GPU that torch sees, else ``"cpu"``."""
+        return self._device
+
+    @property
+    def resources(self) -> dict[str, float]:
+        """Resources Ray assigned to this trial, e.g. ``{"CPU": 1.0, "GPU": 0.5}``."""
+        return dict(self._resources)
+
+    @property
+    def last_step(self) -> int | None:
+        """The step of the latest report, if any."""
+        return self._last_step
+
+    @property
+    def latest_metrics(self) -> dict[str, float]:
+        """The latest value of every metric reported so far."""
+        return dict(self._latest)
+
+    def report(self, step: int, **metrics: Any) -> None:
+        """Report metrics for one step (an epoch, or a number of batches).
+
+        Args:
+            step: a non-negative integer, increasing over the trial.
+            **metrics: metric name to a real number (Python, NumPy or 0-d tensor).
+
+        Raises:
+            TypeError, ValueError: a step or metric the search cannot record.
+        """
+        if isinstance(step, bool) or not isinstance(step, numbers.Integral) or step < 0:
+            raise ValueError(f"ctx.report: step must be a non-negative integer, got {step!r}")
+        if not metrics:
+            raise ValueError(
+                "ctx.report: give at least one metric, e.g. ctx.report(epoch, loss=0.3)"
+            )
+        values: dict[str, float] = {}
+        for name, value in metrics.items():
+            if not _METRIC_NAME.match(name):
+                raise ValueError(
+                    f"ctx.report: metric name {name!r} may use letters, digits "
+                    "and '_', '-', '.', '/', ' '"
+                )
+            values[name] = as_metric_value(name, value)
+        self._last_step = int(step)
+        self._latest.update(values)
+        self._sink(int(step), values)
+
+    def should_prune(self) -> bool:
+        """Whether the study's pruner says to stop this trial after the latest report.
+
+        Always false when the config sets no pruner or nothing was reported yet.
+        When true, end the trial with ``raise hpsearch.TrialPruned()``.
+        """
+        if self._prune_oracle is None or self._last_step is None:
+            return False
+        return self._prune_oracle(self._last_step)
+
+
+class LocalTrialContext(TrialContext):
+    """A :class:`TrialContext` that records reports in :attr:`history`."""
+
+    def __init__(self, *, trial_number: int, device: str, prune_at: int | None) -> None:
+        self.history: list[ReportedStep] = []
+        super().__init__(
+            trial_number=trial_number,
+            device=device,
+            sink=lambda step, values: self.history.append(ReportedStep(step, values)),
+            prune_oracle=None if prune_at is None else (lambda step: step >= prune_at),
+        )
+
+
+def as_metric_value(name: str, value: Any) -> float:
+    """``value`` as a float metric; raises TypeError for anything but a real number."""
+    item = getattr(value, "item", None)  # NumPy scalars and 0-d tensors
+    if callable(item) and not isinstance(value, numbers.Real):
+        with contextlib.suppress(TypeError, ValueError, RuntimeError):  # not a scalar
+            value = item()
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(
+            f"ctx.report: metric {name!r} must be a real number, got {type(value).__name__}"
+        )
+    # NaN and inf are kept: they are facts about the trial; the driver judges an
+    # objective that is not finite.
+    return float(value)

@@ -1,0 +1,1 @@
+"""Built-in training functions, usable as ``train: hpsearch.workloads.<name>:train``."""

@@ -1,0 +1,166 @@
+"""Per-trial overhead of hpsearch, against Ray Tune with OptunaSearch and a plain Optuna loop.
+
+The same budget each way: ``--trials`` trials of ``--sleep`` seconds, ``--concurrency``
+at a time, on this machine's CPUs. Overhead per trial is the wall time beyond the
+ideal (trials x sleep / concurrency), spread over the trials and slots. hpsearch
+runs twice: reusing trial workers (the default) and starting one per trial.
+
+    python scripts/bench_overhead.py                 # writes benchmarks/results/overhead-<date>.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def sleep_trial(params: dict[str, Any], ctx: Any) -> None:
+    """The benchmark's trial for hpsearch: sleep, report."""
+    time.sleep(float(params["sleep"]))
+    ctx.report(0, score=float(params["x"]))
+
+
+def run_hpsearch(trials: int, sleep: float, concurrency: int, reuse: bool) -> float:
+    """Wall seconds of ``hpsearch.run`` for the budget (Ray start included)."""
+    import hpsearch
+
+    config = {
+        "study": {"name": f"overhead-{reuse}", "sampler": {"type": "random", "seed": 0}},
+        "objective": {"metric": "score", "direction": "maximize"},
+        "train": "bench_overhead:sleep_trial",
+        "space": {"x": {"type": "float", "low": 0.0, "high": 1.0}, "sleep": sleep},
+        "execution": {"max_concurrent": concurrency, "reuse_workers": reuse},
+    }
+    config["study"]["n_trials"] = trials
+    with tempfile.TemporaryDirectory() as folder:
+        previous = Path.cwd()
+        os.chdir(folder)
+        try:
+            Path("bench.yaml").write_text(yaml.safe_dump(config))
+            started = time.perf_counter()
+            outcome = hpsearch.run("bench.yaml")
+            wall = time.perf_counter() - started
+        finally:
+            os.chdir(previous)
+    assert outcome.finished == trials, outcome
+    return wall
+
+
+def run_ray_tune(trials: int, sleep: float, concurrency: int) -> float:
+    """Wall seconds of Ray Tune with OptunaSearch for the budget (Ray start included)."""
+    import optuna
+    import ray
+    from ray import tune
+    from ray.tune.search import ConcurrencyLimiter
+    from ray.tune.search.optuna import OptunaSearch
+
+    def trainable(config: dict[str, Any]) -> None:
+        time.sleep(sleep)
+        tune.report({"score": config["x"]})
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    started = time.perf_counter()
+    ray.init(include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    try:
+        searcher = ConcurrencyLimiter(
+            OptunaSearch(
+                {"x": optuna.distributions.FloatDistribution(0.0, 1.0)},
+                metric="score",
+                mode="max",
+                sampler=optuna.samplers.RandomSampler(seed=0),
+            ),
+            max_concurrent=concurrency,
+        )
+        with tempfile.TemporaryDirectory() as folder:
+            tuner = tune.Tuner(
+                trainable,
+                tune_config=tune.TuneConfig(search_alg=searcher, num_samples=trials),
+                run_config=tune.RunConfig(storage_path=folder, verbose=0),
+            )
+            results = tuner.fit()
+    finally:
+        ray.shutdown()
+    wall = time.perf_counter() - started
+    assert len(results) == trials
+    return wall
+
+
+def run_optuna(trials: int, sleep: float, concurrency: int) -> float:
+    """Wall seconds of ``Study.optimize(n_jobs=concurrency)`` in one process, in memory."""
+    import optuna
+
+    def objective(trial: optuna.Trial) -> float:
+        x = trial.suggest_float("x", 0.0, 1.0)
+        time.sleep(sleep)
+        return x
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(direction="maximize", sampler=optuna.samplers.RandomSampler(seed=0))
+    started = time.perf_counter()
+    study.optimize(objective, n_trials=trials, n_jobs=concurrency)
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=60)
+    parser.add_argument("--sleep", type=float, default=0.5)
+    parser.add_argument("--concurrency", type=int, default=2)
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+
+    # Trial workers import the trial function from this folder.
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(Path(__file__).parent), os.environ.get("PYTHONPATH")])
+    )
+    sys.path.insert(0, str(Path(__file__).parent))
+    ideal = args.trials * args.sleep / args.concurrency
+    runs = {
+        "hpsearch": lambda: run_hpsearch(args.trials, args.sleep, args.concurrency, reuse=True),
+        "hpsearch_no_reuse": lambda: run_hpsearch(
+            args.trials, args.sleep, args.concurrency, reuse=False
+        ),
+        "ray_tune_optunasearch": lambda: run_ray_tune(args.trials, args.sleep, args.concurrency),
+        "optuna_n_jobs": lambda: run_optuna(args.trials, args.sleep, args.concurrency),
+    }
+    results: dict[str, dict[str, float]] = {}
+    for name, run in runs.items():
+        wall = run()
+        per_trial = (wall - ideal) * args.concurrency / args.trials
+        results[name] = {"wall_s": round(wall, 2), "overhead_per_trial_s": round(per_trial, 3)}
+        print(f"{name:24s} wall {wall:7.1f} s   overhead per trial {per_trial:6.3f} s", flush=True)
+
+    report = {
+        "benchmark": "per-trial overhead",
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "gpu": None,
+        },
+        "trials": args.trials,
+        "sleep_s": args.sleep,
+        "concurrency": args.concurrency,
+        "ideal_wall_s": ideal,
+        "results": results,
+    }
+    out = args.out or REPO / "benchmarks" / "results" / f"overhead-{report['date']}-cpu.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

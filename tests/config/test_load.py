@@ -1,0 +1,151 @@
+"""Config validation: unknown keys with suggestions, types, whole-config rules, messages."""
+
+from __future__ import annotations
+
+import pytest
+
+from hpsearch.config import RunConfig, load_config
+from hpsearch.errors import ConfigError
+from tests.conftest import ConfigWriter
+
+
+def _error(write_config: ConfigWriter, update: dict[str, object] | str) -> ConfigError:
+    path = write_config(update)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(path) in str(info.value)
+    assert "\n" not in str(info.value)  # one line
+    return info.value
+
+
+def test_base_config_loads(config: RunConfig) -> None:
+    assert config.study.name == "test-study"
+    assert config.study.storage == "sqlite:///mlruns/optuna.db"
+    assert config.tracking.uri == "sqlite:///mlruns/mlflow.db"
+    assert [o.metric for o in config.objective_list] == ["score"]
+    assert config.experiment_name == "test-study"
+    assert config.search_space.constants() == {"steps": 3}
+
+
+@pytest.mark.parametrize(
+    ("update", "key", "suggestion"),
+    [
+        ({"study": {"n_trial": 3}}, "study.n_trial", "n_trials"),
+        ({"studdy": {"name": "x"}}, "studdy", "study"),
+        ({"execution": {"max_concurent": 2}}, "execution.max_concurent", "max_concurrent"),
+        ({"space": {"x": {"lwo": 0.0, "low": None}}}, "space.x.lwo", "low"),
+        ({"study": {"sampler": {"typ": "tpe"}}}, "study.sampler.typ", "type"),
+    ],
+)
+def test_unknown_keys_name_the_closest_valid_key(
+    write_config: ConfigWriter, update: dict[str, object], key: str, suggestion: str
+) -> None:
+    error = _error(write_config, update)
+    assert error.key == key
+    assert f"did you mean '{suggestion}'" in str(error)
+    assert error.line is not None
+
+
+def test_misspelt_value_suggests_the_allowed_one(write_config: ConfigWriter) -> None:
+    error = _error(write_config, {"objective": {"direction": "maximise"}})
+    assert error.key == "objective.direction"
+    assert "did you mean 'maximize'" in str(error)
+
+
+def test_misspelt_param_type_suggests(write_config: ConfigWriter) -> None:
+    error = _error(write_config, {"space": {"x": {"type": "flaot"}}})
+    assert error.key == "space.x"
+    assert "did you mean 'float'" in str(error)
+
+
+def test_quoted_number_is_a_type_error(write_config: ConfigWriter) -> None:
+    error = _error(write_config, {"study": {"n_trials": "20"}})
+    assert error.key == "study.n_trials"
+    assert "without quotes" in str(error)
+
+
+def test_float_bounds_on_an_int_param_are_rejected(write_config: ConfigWriter) -> None:
+    error = _error(write_config, {"space": {"x": {"type": "int", "low": 1.5, "high": 4}}})
+    assert error.key == "space.x.low"
+
+
+def test_one_of_objective_or_objectives(write_config: ConfigWriter) -> None:
+    error = _error(write_config, {"objectives": [{"metric": "speed", "direction": "maximize"}]})
+    assert "exactly one of 'objective'" in str(error)
+
+
+def test_several_objectives_load(write_config: ConfigWriter) -> None:
+    path = write_config(
+        {
+            "objective": None,
+            "objectives": [
+                {"metric": "score", "direction": "maximize"},
+                {"metric": "speed", "direction": "maximize"},
+            ],
+        }
+    )
+    assert [o.metric for o in load_config(path).objective_list] == ["score", "speed"]
+
+
+def test_pruner_needs_one_objective(write_config: ConfigWriter) -> None:
+    error = _error(
+        write_config,
+        {
+            "objective": None,
+            "objectives": [
+                {"metric": "score", "direction": "maximize"},
+                {"metric": "speed", "direction": "maximize"},
+            ],
+            "study": {"pruner": {"type": "median"}},
+        },
+    )
+    assert "pruner" in str(error)
+
+
+def test_search_needs_an_end(write_config: ConfigWriter) -> None:
+    error = _error(write_config, {"study": {"n_trials": None}})
+    assert "n_trials or study.timeout" in str(error)
+
+
+def test_nothing_to_search_is_an_error(write_config: ConfigWriter) -> None:
+    error = _error(write_config, {"space": {"x": 3}})
+    assert error.key == "space"
+    assert "nothing to search" in str(error)
+
+
+def test_train_must_name_module_and_function(write_config: ConfigWriter) -> None:
+    error = _error(write_config, {"train": "tests.train_functions.quick"})
+    assert error.key == "train"
+    assert "package.module:function" in str(error)
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("90s", 90.0), ("15m", 900.0), ("1h30m", 5400.0), (600, 600.0)]
+)
+def test_timeout_accepts_durations(
+    write_config: ConfigWriter, text: object, seconds: float
+) -> None:
+    assert load_config(write_config({"study": {"timeout": text}})).study.timeout == seconds
+
+
+def test_bad_duration_is_explained(write_config: ConfigWriter) -> None:
+    error = _error(write_config, {"study": {"timeout": "soon"}})
+    assert error.key == "study.timeout"
+    assert "15m" in str(error)
+
+
+def test_empty_file(write_config: ConfigWriter) -> None:
+    assert "empty" in str(_error(write_config, ""))
+
+
+def test_top_level_must_be_a_mapping(write_config: ConfigWriter) -> None:
+    assert "mapping" in str(_error(write_config, "- a\n- b\n"))
+
+
+def test_overrides_keep_the_source(config: RunConfig) -> None:
+    changed = config.with_overrides(n_trials=9, timeout=30.0, address="127.0.0.1:1")
+    assert changed.study.n_trials == 9
+    assert changed.study.timeout == 30.0
+    assert changed.execution.address == "127.0.0.1:1"
+    assert changed.source == config.source
+    assert config.study.n_trials == 4

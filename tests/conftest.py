@@ -1,0 +1,107 @@
+"""Fixtures shared by the whole suite: a project folder, configs, a study, an MLflow store."""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from hpsearch.config import RunConfig, load_config
+from hpsearch.tracking import MlflowTracker
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+BASE_CONFIG: dict[str, Any] = {
+    "study": {"name": "test-study", "sampler": {"type": "random", "seed": 0}, "n_trials": 4},
+    "objective": {"metric": "score", "direction": "maximize"},
+    "train": "tests.train_functions:quick",
+    "space": {"x": {"type": "float", "low": 0.0, "high": 1.0}, "steps": 3},
+    "execution": {"max_concurrent": 2},
+}
+
+ConfigWriter = Callable[..., Path]
+
+
+def merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    """Deep-merge ``update`` into a copy of ``base`` (a ``None`` value deletes the key)."""
+    merged = copy.deepcopy(base)
+    for key, value in update.items():
+        if value is None:
+            merged.pop(key, None)
+        elif isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty working directory standing in for a user's project; ``mlruns/`` goes here.
+
+    Ray workers get the repository on their ``PYTHONPATH``: ``tests.train_functions`` imports there.
+    """
+    monkeypatch.chdir(tmp_path)
+    path = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
+    monkeypatch.setenv("PYTHONPATH", path)
+    return tmp_path
+
+
+@pytest.fixture
+def write_config(project: Path) -> ConfigWriter:
+    """Write a config into the project: ``write_config(update_dict, name=...)`` or raw text."""
+
+    def write(update: dict[str, Any] | str | None = None, name: str = "config.yaml") -> Path:
+        path = project / name
+        if isinstance(update, str):
+            path.write_text(update)
+        else:
+            path.write_text(yaml.safe_dump(merge(BASE_CONFIG, update or {}), sort_keys=False))
+        return path
+
+    return write
+
+
+@pytest.fixture
+def config(write_config: ConfigWriter) -> RunConfig:
+    """The base config, loaded."""
+    return load_config(write_config())
+
+
+@pytest.fixture
+def repo_configs(project: Path) -> Path:
+    """The repository's ``configs/`` copied into the project."""
+    target = project / "configs"
+    target.mkdir()
+    for source in (REPO_ROOT / "configs").glob("*.yaml"):
+        (target / source.name).write_text(source.read_text())
+    return target
+
+
+@pytest.fixture
+def mlflow_tracker(project: Path) -> MlflowTracker:
+    """A real MLflow store (SQLite) in the project, experiment ``test-study``."""
+    return MlflowTracker("sqlite:///mlruns/mlflow.db", "test-study", "mlruns/artifacts")
+
+
+@pytest.fixture(scope="module")
+def ray_one_gpu() -> Iterator[None]:
+    """An in-process Ray with 2 CPUs and 1 logical GPU (no real GPU needed); searches reuse it."""
+    import ray
+
+    ray.init(
+        num_cpus=2,
+        num_gpus=1,
+        include_dashboard=False,
+        log_to_driver=False,
+        logging_level=logging.WARNING,
+        runtime_env={"env_vars": {"PYTHONPATH": str(REPO_ROOT), "RAY_CHDIR_TO_TRIAL_DIR": "0"}},
+    )
+    yield
+    ray.shutdown()

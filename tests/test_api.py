@@ -1,0 +1,143 @@
+"""Searches through hpsearch.run on a real Ray with logical GPUs, real Optuna and real MLflow."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+import hpsearch
+from hpsearch import attrs
+from hpsearch.resources import (
+    Admission,
+    ClusterCapacity,
+    ResourcePolicy,
+    RunningTrial,
+    StaticPolicy,
+)
+from tests.conftest import ConfigWriter
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ray_one_gpu")]
+
+
+class SwitchAfter(ResourcePolicy):
+    """Answers like a static one-trial-per-GPU policy, then two per GPU after ``n`` admissions."""
+
+    def __init__(self, n: int) -> None:
+        self.inner = StaticPolicy(trials_per_gpu=1)
+        self.n = n
+        self.admitted = 0
+
+    def admit(self, running: Sequence[RunningTrial], capacity: ClusterCapacity) -> Admission | None:
+        admission = self.inner.admit(running, capacity)
+        if admission is not None:
+            self.admitted += 1
+            if self.admitted == self.n:
+                self.inner.trials_per_gpu = 2
+        return admission
+
+
+def _mlflow(project: Path) -> MlflowClient:
+    return MlflowClient(f"sqlite:///{project / 'mlruns' / 'mlflow.db'}")
+
+
+def _max_overlap(intervals: list[tuple[float, float]]) -> int:
+    events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
+    level = peak = 0
+    for _, change in events:
+        level += change
+        peak = max(peak, level)
+    return peak
+
+
+def test_policy_change_mid_search_reaches_the_next_trials(write_config: ConfigWriter) -> None:
+    path = write_config(
+        {
+            "train": "tests.train_functions:timed",
+            "study": {"n_trials": 7},
+            "space": {"sleep": 1.5, "steps": None},
+            "execution": {"max_concurrent": None},
+        }
+    )
+    policy = SwitchAfter(3)
+
+    outcome = hpsearch.run(path, policy=policy)
+
+    trials = outcome.results.trials
+    assert [t.state for t in trials] == ["COMPLETE"] * 7
+    study_trials = outcome.results.study.trials
+    requested = [t.user_attrs[attrs.RESOURCES]["gpus"] for t in study_trials]
+    assigned = [t.user_attrs[attrs.ASSIGNED]["GPU"] for t in study_trials]
+    seen_by_worker = [t.metrics["gpu"] for t in trials]
+    assert requested == [1.0] * 3 + [0.5] * 4
+    assert assigned == requested
+    assert seen_by_worker == requested
+    intervals = [(t.metrics["started"], t.metrics["ended"]) for t in trials]
+    assert _max_overlap(intervals[:3]) == 1  # a whole GPU each: one at a time
+    assert _max_overlap(intervals[3:]) == 2  # half a GPU each: two at once
+
+
+def test_every_way_a_trial_ends_is_recorded(write_config: ConfigWriter, project: Path) -> None:
+    path = write_config(
+        {
+            "train": "tests.train_functions:behaves",
+            "study": {"n_trials": 4},
+            "execution": {"trials_per_gpu": 0},
+        }
+    )
+    outcome = hpsearch.run(path)
+
+    by_number = {t.number: t for t in outcome.results.trials}
+    assert by_number[0].state == "COMPLETE"
+    assert by_number[0].values == [0.5]
+    assert by_number[1].state == "FAIL"
+    assert by_number[1].error is not None
+    assert "ValueError: trial 1 went wrong" in by_number[1].error
+    assert by_number[2].state == "COMPLETE"
+    assert by_number[2].values == [0.75]
+    assert by_number[2].metrics == {"score": 0.75, "extra": 1.0}
+    assert by_number[3].state == "FAIL"
+    assert "without reporting the objective metric 'score'" in (by_number[3].error or "")
+
+    client = _mlflow(project)
+    statuses = {n: client.get_run(t.mlflow_run_id or "").info.status for n, t in by_number.items()}
+    assert statuses == {0: "FINISHED", 1: "FAILED", 2: "FINISHED", 3: "FAILED"}
+    failed = client.get_run(by_number[1].mlflow_run_id or "")
+    assert "ValueError: trial 1 went wrong" in failed.data.tags["hpsearch.error"]
+    assert outcome.finished == 4
+    assert outcome.results.best_trial.number == 2
+
+
+def test_pruner_stops_trials_through_should_prune(
+    write_config: ConfigWriter, project: Path
+) -> None:
+    path = write_config(
+        {
+            "train": "tests.train_functions:prunable",
+            "study": {
+                "n_trials": 8,
+                "pruner": {
+                    "type": "median",
+                    "options": {"n_startup_trials": 2, "n_warmup_steps": 1},
+                },
+            },
+            "space": {"steps": 6},
+            "execution": {"trials_per_gpu": 0, "max_concurrent": 1},
+        }
+    )
+    outcome = hpsearch.run(path)
+
+    pruned = [t for t in outcome.results.study.trials if t.state.name == "PRUNED"]
+    assert pruned, "the median pruner should stop the trials below the median"
+    client = _mlflow(project)
+    for trial in pruned:
+        step = trial.user_attrs[attrs.PRUNED_AT]
+        assert 1 <= step < 5
+        assert max(trial.intermediate_values) == step  # it stopped at the verdict
+        run = client.get_run(trial.user_attrs[attrs.MLFLOW_RUN])
+        assert run.info.status == "KILLED"
+        assert run.data.tags["hpsearch.pruned_at_step"] == str(step)
+    completed = [t for t in outcome.results.study.trials if t.state.name == "COMPLETE"]
+    assert all(len(t.intermediate_values) == 6 for t in completed)

@@ -1,0 +1,119 @@
+"""The hpsearch command without Ray: validate, errors with exit code 2, best."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import optuna
+from click.testing import CliRunner
+
+from hpsearch import attrs
+from hpsearch.cli import main
+from hpsearch.config import load_config
+from hpsearch.study import open_study
+from tests.conftest import ConfigWriter
+
+
+def _invoke(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_validate_ok(write_config: ConfigWriter) -> None:
+    code, out, _ = _invoke("validate", str(write_config()))
+    assert code == 0
+    assert "ok: study 'test-study', 1 searched parameter(s), 1 constant(s)" in out
+
+
+def test_validate_repo_configs(repo_configs: Path) -> None:
+    for config in sorted(repo_configs.glob("*.yaml")):
+        code, out, err = _invoke("validate", str(config))
+        assert code == 0, err
+        assert "ok:" in out
+
+
+def test_misspelt_key_exits_2_with_one_line(write_config: ConfigWriter) -> None:
+    path = write_config({"study": {"n_trails": 5}})
+    code, _, err = _invoke("validate", str(path))
+    assert code == 2
+    assert err.count("\n") == 1
+    assert err.startswith(f"error: {path}:")
+    assert "study.n_trails: unknown key 'n_trails'; did you mean 'n_trials'?" in err
+
+
+def test_missing_file_exits_2() -> None:
+    code, _, err = _invoke("validate", "nowhere.yaml")
+    assert code == 2
+    assert "nowhere.yaml: file not found" in err
+
+
+def test_unimportable_train_exits_2(write_config: ConfigWriter) -> None:
+    code, _, err = _invoke("validate", str(write_config({"train": "tests.train_functions:nope"})))
+    assert code == 2
+    assert "train: module 'tests.train_functions' has no 'nope'" in err
+
+
+def test_run_with_bad_input_records_nothing(write_config: ConfigWriter, project: Path) -> None:
+    code, _, err = _invoke("run", str(write_config({"train": "missing_module:train"})))
+    assert code == 2
+    assert "cannot import module 'missing_module'" in err
+    assert not (project / "mlruns").exists()
+
+
+def test_run_rejects_bad_override(write_config: ConfigWriter) -> None:
+    code, _, err = _invoke("run", str(write_config()), "--n-trials", "0")
+    assert code == 2
+    assert "--n-trials" in err
+
+
+def test_best_without_a_study_exits_2(write_config: ConfigWriter) -> None:
+    code, _, err = _invoke("best", str(write_config()))
+    assert code == 2
+    assert "no study storage" in err
+
+
+def test_best_json(write_config: ConfigWriter) -> None:
+    path = write_config()
+    handle = open_study(load_config(path))
+    study = handle.study
+    for x in (0.3, 0.7):
+        trial = handle.ask({"x": optuna.distributions.FloatDistribution(0.0, 1.0)})
+        trial.set_user_attr(attrs.METRICS, {"score": x})
+        trial.set_user_attr(attrs.MLFLOW_RUN, f"run-{trial.number}")
+        study.tell(trial, x)
+    code, out, _ = _invoke("best", str(path), "--json")
+    assert code == 0
+    payload = json.loads(out)
+    assert payload == {
+        "study": "test-study",
+        "trial_number": 1,
+        "params": {"x": study.trials[1].params["x"]},
+        "metrics": {"score": 0.7},
+        "mlflow_run_id": "run-1",
+    }
+    code, out, _ = _invoke("best", str(path))
+    assert code == 0
+    assert "best trial" in out
+
+
+def test_ui_refuses_a_server_uri(write_config: ConfigWriter) -> None:
+    code, _, err = _invoke(
+        "ui", str(write_config({"tracking": {"uri": "http://mlflow.example:5000"}}))
+    )
+    assert code == 2
+    assert "has its own UI" in err
+
+
+def test_console_script_exit_code(write_config: ConfigWriter) -> None:
+    path = write_config({"space": {"x": {"type": "float", "low": 1.0, "high": 0.0}}})
+    done = subprocess.run(
+        [sys.executable, "-m", "hpsearch", "validate", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "space.x: low (1.0) is greater than high (0.0); swap them" in done.stderr

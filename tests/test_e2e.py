@@ -1,0 +1,263 @@
+"""The hpsearch command end to end as a user runs it: a fresh project, subprocesses, all real."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+from mlflow.tracking import MlflowClient
+
+import hpsearch
+from hpsearch import attrs
+from tests.conftest import ConfigWriter
+
+pytestmark = pytest.mark.slow
+
+
+def hpsearch_cli(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "hpsearch", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        check=False,
+    )
+
+
+def _study(name: str) -> optuna.Study:
+    return optuna.load_study(study_name=name, storage="sqlite:///mlruns/optuna.db")
+
+
+def _runs(project: Path, experiment: str) -> tuple[list[Any], list[Any]]:
+    client = MlflowClient(f"sqlite:///{project / 'mlruns' / 'mlflow.db'}")
+    found = client.get_experiment_by_name(experiment)
+    assert found is not None
+    runs = client.search_runs([found.experiment_id], max_results=1000)
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    return parents, children
+
+
+def _wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_debug_config_runs_resumes_and_agrees(repo_configs: Path, project: Path) -> None:
+    first = hpsearch_cli("run", "configs/debug.yaml")
+    assert first.returncode == 0, first.stderr
+
+    study = _study("digits-debug")
+    assert [t.state.name for t in study.trials] == ["COMPLETE"] * 4
+    parents, children = _runs(project, "digits-debug")
+    assert len(parents) == 1
+    assert len(children) == 4
+    client = MlflowClient(f"sqlite:///{project / 'mlruns' / 'mlflow.db'}")
+    by_id = {r.info.run_id: r for r in children}
+    for trial in study.trials:
+        run = by_id[trial.user_attrs[attrs.MLFLOW_RUN]]
+        assert run.info.status == "FINISHED"
+        assert run.data.tags["mlflow.parentRunId"] == parents[0].info.run_id
+        assert run.data.tags["optuna.trial_number"] == str(trial.number)
+        assert {k: run.data.params[k] for k in trial.params} == {
+            k: str(v) for k, v in trial.params.items()
+        }
+        assert run.data.params["epochs"] == "3"
+        accuracy = client.get_metric_history(run.info.run_id, "val_accuracy")
+        assert [m.step for m in accuracy] == [0, 1, 2]
+        assert accuracy[-1].value == trial.value
+        assert len(client.get_metric_history(run.info.run_id, "samples_per_sec")) == 3
+
+    best = json.loads(hpsearch_cli("best", "configs/debug.yaml", "--json").stdout)
+    assert best["study"] == "digits-debug"
+    assert best["trial_number"] == study.best_trial.number
+    assert best["params"] == study.best_trial.params
+    assert best["mlflow_run_id"] == study.best_trial.user_attrs[attrs.MLFLOW_RUN]
+    assert (
+        best["metrics"]["val_accuracy"] == by_id[best["mlflow_run_id"]].data.metrics["val_accuracy"]
+    )
+    assert hpsearch.load("configs/debug.yaml").best_trial.to_dict() == best
+
+    before = {t.number: (t.params, t.values, t.datetime_complete) for t in study.trials}
+    second = hpsearch_cli("run", "configs/debug.yaml", "--n-trials", "6")
+    assert second.returncode == 0, second.stderr
+    study = _study("digits-debug")
+    assert [t.state.name for t in study.trials] == ["COMPLETE"] * 6
+    assert {
+        n: (t.params, t.values, t.datetime_complete) for n, t in enumerate(study.trials) if n < 4
+    } == before
+    parents, children = _runs(project, "digits-debug")
+    assert (len(parents), len(children)) == (2, 6)
+
+    third = hpsearch_cli("run", "configs/debug.yaml", "--n-trials", "6")
+    assert third.returncode == 0
+    assert "nothing to do" in third.stdout
+    assert len(_study("digits-debug").trials) == 6
+
+
+def test_ctrl_c_ends_runs_and_requeues_trials(write_config: ConfigWriter, project: Path) -> None:
+    path = write_config(
+        {
+            "train": "tests.train_functions:timed",
+            "space": {"sleep": 60, "steps": None},
+            "study": {"n_trials": 4},
+        }
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "hpsearch", "run", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+
+        def two_running() -> bool:
+            if not (project / "mlruns" / "optuna.db").exists():
+                return False
+            try:
+                trials = _study("test-study").trials
+            except KeyError:
+                return False
+            return sum(attrs.MLFLOW_RUN in t.user_attrs for t in trials) == 2
+
+        _wait_for(two_running, 120, "two trials to start")
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == 130, stderr
+
+    trials = _study("test-study").trials
+    interrupted = [t for t in trials if t.state.name == "FAIL"]
+    assert len(interrupted) == 2
+    assert all(t.user_attrs[attrs.OUTCOME] == "interrupted" for t in interrupted)
+    retries = [t for t in trials if t.state.name == "WAITING"]
+    assert sorted(t.user_attrs[attrs.RETRY_OF] for t in retries) == sorted(
+        t.number for t in interrupted
+    )
+    parents, children = _runs(project, "test-study")
+    assert [r.info.status for r in parents] == ["KILLED"]
+    assert sorted(r.info.status for r in children) == ["KILLED", "KILLED"]
+
+
+@pytest.fixture
+def ray_head(project: Path) -> Iterator[tuple[str, dict[str, str]]]:
+    """A Ray cluster started with ``ray start --head`` on 127.0.0.1, with token authentication."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": os.urandom(16).hex()}
+    ray = str(Path(sys.executable).parent / "ray")
+    started = subprocess.run(
+        [
+            ray,
+            "start",
+            "--head",
+            f"--port={port}",
+            "--node-ip-address=127.0.0.1",
+            "--num-cpus=2",
+            "--include-dashboard=false",
+            "--disable-usage-stats",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert started.returncode == 0, started.stderr
+    try:
+        yield f"127.0.0.1:{port}", env
+    finally:
+        subprocess.run(
+            [ray, "stop", "--force"], capture_output=True, env=env, timeout=120, check=False
+        )
+
+
+def test_joins_a_running_cluster_by_address(
+    ray_head: tuple[str, dict[str, str]], write_config: ConfigWriter
+) -> None:
+    address, env = ray_head
+    path = write_config()
+    run = hpsearch_cli("run", str(path), "--address", address, env=env)
+    assert run.returncode == 0, run.stderr
+    node = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"import ray; ray.init(address='{address}', logging_level='ERROR'); "
+            "print(ray.get_runtime_context().get_node_id())",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=True,
+    ).stdout.strip()
+    trials = _study("test-study").trials
+    assert [t.state.name for t in trials] == ["COMPLETE"] * 4
+    assert {t.user_attrs[attrs.ASSIGNED]["node_id"] for t in trials} == {node}
+
+
+def test_wrong_address_is_a_one_line_error(write_config: ConfigWriter) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if k != "RAY_AUTH_MODE"}
+    run = hpsearch_cli(
+        "run", str(write_config()), "--address", f"127.0.0.1:{port}", env=env, timeout=600
+    )
+    assert run.returncode == 2
+    last = run.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: execution.address: cannot connect")
+    assert "RAY_AUTH_MODE=token" in last
+
+
+def test_ui_serves_the_store(write_config: ConfigWriter, project: Path) -> None:
+    hpsearch.run(write_config({"study": {"n_trials": 1}, "execution": {"num_cpus": 1}}))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "hpsearch", "ui", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+
+    def healthy() -> bool:
+        try:
+            with urllib.request.urlopen(f"{base}/health", timeout=2) as response:
+                return bool(response.status == 200)
+        except OSError:
+            return False
+
+    try:
+        _wait_for(healthy, 120, "the MLflow UI")
+        request = urllib.request.Request(
+            f"{base}/api/2.0/mlflow/experiments/get-by-name?experiment_name=test-study"
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            experiment = json.load(response)["experiment"]
+        assert experiment["name"] == "test-study"
+    finally:
+        server.terminate()
+        server.wait(timeout=60)

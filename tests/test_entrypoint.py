@@ -1,0 +1,50 @@
+"""Resolving ``package.module:function``, with errors that name the fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hpsearch.entrypoint import ensure_importable_from, resolve_train_function
+from hpsearch.errors import ConfigError
+from tests import train_functions
+
+
+def test_resolves_a_function() -> None:
+    assert resolve_train_function("tests.train_functions:quick") is train_functions.quick
+
+
+@pytest.mark.parametrize(
+    ("spec", "words"),
+    [
+        ("no_such_pkg.mod:train", "cannot import module 'no_such_pkg.mod'"),
+        ("tests.train_functions:quik", "did you mean 'tests.train_functions:quick'"),
+        ("tests.train_functions:BASE", "has no 'BASE'"),
+        ("tests.conftest:REPO_ROOT", "not a function"),
+        ("tests.train_functions:TrialContext", "cannot be called as train(params, ctx)"),
+        ("nocolon", "package.module:function"),
+    ],
+)
+def test_errors_name_train_and_the_fix(spec: str, words: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        resolve_train_function(spec, source="c.yaml")
+    assert info.value.key == "train"
+    assert words in str(info.value)
+    assert str(info.value).startswith("c.yaml: train: ")
+
+
+def test_import_errors_inside_the_module_are_reported(project: Path) -> None:
+    (project / "brokenmod.py").write_text("import not_installed_dependency\n")
+    (project / "raising.py").write_text("raise RuntimeError('bad module')\n")
+    ensure_importable_from(str(project))
+    with pytest.raises(ConfigError, match="importing 'brokenmod' failed: ModuleNotFoundError"):
+        resolve_train_function("brokenmod:train")
+    with pytest.raises(ConfigError, match="importing 'raising' raised RuntimeError: bad module"):
+        resolve_train_function("raising:train")
+
+
+def test_user_project_on_sys_path(project: Path) -> None:
+    (project / "userpkg.py").write_text("def train(params, ctx):\n    return 1.0\n")
+    ensure_importable_from(str(project))
+    assert resolve_train_function("userpkg:train")({}, None) == 1.0

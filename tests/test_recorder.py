@@ -1,0 +1,250 @@
+"""The driver's records: Optuna and MLflow agree on every way a trial can end. No Ray needed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from optuna.trial import TrialState
+
+from hpsearch import attrs
+from hpsearch.config import RunConfig, load_config
+from hpsearch.recorder import TrialRecorder, TrialSummary, TrialTemplate
+from hpsearch.resources import Admission
+from hpsearch.study import BudgetCount, StudyHandle, count_budget, open_study
+from hpsearch.tracking import PARENT_TAG, TRIAL_NUMBER_TAG, MlflowTracker
+from hpsearch.trial.protocol import PARAMS_KEY, SPEC_KEY, EventKind, Outcome, WorkerEvent
+from tests.conftest import ConfigWriter
+
+ADMISSION = Admission(cpus=1.0, gpus=0.5, reason="test")
+
+
+@dataclass
+class Listener:
+    started: list[int] = field(default_factory=list)
+    finished: list[TrialSummary] = field(default_factory=list)
+
+    def trial_started(self, number: int, admission: Admission) -> None:
+        self.started.append(number)
+
+    def trial_finished(self, summary: TrialSummary) -> None:
+        self.finished.append(summary)
+
+
+@dataclass
+class Board:
+    """Collects verdicts the way the Ray decision board receives them."""
+
+    verdicts: list[tuple[int, int, bool]] = field(default_factory=list)
+    forgotten: list[int] = field(default_factory=list)
+
+    def post(self, number: int, step: int, prune: bool) -> None:
+        self.verdicts.append((number, step, prune))
+
+    def forget(self, number: int) -> None:
+        self.forgotten.append(number)
+
+
+@dataclass
+class Harness:
+    recorder: TrialRecorder
+    handle: StudyHandle
+    tracker: MlflowTracker
+    parent: str
+    listener: Listener
+
+    def run_id(self, number: int) -> str:
+        return str(self.handle.study.trials[number].user_attrs[attrs.MLFLOW_RUN])
+
+
+def _harness(config: RunConfig, tracker: MlflowTracker, board: Board | None = None) -> Harness:
+    handle = open_study(config)
+    parent = tracker.start_run("parent")
+    listener = Listener()
+    recorder = TrialRecorder(
+        handle,
+        space=config.search_space,
+        objectives=config.objective_list,
+        tracker=tracker,
+        parent_run_id=parent,
+        template=TrialTemplate(train=config.train, source=config.source, objectives=("score",)),
+        board=board,
+        listeners=[listener],
+    )
+    return Harness(recorder, handle, tracker, parent, listener)
+
+
+@pytest.fixture
+def harness(config: RunConfig, mlflow_tracker: MlflowTracker) -> Harness:
+    return _harness(config, mlflow_tracker)
+
+
+def _report(step: int, **metrics: float) -> WorkerEvent:
+    return WorkerEvent(kind=EventKind.REPORT, step=step, metrics=metrics)
+
+
+def _end(outcome: Outcome, error: str = "", **metrics: float) -> WorkerEvent:
+    return WorkerEvent(kind=EventKind.END, outcome=outcome, error=error, metrics=metrics)
+
+
+def test_open_trial_gives_tune_a_config(harness: Harness) -> None:
+    config = harness.recorder.open_trial("t0", ADMISSION)
+    assert set(config[PARAMS_KEY]) == {"x", "steps"}
+    assert config[PARAMS_KEY]["steps"] == 3
+    assert config[SPEC_KEY]["number"] == 0
+    assert config[SPEC_KEY]["gpus"] == 0.5
+    assert harness.recorder.running()[0].gpus == 0.5
+    trial = harness.handle.study.trials[0]
+    assert trial.state == TrialState.RUNNING
+    assert trial.user_attrs[attrs.RESOURCES] == {"cpus": 1.0, "gpus": 0.5, "reason": "test"}
+
+
+def test_complete_trial_in_optuna_and_mlflow(harness: Harness) -> None:
+    recorder = harness.recorder
+    params = recorder.open_trial("t0", ADMISSION)[PARAMS_KEY]
+    recorder.trial_started("t0")
+    recorder.trial_event("t0", _report(0, score=0.5, speed=10.0))
+    recorder.trial_event("t0", _report(1, score=0.75, speed=12.0))
+    recorder.trial_event("t0", _end(Outcome.COMPLETE))
+    recorder.trial_ended("t0")
+
+    trial = harness.handle.study.trials[0]
+    assert trial.state == TrialState.COMPLETE
+    assert trial.values == [0.75]
+    assert trial.user_attrs[attrs.METRICS] == {"score": 0.75, "speed": 12.0}
+    run = harness.tracker.client.get_run(harness.run_id(0))
+    assert run.info.status == "FINISHED"
+    assert run.data.tags[PARENT_TAG] == harness.parent
+    assert run.data.tags[TRIAL_NUMBER_TAG] == "0"
+    assert run.data.params["x"] == str(params["x"])
+    history = harness.tracker.client.get_metric_history(run.info.run_id, "score")
+    assert [(m.step, m.value) for m in history] == [(0, 0.5), (1, 0.75)]
+    assert harness.listener.started == [0]
+    assert harness.listener.finished[0].outcome is Outcome.COMPLETE
+    assert recorder.running() == []
+    parent_metrics = harness.tracker.client.get_run(harness.parent).data.metrics
+    assert parent_metrics["best_score"] == 0.75
+    assert parent_metrics["trials_complete"] == 1
+
+
+def test_returned_metrics_complete_the_trial(harness: Harness) -> None:
+    harness.recorder.open_trial("t0", ADMISSION)
+    harness.recorder.trial_started("t0")
+    harness.recorder.trial_event("t0", _end(Outcome.COMPLETE, score=0.9))
+    harness.recorder.trial_ended("t0")
+    assert harness.handle.study.trials[0].values == [0.9]
+
+
+def test_failed_trial_keeps_the_error_text(harness: Harness) -> None:
+    harness.recorder.open_trial("t0", ADMISSION)
+    harness.recorder.trial_started("t0")
+    harness.recorder.trial_event("t0", _report(0, score=0.5))
+    harness.recorder.trial_event("t0", _end(Outcome.FAIL, "Traceback...\nRuntimeError: boom"))
+    harness.recorder.trial_ended("t0")
+
+    trial = harness.handle.study.trials[0]
+    assert trial.state == TrialState.FAIL
+    assert trial.user_attrs[attrs.ERROR].endswith("RuntimeError: boom")
+    run = harness.tracker.client.get_run(harness.run_id(0))
+    assert run.info.status == "FAILED"
+    assert run.data.tags["hpsearch.error"].endswith("RuntimeError: boom")
+    error_file = Path(harness.tracker.client.download_artifacts(run.info.run_id, "error.txt"))
+    assert "RuntimeError: boom" in error_file.read_text()
+
+
+@pytest.mark.parametrize(
+    ("event", "words"),
+    [
+        (_report(0, other=1.0), "without reporting the objective metric 'score' (reported: other)"),
+        (_report(0, score=float("nan")), "'score' is nan"),
+    ],
+)
+def test_complete_without_a_usable_objective_fails(
+    harness: Harness, event: WorkerEvent, words: str
+) -> None:
+    harness.recorder.open_trial("t0", ADMISSION)
+    harness.recorder.trial_started("t0")
+    harness.recorder.trial_event("t0", event)
+    harness.recorder.trial_event("t0", _end(Outcome.COMPLETE))
+    harness.recorder.trial_ended("t0")
+    trial = harness.handle.study.trials[0]
+    assert trial.state == TrialState.FAIL
+    assert words in trial.user_attrs[attrs.ERROR]
+
+
+def test_worker_crash_fails_the_trial(harness: Harness) -> None:
+    harness.recorder.open_trial("t0", ADMISSION)
+    harness.recorder.trial_started("t0")
+    harness.recorder.trial_ended("t0", crash="RayActorError: the actor died")
+    trial = harness.handle.study.trials[0]
+    assert trial.state == TrialState.FAIL
+    assert "worker died: RayActorError" in trial.user_attrs[attrs.ERROR]
+
+
+def test_trial_that_never_started_still_gets_a_run(harness: Harness) -> None:
+    harness.recorder.open_trial("t0", ADMISSION)
+    harness.recorder.trial_ended("t0", crash="could not place the trial")
+    run = harness.tracker.client.get_run(harness.run_id(0))
+    assert run.info.status == "FAILED"
+
+
+def test_interrupted_trials_are_requeued_and_not_counted(harness: Harness) -> None:
+    params = harness.recorder.open_trial("t0", ADMISSION)[PARAMS_KEY]
+    harness.recorder.trial_started("t0")
+    harness.recorder.trial_event("t0", _report(0, score=0.5))
+
+    assert harness.recorder.interrupt_open_trials() == 1
+
+    trials = harness.handle.study.trials
+    assert trials[0].state == TrialState.FAIL
+    assert trials[0].user_attrs[attrs.OUTCOME] == "interrupted"
+    assert trials[1].state == TrialState.WAITING
+    assert trials[1].user_attrs[attrs.RETRY_OF] == 0
+    assert count_budget(trials) == BudgetCount(finished=0, running=0)
+    assert harness.tracker.client.get_run(harness.run_id(0)).info.status == "KILLED"
+    again = harness.recorder.open_trial("t1", ADMISSION)[PARAMS_KEY]
+    assert again["x"] == params["x"]
+
+
+def test_pruner_verdicts_reach_the_board(
+    write_config: ConfigWriter, mlflow_tracker: MlflowTracker
+) -> None:
+    config = load_config(
+        write_config(
+            {
+                "study": {
+                    "pruner": {
+                        "type": "median",
+                        "options": {"n_startup_trials": 1, "n_warmup_steps": 0},
+                    }
+                }
+            }
+        )
+    )
+    board = Board()
+    harness = _harness(config, mlflow_tracker, board)
+    recorder = harness.recorder
+    recorder.open_trial("good", ADMISSION)
+    recorder.trial_started("good")
+    for step in range(3):
+        recorder.trial_event("good", _report(step, score=1.0))
+    recorder.trial_event("good", _end(Outcome.COMPLETE))
+    recorder.trial_ended("good")
+
+    recorder.open_trial("bad", ADMISSION)
+    recorder.trial_started("bad")
+    recorder.trial_event("bad", _report(0, score=0.1))
+    recorder.trial_event("bad", _end(Outcome.PRUNED))
+    recorder.trial_ended("bad")
+
+    assert board.verdicts == [(0, 0, False), (0, 1, False), (0, 2, False), (1, 0, True)]
+    assert board.forgotten == [0, 1]
+    bad = harness.handle.study.trials[1]
+    assert bad.state == TrialState.PRUNED
+    assert bad.user_attrs[attrs.PRUNED_AT] == 0
+    run = harness.tracker.client.get_run(harness.run_id(1))
+    assert run.info.status == "KILLED"
+    assert run.data.tags["hpsearch.outcome"] == "pruned"
+    assert run.data.tags["hpsearch.pruned_at_step"] == "0"
+    assert harness.listener.finished[1].pruned_at == 0

@@ -1,0 +1,91 @@
+"""hpsearch.load: best trial, Pareto front, data frame, and errors for missing studies."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+import pytest
+
+from hpsearch import attrs, load
+from hpsearch.config import load_config
+from hpsearch.errors import ResultsError
+from hpsearch.study import StudyHandle, open_study
+from tests.conftest import ConfigWriter
+
+TWO_OBJECTIVES = {
+    "objective": None,
+    "objectives": [
+        {"metric": "score", "direction": "maximize"},
+        {"metric": "speed", "direction": "maximize"},
+    ],
+}
+
+
+def _finish(handle: StudyHandle, x: float, values: list[float], metrics: dict[str, float]) -> None:
+    trial = handle.ask({"x": optuna.distributions.FloatDistribution(x, x)})
+    trial.set_user_attr(attrs.METRICS, metrics)
+    trial.set_user_attr(attrs.MLFLOW_RUN, f"run-{trial.number}")
+    handle.study.tell(trial, values)
+
+
+def test_best_trial_and_dataframe(write_config: ConfigWriter) -> None:
+    path = write_config()
+    handle = open_study(load_config(path))
+    study = handle.study
+    for x in (0.2, 0.9, 0.5):
+        _finish(handle, x, [x], {"score": x, "speed": 10 * x})
+    failed = handle.ask({})
+    study.tell(failed, state=optuna.trial.TrialState.FAIL)
+
+    results = load(path)
+    best = results.best_trial
+    assert best.number == 1
+    assert best.values == [0.9]
+    assert best.params == {"x": 0.9}
+    assert best.metrics == {"score": 0.9, "speed": 9.0}
+    assert best.mlflow_run_id == "run-1"
+    assert best.to_dict() == {
+        "study": "test-study",
+        "trial_number": 1,
+        "params": best.params,
+        "metrics": {"score": 0.9, "speed": 9.0},
+        "mlflow_run_id": "run-1",
+    }
+    assert results.best_trials == [best]
+    frame = results.trials_dataframe()
+    assert list(frame["mlflow_run_id"][:3]) == ["run-0", "run-1", "run-2"]
+    assert list(frame["metrics_speed"][:3]) == [2.0, 9.0, 5.0]
+    assert [t.state for t in results.trials] == ["COMPLETE", "COMPLETE", "COMPLETE", "FAIL"]
+    assert load("test-study").best_trial == best  # by name, default storage
+    assert load(study).best_trial == best
+
+
+def test_pareto_front(write_config: ConfigWriter) -> None:
+    path = write_config(TWO_OBJECTIVES)
+    handle = open_study(load_config(path))
+    _finish(handle, 0.1, [0.9, 1.0], {})
+    _finish(handle, 0.2, [0.5, 5.0], {})
+    _finish(handle, 0.3, [0.4, 4.0], {})  # dominated by the second
+    results = load(path)
+    assert results.is_multi_objective
+    assert [t.number for t in results.best_trials] == [0, 1]
+    with pytest.raises(ResultsError, match="no single best trial"):
+        _ = results.best_trial
+
+
+def test_no_completed_trial_yet(write_config: ConfigWriter) -> None:
+    path = write_config()
+    open_study(load_config(path))
+    with pytest.raises(ResultsError, match="no completed trial yet"):
+        _ = load(path).best_trial
+
+
+def test_missing_storage_and_missing_study(write_config: ConfigWriter, project: Path) -> None:
+    path = write_config()
+    with pytest.raises(ResultsError, match="no study storage at"):
+        load(path)
+    assert not (project / "mlruns" / "optuna.db").exists()  # reading creates nothing
+    open_study(load_config(path))
+    with pytest.raises(ResultsError, match=r"no study named 'other'.*studies there: test-study"):
+        load("other")

@@ -1,0 +1,141 @@
+"""The Optuna study: storage, samplers and pruners from config, budget, lost-trial recovery."""
+
+from __future__ import annotations
+
+import time
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from hpsearch import attrs
+from hpsearch.config import PrunerSpec, RunConfig, SamplerSpec, load_config
+from hpsearch.errors import ConfigError, StudyError
+from hpsearch.study import (
+    BudgetCount,
+    BudgetDecision,
+    TrialBudget,
+    count_budget,
+    make_pruner,
+    make_sampler,
+    open_study,
+)
+from tests.conftest import ConfigWriter
+
+
+def test_open_creates_then_continues(config: RunConfig) -> None:
+    handle = open_study(config)
+    trial = handle.ask(config.search_space.distributions())
+    handle.study.tell(trial, 1.0)
+    again = open_study(config)
+    assert again.name == "test-study"
+    assert [t.state for t in again.study.trials] == [TrialState.COMPLETE]
+    assert again.study.metric_names == ["score"]
+
+
+def test_changed_direction_is_refused(config: RunConfig, write_config: ConfigWriter) -> None:
+    open_study(config)
+    flipped = load_config(
+        write_config({"objective": {"direction": "minimize"}}, name="flipped.yaml")
+    )
+    with pytest.raises(StudyError, match="optimises \\['maximize'\\]"):
+        open_study(flipped)
+
+
+def test_changed_metric_is_refused(config: RunConfig, write_config: ConfigWriter) -> None:
+    open_study(config)
+    renamed = load_config(write_config({"objective": {"metric": "loss"}}, name="renamed.yaml"))
+    with pytest.raises(StudyError, match="created for metrics"):
+        open_study(renamed)
+
+
+def test_unreachable_storage_is_a_study_error(write_config: ConfigWriter) -> None:
+    config = load_config(write_config({"study": {"storage": "postgresql://nobody@127.0.0.1:1/x"}}))
+    with pytest.raises(StudyError, match=r"study\.storage: cannot open"):
+        open_study(config)
+
+
+@pytest.mark.parametrize(
+    ("kind", "cls"),
+    [
+        ("tpe", optuna.samplers.TPESampler),
+        ("random", optuna.samplers.RandomSampler),
+        ("nsga2", optuna.samplers.NSGAIISampler),
+        ("gp", optuna.samplers.GPSampler),
+    ],
+)
+def test_samplers(kind: str, cls: type) -> None:
+    assert isinstance(make_sampler(SamplerSpec(type=kind, seed=1)), cls)  # type: ignore[arg-type]
+
+
+def test_sampler_options_are_checked() -> None:
+    spec = SamplerSpec(type="tpe", options={"n_startup_trial": 3})
+    with pytest.raises(ConfigError) as info:
+        make_sampler(spec, "c.yaml")
+    assert info.value.key == "study.sampler.options.n_startup_trial"
+    assert "n_startup_trials" in str(info.value)
+
+
+def test_pruner_missing_argument_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="PercentilePruner rejected the options"):
+        make_pruner(PrunerSpec(type="percentile"), "c.yaml")
+    assert isinstance(
+        make_pruner(PrunerSpec(type="percentile", options={"percentile": 25.0})),
+        optuna.pruners.PercentilePruner,
+    )
+
+
+@pytest.mark.parametrize(
+    ("n_trials", "count", "decision"),
+    [
+        (4, BudgetCount(finished=0, running=0), BudgetDecision.START),
+        (4, BudgetCount(finished=2, running=1), BudgetDecision.START),
+        (4, BudgetCount(finished=2, running=2), BudgetDecision.WAIT),
+        (4, BudgetCount(finished=4, running=0), BudgetDecision.FINISHED),
+        (None, BudgetCount(finished=99, running=3), BudgetDecision.START),
+    ],
+)
+def test_budget_decisions(
+    n_trials: int | None, count: BudgetCount, decision: BudgetDecision
+) -> None:
+    assert TrialBudget(n_trials, None).decide(count) is decision
+
+
+def test_timeout_finishes_the_search() -> None:
+    now = [100.0]
+    budget = TrialBudget(10, 60.0, clock=lambda: now[0])
+    assert budget.decide(BudgetCount(0, 0)) is BudgetDecision.START
+    now[0] = 160.0
+    assert budget.timed_out()
+    assert budget.decide(BudgetCount(0, 0)) is BudgetDecision.FINISHED
+
+
+def test_lost_trials_are_failed_requeued_and_not_counted(config: RunConfig) -> None:
+    handle = open_study(config, heartbeat_interval_s=1, grace_period_s=1)
+    lost = handle.ask(config.search_space.distributions())
+    assert count_budget(handle.study.trials) == BudgetCount(finished=0, running=1)
+    time.sleep(2.5)  # the driver that asked is gone: no more heartbeats
+
+    reclaimed = handle.reclaim_stale()
+
+    assert [t.number for t in reclaimed] == [lost.number]
+    states = {t.number: t.state for t in handle.study.trials}
+    assert states[lost.number] == TrialState.FAIL
+    waiting = [t for t in handle.study.trials if t.state == TrialState.WAITING]
+    assert len(waiting) == 1
+    assert waiting[0].user_attrs[attrs.RETRY_OF] == lost.number
+    assert count_budget(handle.study.trials) == BudgetCount(finished=0, running=0)
+    retry = handle.ask(config.search_space.distributions())
+    assert retry.params == lost.params
+    assert handle.reclaim_stale() == []  # the retry is stamped alive
+
+
+def test_resumed_seeded_search_does_not_repeat_itself(config: RunConfig) -> None:
+    first = open_study(config)
+    distributions = config.search_space.distributions()
+    for _ in range(2):
+        trial = first.ask(distributions)
+        first.study.tell(trial, 0.0)
+    resumed = open_study(config)
+    new = [resumed.ask(distributions).params["x"] for _ in range(2)]
+    assert not set(new) & {t.params["x"] for t in first.study.trials[:2]}

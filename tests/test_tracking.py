@@ -1,0 +1,59 @@
+"""MLflow writing through MlflowTracker against a real SQLite store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hpsearch.tracking import PARENT_TAG, MlflowTracker, RunStatus, resolve_tracking_uri
+
+
+def test_relative_sqlite_uri_is_made_absolute(project: Path) -> None:
+    uri = resolve_tracking_uri("sqlite:///mlruns/mlflow.db")
+    assert uri == f"sqlite:///{project / 'mlruns' / 'mlflow.db'}"
+    assert (project / "mlruns").is_dir()
+    assert resolve_tracking_uri("http://127.0.0.1:5000") == "http://127.0.0.1:5000"
+
+
+def test_parent_and_child_runs(mlflow_tracker: MlflowTracker, project: Path) -> None:
+    parent = mlflow_tracker.start_run("study-run", params={"study.name": "test-study"})
+    child = mlflow_tracker.start_run(
+        "trial-0",
+        params={"x": 0.5, "tag": "a"},
+        tags={"optuna.trial_number": "0"},
+        parent_run_id=parent,
+    )
+    mlflow_tracker.log_metrics(child, {"score": 1.0, "speed": 10.0}, step=0)
+    mlflow_tracker.log_metrics(child, {"score": 2.0}, step=1)
+    mlflow_tracker.log_text(child, "Traceback ...", "error.txt")
+    mlflow_tracker.set_tags(child, {"long": "x" * 9000})
+    mlflow_tracker.end_run(child, RunStatus.FAILED)
+
+    client = mlflow_tracker.client
+    run = client.get_run(child)
+    assert run.info.status == "FAILED"
+    assert run.data.tags[PARENT_TAG] == parent
+    assert run.data.params == {"x": "0.5", "tag": "a"}
+    assert [(m.step, m.value) for m in client.get_metric_history(child, "score")] == [
+        (0, 1.0),
+        (1, 2.0),
+    ]
+    assert len(run.data.tags["long"]) == 5000
+    artifact_dir = Path(client.download_artifacts(child, "error.txt"))
+    assert artifact_dir.read_text() == "Traceback ..."
+    assert str(project / "mlruns" / "artifacts" / "test-study") in run.info.artifact_uri
+
+
+def test_end_if_running_only_touches_running_runs(mlflow_tracker: MlflowTracker) -> None:
+    running = mlflow_tracker.start_run("a")
+    done = mlflow_tracker.start_run("b")
+    mlflow_tracker.end_run(done, RunStatus.FINISHED)
+    mlflow_tracker.end_if_running(running, RunStatus.KILLED)
+    mlflow_tracker.end_if_running(done, RunStatus.KILLED)
+    mlflow_tracker.end_if_running("no-such-run", RunStatus.KILLED)
+    assert mlflow_tracker.client.get_run(running).info.status == "KILLED"
+    assert mlflow_tracker.client.get_run(done).info.status == "FINISHED"
+
+
+def test_existing_experiment_is_reused(mlflow_tracker: MlflowTracker) -> None:
+    again = MlflowTracker(mlflow_tracker.uri, "test-study", "mlruns/artifacts")
+    assert again.experiment_id == mlflow_tracker.experiment_id

@@ -1,0 +1,75 @@
+"""Small training functions for tests; Ray workers import them as ``tests.train_functions:NAME``."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+from hpsearch import TrialContext, TrialPruned
+
+
+def quick(params: dict[str, Any], ctx: TrialContext) -> None:
+    """Reports ``score`` rising with ``x`` over ``steps`` steps."""
+    for step in range(int(params.get("steps", 3))):
+        ctx.report(step, score=float(params["x"]) * (step + 1), speed=100.0 + step)
+
+
+def timed(params: dict[str, Any], ctx: TrialContext) -> None:
+    """Sleeps ``sleep`` seconds and reports when it ran and with what Ray gave it."""
+    started = time.time()
+    time.sleep(float(params.get("sleep", 1.0)))
+    ctx.report(
+        0,
+        score=float(params["x"]),
+        started=started,
+        ended=time.time(),
+        gpu=ctx.resources.get("GPU", 0.0),
+    )
+
+
+def failing(params: dict[str, Any], ctx: TrialContext) -> None:
+    """Fails for ``x`` above 0.5, after one report."""
+    ctx.report(0, score=float(params["x"]))
+    if params["x"] > 0.5:
+        raise RuntimeError(f"boom at x={params['x']:.3f}")
+
+
+def prunable(params: dict[str, Any], ctx: TrialContext) -> None:
+    """A score that ends higher for higher ``x``; obeys the pruner."""
+    for step in range(int(params.get("steps", 6))):
+        ctx.report(step, score=float(params["x"]) * (step + 1))
+        if ctx.should_prune():
+            raise TrialPruned()
+        time.sleep(0.05)
+
+
+def returns_value(params: dict[str, Any], ctx: TrialContext) -> float:
+    """Reports nothing; returns the objective value."""
+    return float(params["x"]) ** 2
+
+
+def forgets_metric(params: dict[str, Any], ctx: TrialContext) -> None:
+    """Reports a metric that is not the objective."""
+    ctx.report(0, other=1.0)
+
+
+def nan_objective(params: dict[str, Any], ctx: TrialContext) -> None:
+    """Reports a NaN objective."""
+    ctx.report(0, score=math.nan)
+
+
+def behaves(params: dict[str, Any], ctx: TrialContext) -> Any:
+    """One behaviour per trial number: report, raise, return a value, forget the objective."""
+    mode = ctx.trial_number % 4
+    if mode == 0:
+        ctx.report(0, score=0.25)
+        ctx.report(1, score=0.5)
+    elif mode == 1:
+        ctx.report(0, score=0.1)
+        raise ValueError(f"trial {ctx.trial_number} went wrong")
+    elif mode == 2:
+        return {"score": 0.75, "extra": 1.0}
+    else:
+        ctx.report(0, other=1.0)
+    return None

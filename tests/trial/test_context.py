@@ -1,0 +1,71 @@
+"""TrialContext: what a training function can do with it."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from hpsearch import TrialContext
+
+
+def test_local_context_records_reports() -> None:
+    ctx = TrialContext.local(trial_number=7)
+    ctx.report(0, loss=np.float32(0.5), acc=torch.tensor(0.75))
+    ctx.report(1, loss=0.25)
+    assert ctx.trial_number == 7
+    assert ctx.device == "cpu"
+    assert [(h.step, h.metrics) for h in ctx.history] == [
+        (0, {"loss": 0.5, "acc": 0.75}),
+        (1, {"loss": 0.25}),
+    ]
+    assert ctx.latest_metrics == {"loss": 0.25, "acc": 0.75}
+    assert ctx.last_step == 1
+
+
+@pytest.mark.parametrize("step", [-1, 1.5, True, "3"])
+def test_bad_steps(step: object) -> None:
+    with pytest.raises(ValueError, match="step must be a non-negative integer"):
+        TrialContext.local().report(step, loss=1.0)  # type: ignore[arg-type]
+
+
+def test_bad_metrics() -> None:
+    ctx = TrialContext.local()
+    with pytest.raises(TypeError, match="must be a real number"):
+        ctx.report(0, loss="low")
+    with pytest.raises(TypeError, match="must be a real number"):
+        ctx.report(0, flag=True)
+    with pytest.raises(ValueError, match="at least one metric"):
+        ctx.report(0)
+    with pytest.raises(ValueError, match="metric name"):
+        ctx.report(0, **{"a:b": 1.0})
+
+
+def test_nan_is_recorded_as_is() -> None:
+    ctx = TrialContext.local()
+    ctx.report(0, loss=float("nan"))
+    assert math.isnan(ctx.history[0].metrics["loss"])
+
+
+def test_should_prune_follows_the_oracle_after_a_report() -> None:
+    asked: list[int] = []
+
+    def oracle(step: int) -> bool:
+        asked.append(step)
+        return step >= 2
+
+    ctx = TrialContext(trial_number=0, device="cpu", sink=lambda s, m: None, prune_oracle=oracle)
+    assert ctx.should_prune() is False  # nothing reported yet, the oracle is not asked
+    ctx.report(1, loss=1.0)
+    assert ctx.should_prune() is False
+    ctx.report(2, loss=1.0)
+    assert ctx.should_prune() is True
+    assert asked == [1, 2]
+
+
+def test_no_pruner_never_prunes() -> None:
+    ctx = TrialContext.local()
+    ctx.report(5, loss=1.0)
+    assert ctx.should_prune() is False
