@@ -5,18 +5,20 @@ at a time, on this machine's CPUs. Overhead per trial is the wall time beyond th
 ideal (trials x sleep / concurrency), spread over the trials and slots. hpsearch
 runs twice: reusing trial workers (the default) and starting one per trial.
 
-    python scripts/bench_overhead.py                 # writes benchmarks/results/overhead-<date>.json
+    python scripts/bench_overhead.py     # writes benchmarks/results/overhead-<date>-cpu.json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import platform
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +37,7 @@ def run_hpsearch(trials: int, sleep: float, concurrency: int, reuse: bool) -> fl
     """Wall seconds of ``hpsearch.run`` for the budget (Ray start included)."""
     import hpsearch
 
-    config = {
+    config: dict[str, Any] = {
         "study": {"name": f"overhead-{reuse}", "sampler": {"type": "random", "seed": 0}},
         "objective": {"metric": "score", "direction": "maximize"},
         "train": "bench_overhead:sleep_trial",
@@ -71,7 +73,7 @@ def run_ray_tune(trials: int, sleep: float, concurrency: int) -> float:
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     started = time.perf_counter()
-    ray.init(include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    ray.init(include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
     try:
         searcher = ConcurrencyLimiter(
             OptunaSearch(
@@ -126,7 +128,7 @@ def main() -> None:
     )
     sys.path.insert(0, str(Path(__file__).parent))
     ideal = args.trials * args.sleep / args.concurrency
-    runs = {
+    runs: dict[str, Callable[[], float]] = {
         "hpsearch": lambda: run_hpsearch(args.trials, args.sleep, args.concurrency, reuse=True),
         "hpsearch_no_reuse": lambda: run_hpsearch(
             args.trials, args.sleep, args.concurrency, reuse=False
