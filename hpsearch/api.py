@@ -113,7 +113,7 @@ def _run(config: RunConfig, policy: ResourcePolicy | None, console: Console) -> 
     try:
         with ray_cluster(config.execution, workdir) as capacity:
             from hpsearch.runner.adapters import AdmissionSearcher, RecorderCallback
-            from hpsearch.runner.decision_board import NAMESPACE, DecisionBoardHandle
+            from hpsearch.runner.decision_board import DecisionBoardHandle
             from hpsearch.runner.tuner import run_trials
 
             board = DecisionBoardHandle() if config.study.pruner.type != "none" else None
@@ -136,7 +136,6 @@ def _run(config: RunConfig, policy: ResourcePolicy | None, console: Console) -> 
                     source=config.source,
                     objectives=tuple(o.metric for o in config.objective_list),
                     decision_board=board.name if board else "",
-                    namespace=NAMESPACE if board else "",
                 ),
                 board=board,
                 listeners=[view],

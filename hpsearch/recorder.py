@@ -71,13 +71,11 @@ class TrialTemplate:
     source: str
     objectives: tuple[str, ...]
     decision_board: str = ""
-    namespace: str = ""
 
 
 @dataclass
 class _OpenTrial:
     trial: optuna.Trial
-    tune_id: str
     params: dict[str, Any]
     admission: Admission
     run_id: str | None = None
@@ -159,7 +157,7 @@ class TrialRecorder:
             attrs.RESOURCES,
             {"cpus": admission.cpus, "gpus": admission.gpus, "reason": admission.reason},
         )
-        self._open[tune_id] = _OpenTrial(trial, tune_id, params, admission)
+        self._open[tune_id] = _OpenTrial(trial, params, admission)
         spec = TrialSpec(
             number=trial.number,
             train=self._template.train,
@@ -168,7 +166,6 @@ class TrialRecorder:
             cpus=admission.cpus,
             gpus=admission.gpus,
             decision_board=self._template.decision_board,
-            namespace=self._template.namespace,
         )
         return {PARAMS_KEY: params, SPEC_KEY: spec.to_dict()}
 
@@ -207,33 +204,35 @@ class TrialRecorder:
         if self._board is not None:
             self._board.post(record.trial.number, event.step, self._judge(record, event))
 
-    def trial_ended(self, tune_id: str, crash: str | None = None) -> None:
+    def trial_ended(self, tune_id: str, crash: str | None = None) -> Outcome | None:
         """Ray is done with the trial: finish it in Optuna and MLflow.
 
         Args:
             tune_id: Ray Tune's trial id.
             crash: Ray's error when the worker died without an end event.
+
+        Returns:
+            How the trial ended; ``None`` for a trial this recorder does not hold.
         """
         record = self._open.pop(tune_id, None)
         if record is None:
-            return
+            return None
         if record.end is not None and record.end.outcome is not None:
             outcome, error = record.end.outcome, record.end.error
             record.metrics.update(record.end.metrics)
         elif crash is not None:
             outcome, error = Outcome.FAIL, f"trial worker died: {crash}"
         else:
-            outcome, error = Outcome.INTERRUPTED, "stopped before the training function returned"
-        self._finish(record, outcome, error)
+            outcome, error = Outcome.INTERRUPTED, "the search stopped before train returned"
+        return self._finish(record, outcome, error)
 
     def interrupt_open_trials(self) -> int:
-        """Finish every open trial as interrupted (the search was stopped); return how many."""
-        count = 0
-        for tune_id in list(self._open):
-            record = self._open.pop(tune_id)
-            self._finish(record, Outcome.INTERRUPTED, "the search was stopped while this trial ran")
-            count += 1
-        return count
+        """End every trial still open when the search stops; return how many were interrupted.
+
+        A trial whose worker already sent its end event keeps its outcome.
+        """
+        outcomes = [self.trial_ended(tune_id) for tune_id in list(self._open)]
+        return outcomes.count(Outcome.INTERRUPTED)
 
     def maintain(self, now: float | None = None) -> None:
         """Periodic upkeep: stamp running trials alive; reclaim the trials of dead drivers."""
@@ -275,7 +274,7 @@ class TrialRecorder:
             record.pruned_at = event.step
         return prune
 
-    def _finish(self, record: _OpenTrial, outcome: Outcome, error: str) -> None:
+    def _finish(self, record: _OpenTrial, outcome: Outcome, error: str) -> Outcome:
         trial = record.trial
         values: tuple[float, ...] | None = None
         if outcome is Outcome.COMPLETE:
@@ -321,6 +320,7 @@ class TrialRecorder:
         )
         for listener in self._listeners:
             listener.trial_finished(summary)
+        return outcome
 
     def _objective_values(self, metrics: dict[str, float]) -> tuple[tuple[float, ...] | None, str]:
         """The objective values of a completed trial, or why there are none."""

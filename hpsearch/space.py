@@ -38,6 +38,42 @@ def _invalid(problem: str, fix: str) -> PydanticCustomError:
     )
 
 
+def _check_range(
+    low: float, high: float, log: bool, step: float | None, positive_example: str
+) -> None:
+    """The rules a numeric range obeys, for floats and ints alike.
+
+    Args:
+        low, high, log: the range.
+        step: the grid step; ``None`` when there is no grid (an int's step 1).
+        positive_example: a valid ``low`` to suggest for a log scale.
+    """
+    if low > high:
+        raise _invalid(f"low ({low}) is greater than high ({high})", "swap them")
+    if log and low <= 0:
+        raise _invalid(
+            f"log scale needs low > 0 (got {low})",
+            f"set low to a positive value such as {positive_example}, or set log: false",
+        )
+    if step is None:
+        return
+    if log:
+        raise _invalid("step and log cannot be combined", "remove one of them")
+    if step <= 0:
+        raise _invalid(f"step must be > 0 (got {step})", "use a positive step")
+    # Decimal, so that 0.1-steps divide 0..1 exactly.
+    start, span, grid = (
+        Decimal(str(low)),
+        Decimal(str(high)) - Decimal(str(low)),
+        Decimal(str(step)),
+    )
+    if span % grid:
+        raise _invalid(
+            f"the range {low}..{high} is not a whole number of steps of {step}",
+            f"set high to {start + span // grid * grid} (or adjust step)",
+        )
+
+
 class FloatParam(_ParamModel):
     """A float between ``low`` and ``high``, optionally on a log scale or a grid of ``step``."""
 
@@ -49,28 +85,7 @@ class FloatParam(_ParamModel):
 
     @model_validator(mode="after")
     def _check(self) -> FloatParam:
-        if self.low > self.high:
-            raise _invalid(f"low ({self.low}) is greater than high ({self.high})", "swap them")
-        if self.log and self.low <= 0:
-            raise _invalid(
-                f"log scale needs low > 0 (got {self.low})",
-                "set low to a positive value such as 1.0e-5, or set log: false",
-            )
-        if self.step is not None:
-            if self.log:
-                raise _invalid("step and log cannot be combined", "remove one of them")
-            if self.step <= 0:
-                raise _invalid(f"step must be > 0 (got {self.step})", "use a positive step")
-            span = Decimal(str(self.high)) - Decimal(str(self.low))
-            if span % Decimal(str(self.step)) != 0:
-                top = Decimal(str(self.low)) + (span // Decimal(str(self.step))) * Decimal(
-                    str(self.step)
-                )
-                raise _invalid(
-                    f"the range {self.low}..{self.high} is not a whole number "
-                    f"of steps of {self.step}",
-                    f"set high to {top} (or adjust step)",
-                )
+        _check_range(self.low, self.high, self.log, self.step, "1.0e-5")
         return self
 
     def distribution(self) -> BaseDistribution:
@@ -89,22 +104,7 @@ class IntParam(_ParamModel):
 
     @model_validator(mode="after")
     def _check(self) -> IntParam:
-        if self.low > self.high:
-            raise _invalid(f"low ({self.low}) is greater than high ({self.high})", "swap them")
-        if self.log and self.low <= 0:
-            raise _invalid(
-                f"log scale needs low > 0 (got {self.low})", "set low to 1 or more, or log: false"
-            )
-        if self.step <= 0:
-            raise _invalid(f"step must be > 0 (got {self.step})", "use a positive step")
-        if self.log and self.step != 1:
-            raise _invalid("step and log cannot be combined", "remove one of them")
-        if (self.high - self.low) % self.step:
-            top = self.low + (self.high - self.low) // self.step * self.step
-            raise _invalid(
-                f"the range {self.low}..{self.high} is not a whole number of steps of {self.step}",
-                f"set high to {top} (or adjust step)",
-            )
+        _check_range(self.low, self.high, self.log, None if self.step == 1 else self.step, "1")
         return self
 
     def distribution(self) -> BaseDistribution:

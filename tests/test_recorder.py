@@ -248,3 +248,20 @@ def test_pruner_verdicts_reach_the_board(
     assert run.data.tags["hpsearch.outcome"] == "pruned"
     assert run.data.tags["hpsearch.pruned_at_step"] == "0"
     assert harness.listener.finished[1].pruned_at == 0
+
+
+def test_a_trial_that_sent_its_end_keeps_its_outcome_when_the_search_stops(
+    harness: Harness,
+) -> None:
+    harness.recorder.open_trial("done", ADMISSION)
+    harness.recorder.trial_started("done")
+    harness.recorder.trial_event("done", _report(0, score=0.5))
+    harness.recorder.trial_event("done", _end(Outcome.COMPLETE))
+    harness.recorder.open_trial("busy", ADMISSION)
+    harness.recorder.trial_started("busy")
+
+    assert harness.recorder.interrupt_open_trials() == 1
+
+    states = [t.state for t in harness.handle.study.trials]
+    assert states[:2] == [TrialState.COMPLETE, TrialState.FAIL]
+    assert harness.handle.study.trials[2].user_attrs[attrs.RETRY_OF] == 1

@@ -50,7 +50,6 @@ def ray_cluster(spec: ExecutionSpec, workdir: str) -> Iterator[ClusterCapacity]:
             "runtime_env": runtime_env,
             "log_to_driver": False,
             "logging_level": logging.WARNING,
-            "namespace": None,
         }
         try:
             if spec.address:

@@ -47,7 +47,6 @@ class TrialSpec:
         cpus, gpus: the resources requested for this trial.
         decision_board: name of the Ray actor holding pruning decisions; empty when
             no pruner is configured, and ``ctx.should_prune()`` is then always false.
-        namespace: Ray namespace of that actor.
     """
 
     number: int
@@ -57,7 +56,6 @@ class TrialSpec:
     cpus: float
     gpus: float
     decision_board: str = ""
-    namespace: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for the Tune config."""
