@@ -44,10 +44,6 @@ class ConfigError(HpsearchError):
         super().__init__(text)
 
 
-class EntrypointError(HpsearchError):
-    """The training function named in a config cannot be imported or called."""
-
-
 class StudyError(HpsearchError):
     """The Optuna study cannot be opened or does not match the config."""
 

@@ -292,11 +292,6 @@ class TrialBudget:
         self._clock = clock
         self._deadline = None if timeout_s is None else clock() + timeout_s
 
-    @property
-    def n_trials(self) -> int | None:
-        """The total the study should reach."""
-        return self._n_trials
-
     def timed_out(self) -> bool:
         """Whether the wall-clock timeout has passed."""
         return self._deadline is not None and self._clock() >= self._deadline
