@@ -106,9 +106,7 @@ def _run(config: RunConfig, policy: ResourcePolicy | None, console: Console) -> 
     from hpsearch.progress import ProgressView
     from hpsearch.runner.cluster import current_capacity, ray_cluster
 
-    recorder: TrialRecorder | None = None
     status = RunStatus.FAILED
-    interrupted = 0
     finished_before = before.finished
     try:
         with ray_cluster(config.execution, workdir) as capacity:
@@ -150,25 +148,27 @@ def _run(config: RunConfig, policy: ResourcePolicy | None, console: Console) -> 
             max_pending = execution.max_concurrent or max(
                 1, math.floor(capacity.cpus / execution.cpus_per_trial)
             )
-            with view:
-                run_trials(
-                    searcher,
-                    RecorderCallback(recorder),
-                    storage_path=RAY_RESULTS_DIR,
-                    experiment=re.sub(r"[^\w.-]+", "_", run_name),
-                    reuse_workers=execution.reuse_workers,
-                    max_pending=max_pending,
-                )
-            interrupted = recorder.interrupt_open_trials()
-            if board is not None:
-                board.close()
+            try:
+                with view:
+                    run_trials(
+                        searcher,
+                        RecorderCallback(recorder),
+                        storage_path=RAY_RESULTS_DIR,
+                        experiment=re.sub(r"[^\w.-]+", "_", run_name),
+                        reuse_workers=execution.reuse_workers,
+                        max_pending=max_pending,
+                    )
+            finally:
+                # However the search ended, while Ray (and the decision board) still runs:
+                # record every trial still open, so nothing already run is lost.
+                interrupted = recorder.interrupt_open_trials()
+                if board is not None:
+                    board.close()
         status = RunStatus.KILLED if interrupted else RunStatus.FINISHED
     except KeyboardInterrupt:
         status = RunStatus.KILLED
         raise
     finally:
-        if recorder is not None:
-            interrupted += recorder.interrupt_open_trials()
         tracker.end_run(parent_run_id, status)
 
     after = count_budget(handle.study.get_trials(deepcopy=False))
