@@ -15,12 +15,20 @@ from typing import Any
 
 from rich.console import Console
 
-from hpsearch.config import RunConfig, load_config
+from hpsearch.config import ExecutionSpec, RunConfig, load_config, parse_simulate
 from hpsearch.entrypoint import ensure_importable_from, resolve_train_function
+from hpsearch.errors import HpsearchError
 from hpsearch.recorder import TrialRecorder, TrialTemplate, reclaim_stale_trials
 from hpsearch.resources import ResourcePolicy, StaticPolicy
 from hpsearch.results import StudyResults
 from hpsearch.study import BudgetDecision, TrialBudget, count_budget, open_study
+from hpsearch.telemetry import (
+    GpuMonitor,
+    TelemetryBackend,
+    TrialGpuMetrics,
+    open_backend,
+    render_report,
+)
 from hpsearch.tracking import STUDY_TAG, MlflowTracker, RunStatus
 
 RAY_RESULTS_DIR = Path("mlruns") / "ray"
@@ -52,6 +60,7 @@ def run(
     timeout: float | None = None,
     policy: ResourcePolicy | None = None,
     console: Console | None = None,
+    simulate: str | None = None,
 ) -> RunOutcome:
     """Run (or continue) the search a config describes, until its budget is spent.
 
@@ -62,13 +71,23 @@ def run(
         timeout: seconds after which no new trial starts (overrides ``study.timeout``).
         policy: the resource policy; default: a static policy from ``execution``.
         console: where the progress view draws.
+        simulate: run against simulated GPUs (overrides ``telemetry``): a built-in
+            trace name, a CSV trace, or ``load[:key=value,...]``/``constant[:...]``.
 
     Raises:
         HpsearchError: anything the user can fix (the CLI exits with code 2).
     """
     if not isinstance(config, RunConfig):
         config = load_config(config)
-    config = config.with_overrides(n_trials=n_trials, timeout=timeout, address=address)
+    simulated = None
+    if simulate is not None:
+        try:
+            simulated = parse_simulate(simulate)
+        except ValueError as exc:
+            raise HpsearchError(f"--simulate: {exc}") from None
+    config = config.with_overrides(
+        n_trials=n_trials, timeout=timeout, address=address, simulate=simulated
+    )
     console = console or Console()
     with _quiet_libraries():
         return _run(config, policy, console)
@@ -79,6 +98,31 @@ def _run(config: RunConfig, policy: ResourcePolicy | None, console: Console) -> 
     ensure_importable_from(workdir)
     # Fail here, with a one-line error, rather than in every trial worker.
     resolve_train_function(config.train, source=config.source)
+    backend, telemetry_line = open_backend(config.telemetry)
+    try:
+        return _search(
+            config,
+            policy,
+            console,
+            workdir=workdir,
+            backend=backend,
+            telemetry_line=telemetry_line,
+        )
+    finally:
+        if backend is not None:
+            backend.close()
+
+
+def _search(
+    config: RunConfig,
+    policy: ResourcePolicy | None,
+    console: Console,
+    *,
+    workdir: str,
+    backend: TelemetryBackend | None,
+    telemetry_line: str,
+) -> RunOutcome:
+    execution = _execution_for(config, backend)
 
     handle = open_study(config)
     tracker = MlflowTracker(
@@ -102,18 +146,28 @@ def _run(config: RunConfig, policy: ResourcePolicy | None, console: Console) -> 
         tags={STUDY_TAG: handle.name, "hpsearch.config": config.source},
     )
     _attach_config(tracker, parent_run_id, config)
+    console.print(
+        telemetry_line if backend is not None else f"{telemetry_line}; trials run on CPU",
+        highlight=False,
+        markup=False,
+    )
 
     from hpsearch.progress import ProgressView
-    from hpsearch.runner.cluster import current_capacity, ray_cluster
+    from hpsearch.runner.cluster import current_capacity, local_node_id, ray_cluster
 
     status = RunStatus.FAILED
     finished_before = before.finished
     try:
-        with ray_cluster(config.execution, workdir) as capacity:
+        with ray_cluster(execution, workdir) as capacity, _monitoring(config, backend) as monitor:
             from hpsearch.runner.adapters import AdmissionSearcher, RecorderCallback
             from hpsearch.runner.decision_board import DecisionBoardHandle
             from hpsearch.runner.tuner import run_trials
 
+            gpu = (
+                TrialGpuMetrics(monitor, local_node_id=local_node_id())
+                if monitor is not None
+                else None
+            )
             board = DecisionBoardHandle() if config.study.pruner.type != "none" else None
             view = ProgressView(
                 handle.name,
@@ -137,8 +191,8 @@ def _run(config: RunConfig, policy: ResourcePolicy | None, console: Console) -> 
                 ),
                 board=board,
                 listeners=[view],
+                gpu=gpu,
             )
-            execution = config.execution
             policy = policy or StaticPolicy(
                 cpus_per_trial=execution.cpus_per_trial,
                 trials_per_gpu=execution.trials_per_gpu,
@@ -164,6 +218,8 @@ def _run(config: RunConfig, policy: ResourcePolicy | None, console: Console) -> 
                 interrupted = recorder.interrupt_open_trials()
                 if board is not None:
                     board.close()
+                if monitor is not None:
+                    _record_gpu_report(tracker, parent_run_id, monitor)
         status = RunStatus.KILLED if interrupted else RunStatus.FINISHED
     except KeyboardInterrupt:
         status = RunStatus.KILLED
@@ -201,6 +257,59 @@ def _quiet_libraries() -> Iterator[None]:
     finally:
         for name, logger in loggers.items():
             logger.setLevel(previous[name])
+
+
+def _execution_for(config: RunConfig, backend: TelemetryBackend | None) -> ExecutionSpec:
+    """The execution section, with one logical Ray GPU per simulated GPU on a local Ray."""
+    execution = config.execution
+    if backend is None or backend.kind != "simulated" or execution.address:
+        return execution
+    simulated = len(backend.gpus())
+    if execution.num_gpus is None:
+        return execution.model_copy(update={"num_gpus": simulated})
+    if execution.num_gpus != simulated:
+        raise HpsearchError(
+            f"{config.source}: execution.num_gpus is {execution.num_gpus} but {simulated} "
+            "GPU(s) are simulated; leave num_gpus out (the local Ray then gets one logical GPU "
+            "per simulated GPU) or simulate as many GPUs as Ray has"
+        )
+    return execution
+
+
+@contextmanager
+def _monitoring(config: RunConfig, backend: TelemetryBackend | None) -> Iterator[GpuMonitor | None]:
+    """The GPU monitor, sampling in the background for the whole search (none without GPUs)."""
+    if backend is None:
+        yield None
+        return
+    telemetry = config.telemetry
+    with GpuMonitor(
+        backend, interval_s=telemetry.interval_s, window_s=telemetry.window_s
+    ) as monitor:
+        yield monitor
+
+
+def _record_gpu_report(tracker: MlflowTracker, run_id: str, monitor: GpuMonitor) -> None:
+    """The monitor's report and per-GPU summaries on the parent run."""
+    monitor.stop()
+    summaries = monitor.summaries(since=0.0)
+    metrics: dict[str, float] = {"gpu_monitor_cpu_share_pct": 0.0}
+    if monitor.wall_s:
+        metrics["gpu_monitor_cpu_share_pct"] = 100 * monitor.sampler_cpu_s / monitor.wall_s
+    for summary in summaries:
+        if summary.utilization is not None:
+            metrics[f"gpu{summary.index}_utilization_mean_pct"] = summary.utilization.mean
+        if summary.memory_used is not None:
+            metrics[f"gpu{summary.index}_memory_peak_mb"] = summary.memory_used.max
+    tracker.log_metrics(run_id, metrics, 0)
+    report = render_report(
+        summaries,
+        source=monitor.backend.describe(),
+        interval_s=monitor.interval_s,
+        sampler_cpu_s=monitor.sampler_cpu_s,
+        wall_s=monitor.wall_s,
+    )
+    tracker.log_text(run_id, report, "gpu_report.txt")
 
 
 def _best_so_far(study: Any) -> tuple[int, float] | None:

@@ -1,4 +1,4 @@
-"""The ``hpsearch`` command: run, validate, best, ui.
+"""The ``hpsearch`` command: run, validate, best, monitor, ui.
 
 Errors a user can fix are printed as one line on stderr with exit code 2.
 """
@@ -60,13 +60,29 @@ _CONFIG = click.argument("config", type=click.Path(dir_okay=False, path_type=Pat
     type=click.FloatRange(min=0, min_open=True),
     help="Seconds after which no trial starts.",
 )
-def run(config: Path, address: str | None, n_trials: int | None, timeout: float | None) -> None:
+@click.option(
+    "--simulate",
+    metavar="TRACE_OR_SPEC",
+    help="Run against simulated GPUs (e.g. 'load:gpus=2'); see hpsearch monitor --help.",
+)
+def run(
+    config: Path,
+    address: str | None,
+    n_trials: int | None,
+    timeout: float | None,
+    simulate: str | None,
+) -> None:
     """Run the search CONFIG describes, or continue it where it stopped."""
     from hpsearch.api import run as run_search
 
     console = Console()
     outcome = run_search(
-        config, address=address, n_trials=n_trials, timeout=timeout, console=console
+        config,
+        address=address,
+        n_trials=n_trials,
+        timeout=timeout,
+        console=console,
+        simulate=simulate,
     )
     results = outcome.results
     if outcome.mlflow_parent_run_id is not None:
@@ -157,6 +173,87 @@ def ui(config: Path | None, host: str, port: int) -> None:
     click.echo(f"MLflow UI on http://{host}:{port} (Ctrl-C to stop)")
     sys.stdout.flush()
     os.execv(mlflow, command)
+
+
+@main.command()
+@click.argument("config", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--duration",
+    type=click.FloatRange(min=0, min_open=True),
+    help="Seconds to sample; default: until Ctrl-C.",
+)
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0.01),
+    help="Seconds between samples (default: telemetry.interval_s of CONFIG, else 1).",
+)
+@click.option(
+    "--csv", "csv_path", type=click.Path(dir_okay=False, path_type=Path), help="Write every sample."
+)
+@click.option(
+    "--simulate",
+    metavar="TRACE_OR_SPEC",
+    help="Simulated GPUs: a built-in trace (rtx4050-seed004, rtx4060-seed000, rtx3090-seed001), "
+    "a CSV trace, 'constant:utilization_pct=95,...' or 'load:gpus=2'.",
+)
+@click.option(
+    "--target-util",
+    type=click.FloatRange(1, 100),
+    default=85.0,
+    show_default=True,
+    help="Utilisation (%) the packing estimate aims for.",
+)
+def monitor(
+    config: Path | None,
+    *,
+    duration: float | None,
+    interval: float | None,
+    csv_path: Path | None,
+    simulate: str | None,
+    target_util: float,
+) -> None:
+    """Watch the GPUs, then report how well they were used and what to change.
+
+    Reads the GPUs through NVML (or CONFIG's telemetry section, or --simulate).
+    Prints a live view, writes every sample with --csv, and ends with a report
+    per GPU: utilisation, memory and power, readings dropped as measurement
+    errors, a verdict, and recommendations with their arithmetic.
+    """
+    from hpsearch.config import TelemetrySpec, parse_simulate
+    from hpsearch.telemetry import open_backend
+    from hpsearch.telemetry._watch import watch
+
+    spec = load_config(config).telemetry if config is not None else TelemetrySpec()
+    if simulate is not None:
+        try:
+            simulated = parse_simulate(simulate)
+        except ValueError as exc:
+            raise HpsearchError(f"--simulate: {exc}") from None
+        spec = spec.model_copy(update={"backend": "simulated", "simulated": simulated})
+    backend, line = open_backend(spec)
+    console = Console()
+    if backend is None:
+        click.echo(
+            f"{line.replace('; trials run on CPU', '')}: no GPU to monitor; "
+            "try --simulate rtx4050-seed004",
+            err=True,
+        )
+        raise click.exceptions.Exit(1)
+    click.echo(line)
+    try:
+        result = watch(
+            backend,
+            duration_s=duration,
+            interval_s=interval or spec.interval_s,
+            csv_path=csv_path,
+            console=console,
+            target_util_pct=target_util,
+        )
+    finally:
+        backend.close()
+    click.echo(result.report, nl=False)
+    if csv_path is not None:
+        click.echo(f"{result.samples} samples per GPU written to {csv_path}")
 
 
 def _print_best(console: Console, results: Any, config: str) -> None:

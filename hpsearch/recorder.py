@@ -21,6 +21,7 @@ from hpsearch.config import ObjectiveSpec
 from hpsearch.resources import Admission, RunningTrial
 from hpsearch.space import SearchSpace
 from hpsearch.study import StudyHandle
+from hpsearch.telemetry import TrialGpuMetrics
 from hpsearch.tracking import STUDY_TAG, TRIAL_NUMBER_TAG, MlflowTracker, RunStatus
 from hpsearch.trial.protocol import (
     PARAMS_KEY,
@@ -30,6 +31,9 @@ from hpsearch.trial.protocol import (
     TrialSpec,
     WorkerEvent,
 )
+
+GPU_FLUSH_S = 5.0
+"""Seconds between writes of running trials' GPU series to MLflow (also at reports and the end)."""
 
 _MLFLOW_STATUS = {
     Outcome.COMPLETE: RunStatus.FINISHED,
@@ -109,6 +113,7 @@ class TrialRecorder:
         template: fixed parts of each trial's spec.
         board: where pruning verdicts go; ``None`` when no pruner is configured.
         listeners: told about starts and ends (progress view).
+        gpu: per-trial GPU series from the monitor; ``None`` without GPU telemetry.
     """
 
     def __init__(
@@ -122,6 +127,7 @@ class TrialRecorder:
         template: TrialTemplate,
         board: PruneBoard | None = None,
         listeners: Sequence[RunListener] = (),
+        gpu: TrialGpuMetrics | None = None,
     ) -> None:
         self._handle = handle
         self._space = space
@@ -131,6 +137,8 @@ class TrialRecorder:
         self._template = template
         self._board = board
         self._listeners = list(listeners)
+        self._gpu = gpu
+        self._last_gpu_flush = 0.0
         self._open: dict[str, _OpenTrial] = {}
         self._distributions = space.distributions()
         self._last_stamp = 0.0
@@ -187,10 +195,15 @@ class TrialRecorder:
         if record is None:
             return
         if event.assigned and not record.assigned:
-            record.assigned = dict(event.assigned)
-            record.trial.set_user_attr(attrs.ASSIGNED, record.assigned)
-            if record.run_id:
-                self._tracker.set_tags(record.run_id, _assigned_tags(record.assigned))
+            self._placed(record, event.assigned)
+        if event.kind is EventKind.GPU_LOAD:
+            if self._gpu is not None:
+                self._gpu.declared_load(
+                    record.trial.number,
+                    event.gpu_load.get("utilization_pct", 0.0),
+                    event.gpu_load.get("memory_mb", 0.0),
+                )
+            return
         if event.kind is EventKind.END:
             record.end = event
             return
@@ -201,6 +214,7 @@ class TrialRecorder:
             self._start_mlflow_run(record)
         assert record.run_id is not None
         self._tracker.log_metrics(record.run_id, event.metrics, event.step)
+        self._log_gpu_series(record)
         if self._board is not None:
             self._board.post(record.trial.number, event.step, self._judge(record, event))
 
@@ -243,8 +257,54 @@ class TrialRecorder:
         if now - self._last_reclaim >= self._handle.grace_period_s / 2:
             self._last_reclaim = now
             reclaim_stale_trials(self._handle, self._tracker)
+        if self._gpu is not None and now - self._last_gpu_flush >= GPU_FLUSH_S:
+            # GPU series reach MLflow while trials run, not only at their end.
+            self._last_gpu_flush = now
+            for record in self._open.values():
+                self._log_gpu_series(record)
 
     # -- internals -------------------------------------------------------------
+
+    def _placed(self, record: _OpenTrial, assigned: dict[str, Any]) -> None:
+        """The worker said where it runs: record it, and start attributing GPU samples."""
+        record.assigned = dict(assigned)
+        tags = _assigned_tags(record.assigned)
+        if self._gpu is not None:
+            note = self._gpu.placed(
+                record.trial.number,
+                gpu_ids=list(assigned.get("gpu_ids", [])),
+                node_id=assigned.get("node_id"),
+                pid=assigned.get("pid"),
+                started_at=record.started_at or time.time(),
+            )
+            if note:
+                tags["hpsearch.gpu_telemetry"] = note
+                record.assigned["gpu_telemetry"] = note
+        record.trial.set_user_attr(attrs.ASSIGNED, record.assigned)
+        if record.run_id is None:
+            self._start_mlflow_run(record)
+        assert record.run_id is not None
+        self._tracker.set_tags(record.run_id, tags)
+
+    def _log_gpu_series(self, record: _OpenTrial) -> None:
+        if self._gpu is None or record.run_id is None:
+            return
+        points = self._gpu.new_points(record.trial.number)
+        if points:
+            self._tracker.log_series(record.run_id, points)
+
+    def _finish_gpu(self, record: _OpenTrial) -> None:
+        """Last GPU points and the trial's GPU summary, into MLflow and the Optuna trial."""
+        if self._gpu is None:
+            return
+        points, report = self._gpu.finish(record.trial.number, time.time())
+        if report is None:
+            return
+        assert record.run_id is not None
+        self._tracker.log_series(record.run_id, points)
+        self._tracker.log_metrics(record.run_id, report.metrics, 0)
+        self._tracker.set_tags(record.run_id, report.tags)
+        record.trial.set_user_attr(attrs.GPU, report.attrs)
 
     def _start_mlflow_run(self, record: _OpenTrial) -> None:
         number = record.trial.number
@@ -293,6 +353,7 @@ class TrialRecorder:
         if record.run_id is None:
             self._start_mlflow_run(record)
         assert record.run_id is not None
+        self._finish_gpu(record)
         self._write_mlflow_end(record, outcome, error)
 
         if outcome is Outcome.COMPLETE:

@@ -10,8 +10,11 @@ from hpsearch.config._schema import (
     PrunerSpec,
     RunConfig,
     SamplerSpec,
+    SimulatedSpec,
     StudySpec,
+    TelemetrySpec,
     TrackingSpec,
+    parse_simulate,
 )
 
 __all__ = [
@@ -23,7 +26,10 @@ __all__ = [
     "PrunerSpec",
     "RunConfig",
     "SamplerSpec",
+    "SimulatedSpec",
     "StudySpec",
+    "TelemetrySpec",
     "TrackingSpec",
     "load_config",
+    "parse_simulate",
 ]

@@ -116,6 +116,117 @@ class TrackingSpec(_Section):
     artifact_location: str = DEFAULT_ARTIFACT_LOCATION
 
 
+class SimulatedSpec(_Section):
+    """Simulated GPUs, for machines with none (``telemetry.backend: simulated``).
+
+    Attributes:
+        source: ``load``: the running trials declare their load
+            (``ctx.simulate_gpu_load``), the GPUs show the sum; ``constant``: the
+            readings below, always; ``trace``: replay a CSV trace row by row.
+        trace: for ``source: trace``, a built-in trace (``rtx4050-seed004``,
+            ``rtx4060-seed000``, ``rtx3090-seed001``) or a CSV file as written by
+            ``hpsearch monitor --csv``.
+        gpus: how many GPUs (``load`` and ``constant``; a trace has its own).
+        name, memory_total_mb, power_limit_w: each GPU's make (default: the seeds'
+            RTX 4050 Laptop GPU, 6 GB).
+        idle_power_w: power at 0% utilisation (``load``).
+        utilization_pct, memory_used_mb, power_w: the readings of ``constant``.
+    """
+
+    source: Literal["load", "constant", "trace"] = "load"
+    trace: str | None = None
+    gpus: PositiveInt = 1
+    name: str = "Simulated RTX 4050 Laptop GPU"
+    memory_total_mb: PositiveFloat = 6141.0
+    power_limit_w: PositiveFloat = 115.0
+    idle_power_w: float = Field(default=5.0, ge=0)
+    utilization_pct: float = 0.0
+    memory_used_mb: float = 0.0
+    power_w: float | None = None
+
+    @model_validator(mode="after")
+    def _trace_when_replaying(self) -> SimulatedSpec:
+        if self.source == "trace" and not self.trace:
+            raise ValueError(
+                "source: trace needs a trace: a built-in name (rtx4050-seed004, "
+                "rtx4060-seed000, rtx3090-seed001) or a CSV file written by hpsearch monitor --csv"
+            )
+        if self.source != "trace" and self.trace:
+            raise ValueError(f"trace is only read with source: trace (source is {self.source})")
+        return self
+
+
+class TelemetrySpec(_Section):
+    """GPU telemetry during a search and for ``hpsearch monitor``.
+
+    Attributes:
+        backend: ``auto`` reads NVIDIA GPUs through NVML when there are any and
+            runs without telemetry otherwise (one line says so); ``nvml`` requires
+            them; ``simulated`` reads simulated GPUs (see ``simulated``); ``off``
+            reads nothing.
+        interval_s: seconds between samples.
+        window_s: the rolling window that live summaries cover.
+        simulated: the simulated GPUs, with ``backend: simulated``.
+    """
+
+    backend: Literal["auto", "nvml", "simulated", "off"] = "auto"
+    interval_s: Seconds = 1.0
+    window_s: Seconds = 60.0
+    simulated: SimulatedSpec | None = None
+
+    @model_validator(mode="after")
+    def _simulated_only_when_simulating(self) -> TelemetrySpec:
+        if self.simulated is not None and self.backend != "simulated":
+            raise ValueError(
+                f"simulated is set but backend is {self.backend}; "
+                "set backend: simulated to use it, or remove simulated"
+            )
+        return self
+
+    @property
+    def simulation(self) -> SimulatedSpec:
+        """The simulated GPUs (defaults when the section is left out)."""
+        return self.simulated or SimulatedSpec()
+
+
+def parse_simulate(text: str) -> SimulatedSpec:
+    """Read a ``--simulate`` argument into a :class:`SimulatedSpec`.
+
+    Accepted: a built-in trace name or a CSV file (replayed); ``constant`` or
+    ``load``, optionally followed by ``:key=value,...`` with any field of
+    :class:`SimulatedSpec` (e.g. ``load:gpus=2`` or
+    ``constant:utilization_pct=95,memory_used_mb=3500``).
+
+    Raises:
+        ValueError: with the accepted forms.
+    """
+    from hpsearch.telemetry import BUILTIN_TRACES
+
+    text = text.strip()
+    kind, _, rest = text.partition(":")
+    if kind in ("constant", "load"):
+        fields: dict[str, Any] = {"source": kind}
+        for item in filter(None, (p.strip() for p in rest.split(","))):
+            key, sep, value = item.partition("=")
+            if not sep:
+                raise ValueError(f"'{item}' is not key=value")
+            fields[key.strip()] = value.strip()
+        try:
+            return SimulatedSpec.model_validate(fields, strict=False)
+        except ValueError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or kind}: {e['msg']}"
+                for e in getattr(exc, "errors", lambda: [])()
+            )
+            raise ValueError(problems or str(exc)) from None
+    if text in BUILTIN_TRACES or text.endswith(".csv"):
+        return SimulatedSpec(source="trace", trace=text)
+    raise ValueError(
+        f"'{text}' is not a built-in trace ({', '.join(BUILTIN_TRACES)}), a .csv trace, "
+        "'constant[:key=value,...]' or 'load[:key=value,...]'"
+    )
+
+
 def _expand_space(value: Any) -> Any:
     if isinstance(value, dict):
         return {name: expand_shorthand(entry) for name, entry in value.items()}
@@ -132,6 +243,7 @@ class RunConfig(_Section):
     space: Annotated[dict[str, ParamSpec], BeforeValidator(_expand_space)]
     execution: ExecutionSpec = Field(default_factory=ExecutionSpec)
     tracking: TrackingSpec = Field(default_factory=TrackingSpec)
+    telemetry: TelemetrySpec = Field(default_factory=TelemetrySpec)
 
     _source: str = PrivateAttr(default="<config>")
 
@@ -195,8 +307,12 @@ class RunConfig(_Section):
         n_trials: int | None = None,
         timeout: float | None = None,
         address: str | None = None,
+        simulate: SimulatedSpec | None = None,
     ) -> RunConfig:
-        """A copy with command-line overrides applied (``None`` keeps the file's value)."""
+        """A copy with command-line overrides applied (``None`` keeps the file's value).
+
+        ``simulate`` switches telemetry to the given simulated GPUs.
+        """
         study_update: dict[str, Any] = {}
         if n_trials is not None:
             study_update["n_trials"] = n_trials
@@ -207,6 +323,10 @@ class RunConfig(_Section):
             update["study"] = self.study.model_copy(update=study_update)
         if address is not None:
             update["execution"] = self.execution.model_copy(update={"address": address})
+        if simulate is not None:
+            update["telemetry"] = self.telemetry.model_copy(
+                update={"backend": "simulated", "simulated": simulate}
+            )
         copy = self.model_copy(update=update)
         copy._source = self._source
         return copy

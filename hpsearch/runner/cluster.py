@@ -152,3 +152,12 @@ def current_capacity() -> ClusterCapacity:
     """The CPUs and GPUs of the connected Ray cluster now (nodes may join or leave)."""
     resources: dict[str, float] = ray.cluster_resources()  # type: ignore[no-untyped-call]
     return ClusterCapacity(cpus=float(resources.get("CPU", 0)), gpus=float(resources.get("GPU", 0)))
+
+
+def local_node_id() -> str | None:
+    """The Ray node this driver runs on (``None`` for a Ray client, which is on no node)."""
+    try:
+        node_id: str = ray.get_runtime_context().get_node_id()
+    except Exception:  # a Ray client has no node of its own
+        return None
+    return node_id

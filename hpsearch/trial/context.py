@@ -17,6 +17,7 @@ _METRIC_NAME = re.compile(r"^[A-Za-z0-9_.\-/ ]+$")
 
 ReportSink = Callable[[int, dict[str, float]], None]
 PruneOracle = Callable[[int], bool]
+GpuLoadSink = Callable[[float, float], None]
 
 
 @dataclass(frozen=True)
@@ -50,8 +51,10 @@ class TrialContext:
         sink: ReportSink,
         prune_oracle: PruneOracle | None = None,
         resources: Mapping[str, float] | None = None,
+        gpu_load_sink: GpuLoadSink | None = None,
     ) -> None:
         self._trial_number = trial_number
+        self._gpu_load_sink = gpu_load_sink
         self._device = device
         self._sink = sink
         self._prune_oracle = prune_oracle
@@ -128,6 +131,29 @@ class TrialContext:
         self._latest.update(values)
         self._sink(int(step), values)
 
+    def simulate_gpu_load(self, utilization_pct: float, memory_mb: float) -> None:
+        """Declare the load this trial would put on its GPU, for simulated GPUs.
+
+        For workloads that model a GPU on machines without one: under
+        ``telemetry.backend: simulated`` with ``source: load``, the trial's GPU
+        reads this utilisation and memory (added to its co-tenants') until the
+        trial ends, and its MLflow run gets the GPU series as on real hardware.
+        Elsewhere the declaration is recorded and has no other effect. Call it
+        again when the load changes.
+
+        Args:
+            utilization_pct: 0-100, the share of time the GPU would be busy.
+            memory_mb: device memory the trial would hold, in MiB.
+        """
+        if not 0 <= utilization_pct <= 100:
+            raise ValueError(
+                f"simulate_gpu_load: utilization_pct must be within 0-100, got {utilization_pct}"
+            )
+        if memory_mb < 0:
+            raise ValueError(f"simulate_gpu_load: memory_mb must be >= 0, got {memory_mb}")
+        if self._gpu_load_sink is not None:
+            self._gpu_load_sink(float(utilization_pct), float(memory_mb))
+
     def should_prune(self) -> bool:
         """Whether the study's pruner says to stop this trial after the latest report.
 
@@ -140,15 +166,20 @@ class TrialContext:
 
 
 class LocalTrialContext(TrialContext):
-    """A :class:`TrialContext` that records reports in :attr:`history`."""
+    """A :class:`TrialContext` that records reports in :attr:`history`.
+
+    Declared simulated GPU loads go to :attr:`gpu_loads` as ``(utilization_pct, memory_mb)``.
+    """
 
     def __init__(self, *, trial_number: int, device: str, prune_at: int | None) -> None:
         self.history: list[ReportedStep] = []
+        self.gpu_loads: list[tuple[float, float]] = []
         super().__init__(
             trial_number=trial_number,
             device=device,
             sink=lambda step, values: self.history.append(ReportedStep(step, values)),
             prune_oracle=None if prune_at is None else (lambda step: step >= prune_at),
+            gpu_load_sink=lambda util, memory: self.gpu_loads.append((util, memory)),
         )
 
 

@@ -32,6 +32,8 @@ class EventKind(StrEnum):
 
     REPORT = "report"
     END = "end"
+    GPU_LOAD = "gpu_load"
+    """The trial declares the load it puts on its (simulated) GPU: ``ctx.simulate_gpu_load``."""
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,9 @@ class WorkerEvent:
         metrics: metrics of a report, or final metrics returned by the function.
         outcome: at the end: complete, fail or pruned.
         error: at the end of a failed trial: the exception and its traceback.
-        assigned: resources Ray actually assigned to the worker (first report and end).
+        assigned: resources Ray actually assigned to the worker, its node and process id
+            (first event and end).
+        gpu_load: with ``gpu_load`` events: ``utilization_pct`` and ``memory_mb``.
     """
 
     kind: EventKind
@@ -86,6 +90,7 @@ class WorkerEvent:
     outcome: Outcome | None = None
     error: str = ""
     assigned: dict[str, Any] = field(default_factory=dict)
+    gpu_load: dict[str, float] = field(default_factory=dict)
 
     def to_result(self) -> dict[str, Any]:
         """The Tune result dict carrying this event."""
@@ -96,6 +101,8 @@ class WorkerEvent:
             header["error"] = self.error
         if self.assigned:
             header["assigned"] = self.assigned
+        if self.gpu_load:
+            header["gpu_load"] = self.gpu_load
         return {SPEC_KEY: header, METRICS_KEY: dict(self.metrics)}
 
     @classmethod
@@ -112,4 +119,5 @@ class WorkerEvent:
             outcome=Outcome(outcome) if outcome else None,
             error=str(header.get("error", "")),
             assigned=dict(header.get("assigned") or {}),
+            gpu_load=dict(header.get("gpu_load") or {}),
         )

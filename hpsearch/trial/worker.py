@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import sys
 import traceback
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from hpsearch.entrypoint import resolve_train_function
@@ -38,16 +40,24 @@ def run_trial(config: dict[str, Any]) -> None:
     assigned = _assigned_resources(ray)
     sent_assigned = False
 
-    def sink(step: int, metrics: dict[str, float]) -> None:
+    def send(event: WorkerEvent) -> None:
+        # The first event of either kind carries the placement.
         nonlocal sent_assigned
-        event = WorkerEvent(
-            kind=EventKind.REPORT,
-            step=step,
-            metrics=metrics,
-            assigned={} if sent_assigned else assigned,
-        )
-        sent_assigned = True
+        if not sent_assigned:
+            event = replace(event, assigned=assigned)
+            sent_assigned = True
         tune.report(event.to_result())
+
+    def sink(step: int, metrics: dict[str, float]) -> None:
+        send(WorkerEvent(kind=EventKind.REPORT, step=step, metrics=metrics))
+
+    def gpu_load_sink(utilization_pct: float, memory_mb: float) -> None:
+        send(
+            WorkerEvent(
+                kind=EventKind.GPU_LOAD,
+                gpu_load={"utilization_pct": utilization_pct, "memory_mb": memory_mb},
+            )
+        )
 
     oracle = None
     if spec.decision_board:
@@ -61,7 +71,9 @@ def run_trial(config: dict[str, Any]) -> None:
                 )
             return bool(verdict)
 
-    outcome, error, final = _call_train(spec, params, assigned, sink, oracle)
+    outcome, error, final = _call_train(
+        spec, params, assigned=assigned, sink=sink, oracle=oracle, gpu_load_sink=gpu_load_sink
+    )
     tune.report(
         WorkerEvent(
             kind=EventKind.END, outcome=outcome, error=error, metrics=final, assigned=assigned
@@ -72,9 +84,11 @@ def run_trial(config: dict[str, Any]) -> None:
 def _call_train(
     spec: TrialSpec,
     params: dict[str, Any],
+    *,
     assigned: dict[str, Any],
     sink: Any,
     oracle: Any,
+    gpu_load_sink: Any,
 ) -> tuple[Outcome, str, dict[str, float]]:
     """Call the training function; return its outcome, error text and final metrics.
 
@@ -89,7 +103,8 @@ def _call_train(
             device=_device(assigned),
             sink=sink,
             prune_oracle=oracle,
-            resources={k: v for k, v in assigned.items() if isinstance(v, int | float)},
+            resources={k: float(v) for k, v in assigned.items() if k in ("CPU", "GPU")},
+            gpu_load_sink=gpu_load_sink,
         )
         returned = train(params, ctx)
         final = _final_metrics(returned, spec)
@@ -123,6 +138,7 @@ def _assigned_resources(ray: Any) -> dict[str, Any]:
     }
     assigned["gpu_ids"] = [str(i) for i in ray.get_gpu_ids()]
     assigned["node_id"] = context.get_node_id()
+    assigned["pid"] = os.getpid()
     return assigned
 
 

@@ -1,0 +1,86 @@
+"""GPU telemetry: backends that read GPUs (NVML, simulated), the monitor, summaries and advice.
+
+The tree: ``_base`` (what a reading is, the backend interface), ``_nvml`` and
+``_simulated`` (the backends), ``_trace`` (samples as CSV), ``_monitor`` (the
+sampling thread), ``_summary`` (statistics, implausible readings), ``_advice``
+(verdicts and recommendations), ``_report`` (the monitor's report),
+``_trials`` (per-trial GPU series), ``_open`` (the backend a config asks for),
+``_watch`` (``hpsearch monitor``).
+"""
+
+from hpsearch.telemetry._advice import (
+    PackingEstimate,
+    Verdict,
+    packing_estimate,
+    recommendations,
+    verdict_of,
+)
+from hpsearch.telemetry._base import (
+    GpuInfo,
+    GpuProcess,
+    GpuSample,
+    TelemetryBackend,
+    TelemetryUnavailable,
+    TrialLoad,
+)
+from hpsearch.telemetry._monitor import GpuMonitor
+from hpsearch.telemetry._nvml import NvmlBackend
+from hpsearch.telemetry._open import open_backend, simulated_backend
+from hpsearch.telemetry._report import render_report
+from hpsearch.telemetry._simulated import ConstantBackend, LoadModelBackend, TraceBackend
+from hpsearch.telemetry._summary import (
+    POWER_SPIKE_FACTOR,
+    DroppedReading,
+    GpuSummary,
+    Reading,
+    Stats,
+    implausible_readings,
+    summarize,
+)
+from hpsearch.telemetry._trace import (
+    BUILTIN_TRACES,
+    COLUMNS,
+    TraceError,
+    TraceWriter,
+    read_trace,
+    trace_path,
+)
+from hpsearch.telemetry._trials import SeriesPoint, TrialGpuMetrics, TrialGpuReport
+
+__all__ = [
+    "BUILTIN_TRACES",
+    "COLUMNS",
+    "POWER_SPIKE_FACTOR",
+    "ConstantBackend",
+    "DroppedReading",
+    "GpuInfo",
+    "GpuMonitor",
+    "GpuProcess",
+    "GpuSample",
+    "GpuSummary",
+    "LoadModelBackend",
+    "NvmlBackend",
+    "PackingEstimate",
+    "Reading",
+    "SeriesPoint",
+    "Stats",
+    "TelemetryBackend",
+    "TelemetryUnavailable",
+    "TraceBackend",
+    "TraceError",
+    "TraceWriter",
+    "TrialGpuMetrics",
+    "TrialGpuReport",
+    "TrialLoad",
+    "Verdict",
+    "implausible_readings",
+    "open_backend",
+    "packing_estimate",
+    "read_trace",
+    "recommendations",
+    "render_report",
+    "simulated_backend",
+    "summarize",
+    "trace_path",
+    "verdict_of",
+]

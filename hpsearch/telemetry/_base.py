@@ -1,0 +1,115 @@
+"""What a GPU reading is, and the small interface every telemetry backend implements."""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+
+
+class TelemetryUnavailable(Exception):
+    """No GPU can be read here (no NVML library, no GPU); the message says why, in one line."""
+
+
+@dataclass(frozen=True)
+class GpuProcess:
+    """A process holding memory on a GPU, as the driver lists it.
+
+    Attributes:
+        pid: the process id as NVML reports it (in a container, possibly the host's pid).
+        memory_mb: GPU memory the process holds; ``None`` where the driver does not say.
+    """
+
+    pid: int
+    memory_mb: float | None
+
+
+@dataclass(frozen=True)
+class GpuSample:
+    """One reading of one GPU.
+
+    Every field but ``time``, ``index`` and ``name`` may be ``None``: a query the
+    GPU does not support, or a GPU that failed to answer (``error`` then says why).
+
+    Attributes:
+        time: Unix time of the reading, in seconds.
+        index: the GPU's index (NVML order, which is PCI bus order).
+        name: the product name.
+        utilization_pct: share of the last sample period in which a kernel ran (0-100).
+        memory_used_mb, memory_total_mb: device memory in MiB.
+        power_w, power_limit_w: power draw and the enforced board limit, in watts.
+        temperature_c: GPU core temperature.
+        processes: compute processes on the GPU; ``None`` when the list is not available.
+        error: why this GPU could not be read this time; empty when it could.
+    """
+
+    time: float
+    index: int
+    name: str
+    utilization_pct: float | None = None
+    memory_used_mb: float | None = None
+    memory_total_mb: float | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    temperature_c: float | None = None
+    processes: tuple[GpuProcess, ...] | None = None
+    error: str = ""
+
+    def process_memory_mb(self, pid: int) -> float | None:
+        """GPU memory held by process ``pid`` in this reading, if NVML listed it."""
+        for process in self.processes or ():
+            if process.pid == pid:
+                return process.memory_mb
+        return None
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    """What does not change about a GPU during a run."""
+
+    index: int
+    name: str
+    memory_total_mb: float | None = None
+    power_limit_w: float | None = None
+
+
+@dataclass(frozen=True)
+class TrialLoad:
+    """The GPU load a running trial declares (read by the simulated backend's load model)."""
+
+    utilization_pct: float
+    memory_mb: float
+    pid: int | None = None
+    gpus: tuple[int, ...] = field(default_factory=tuple)
+
+
+class TelemetryBackend(abc.ABC):
+    """Reads every GPU of this machine. Implementations: NVML, simulated.
+
+    A backend is opened when constructed (raising :class:`TelemetryUnavailable`
+    when there is nothing to read) and released with :meth:`close`. :meth:`sample`
+    is called from the monitor's thread only.
+    """
+
+    #: Short name shown in messages and reports ("nvml", "simulated").
+    kind: str = "backend"
+
+    @abc.abstractmethod
+    def gpus(self) -> list[GpuInfo]:
+        """The GPUs this backend reads, in index order."""
+
+    @abc.abstractmethod
+    def sample(self, now: float) -> list[GpuSample]:
+        """One reading per GPU, stamped ``now``.
+
+        A GPU that fails to answer gives a sample with ``error`` set; the others are
+        still read. Never raises for one GPU's failure.
+        """
+
+    def describe(self) -> str:
+        """One line for the console: what is being read."""
+        gpus = self.gpus()
+        names = ", ".join(sorted({g.name for g in gpus}))
+        return f"{self.kind}: {len(gpus)} GPU{'s' if len(gpus) != 1 else ''} ({names})"
+
+    def close(self) -> None:  # noqa: B027 - most backends hold nothing to release
+        """Release the library or files the backend holds."""

@@ -1,0 +1,182 @@
+"""Simulated GPUs for machines with none: constant readings, a replayed trace, or a load model.
+
+The load model is driven by the trials that are running: each declares the
+utilisation and memory it would put on its GPU (``ctx.simulate_gpu_load``), and
+the simulated GPU shows their sum. With Ray given logical GPUs, this lets a
+whole search, its monitor and its MLflow records run end to end in CI.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from pathlib import Path
+
+from hpsearch.telemetry._base import (
+    GpuInfo,
+    GpuProcess,
+    GpuSample,
+    TelemetryBackend,
+    TrialLoad,
+)
+from hpsearch.telemetry._trace import read_trace
+
+
+class ConstantBackend(TelemetryBackend):
+    """GPUs that always read the same values (a scripted case in tests and demos)."""
+
+    kind = "simulated"
+
+    def __init__(
+        self,
+        gpus: list[GpuInfo],
+        *,
+        utilization_pct: float = 0.0,
+        memory_used_mb: float = 0.0,
+        power_w: float | None = None,
+        temperature_c: float | None = 40.0,
+    ) -> None:
+        self._gpus = list(gpus)
+        self._utilization = utilization_pct
+        self._memory = memory_used_mb
+        self._power = power_w
+        self._temperature = temperature_c
+
+    def gpus(self) -> list[GpuInfo]:
+        return list(self._gpus)
+
+    def sample(self, now: float) -> list[GpuSample]:
+        return [
+            GpuSample(
+                time=now,
+                index=gpu.index,
+                name=gpu.name,
+                utilization_pct=self._utilization,
+                memory_used_mb=self._memory,
+                memory_total_mb=gpu.memory_total_mb,
+                power_w=self._power,
+                power_limit_w=gpu.power_limit_w,
+                temperature_c=self._temperature,
+                processes=(),
+            )
+            for gpu in self._gpus
+        ]
+
+    def describe(self) -> str:
+        return f"{super().describe()}, constant readings"
+
+
+class TraceBackend(TelemetryBackend):
+    """Replays a recorded trace, one row per GPU at each sample, from the start again at its end.
+
+    Replay goes by row rather than by the recorded clock, so a trace recorded at
+    any interval plays the same at any sampling interval.
+    """
+
+    kind = "simulated"
+
+    def __init__(self, path: Path) -> None:
+        rows: dict[int, list[GpuSample]] = defaultdict(list)
+        for sample in read_trace(path):
+            rows[sample.index].append(sample)
+        self._path = path
+        self._rows = dict(sorted(rows.items()))
+        self._position = 0
+
+    def gpus(self) -> list[GpuInfo]:
+        return [
+            GpuInfo(index, rows[0].name, rows[0].memory_total_mb, rows[0].power_limit_w)
+            for index, rows in self._rows.items()
+        ]
+
+    def sample(self, now: float) -> list[GpuSample]:
+        samples = []
+        for rows in self._rows.values():
+            row = rows[self._position % len(rows)]
+            samples.append(
+                GpuSample(
+                    time=now,
+                    index=row.index,
+                    name=row.name,
+                    utilization_pct=row.utilization_pct,
+                    memory_used_mb=row.memory_used_mb,
+                    memory_total_mb=row.memory_total_mb,
+                    power_w=row.power_w,
+                    power_limit_w=row.power_limit_w,
+                    temperature_c=row.temperature_c,
+                    processes=row.processes,
+                    error=row.error,
+                )
+            )
+        self._position += 1
+        return samples
+
+    def describe(self) -> str:
+        longest = max(len(rows) for rows in self._rows.values())
+        return f"{super().describe()}, replaying {self._path.name} ({longest} rows per GPU)"
+
+
+class LoadModelBackend(TelemetryBackend):
+    """GPUs whose readings are the sum of the loads the running trials declare.
+
+    Utilisation adds up to at most 100%; memory adds up to the trials' declared
+    memory (past the total, as a real over-committed GPU never shows, so that a
+    test can see it flagged); power goes linearly from idle to the limit with
+    utilisation. Thread-safe: the driver declares loads while the monitor samples.
+    """
+
+    kind = "simulated"
+
+    def __init__(self, gpus: list[GpuInfo], *, idle_power_w: float = 5.0) -> None:
+        self._gpus = list(gpus)
+        self._idle_power = idle_power_w
+        self._loads: dict[int, TrialLoad] = {}
+        self._lock = threading.Lock()
+
+    def gpus(self) -> list[GpuInfo]:
+        return list(self._gpus)
+
+    def set_load(self, key: int, load: TrialLoad) -> None:
+        """Trial ``key`` puts ``load`` on its GPUs from now on."""
+        with self._lock:
+            self._loads[key] = load
+
+    def clear_load(self, key: int) -> None:
+        """Trial ``key`` ended."""
+        with self._lock:
+            self._loads.pop(key, None)
+
+    def sample(self, now: float) -> list[GpuSample]:
+        with self._lock:
+            loads = list(self._loads.values())
+        samples = []
+        for gpu in self._gpus:
+            here = [load for load in loads if gpu.index in load.gpus]
+            utilization = min(100.0, sum(load.utilization_pct for load in here))
+            power = None
+            if gpu.power_limit_w is not None:
+                power = (
+                    self._idle_power + (gpu.power_limit_w - self._idle_power) * utilization / 100
+                )
+            samples.append(
+                GpuSample(
+                    time=now,
+                    index=gpu.index,
+                    name=gpu.name,
+                    utilization_pct=utilization,
+                    memory_used_mb=sum(load.memory_mb for load in here),
+                    memory_total_mb=gpu.memory_total_mb,
+                    power_w=power,
+                    power_limit_w=gpu.power_limit_w,
+                    temperature_c=35.0 + 0.4 * utilization,
+                    processes=tuple(
+                        GpuProcess(load.pid, load.memory_mb)
+                        for load in here
+                        if load.pid is not None
+                    ),
+                )
+            )
+        return samples
+
+    def describe(self) -> str:
+        return f"{super().describe()}, load model driven by the running trials"

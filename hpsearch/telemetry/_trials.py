@@ -1,0 +1,244 @@
+"""Which trial ran on which GPU, and the monitor's samples cut into per-trial series and summaries.
+
+The driver tells :class:`TrialGpuMetrics` where each trial was placed (from
+the worker's first event) and when it ended; the metrics come from the
+monitor's history, so a trial's series starts when the trial started even if
+its placement was learned a moment later.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hpsearch.telemetry._base import GpuSample, TrialLoad
+from hpsearch.telemetry._monitor import GpuMonitor
+from hpsearch.telemetry._simulated import LoadModelBackend
+from hpsearch.telemetry._summary import Reading, implausible_readings, summarize
+
+_KEEP_S = 600.0
+
+
+@dataclass(frozen=True)
+class SeriesPoint:
+    """One GPU sample as a trial's metrics (an :class:`hpsearch.tracking.MetricRow`)."""
+
+    metrics: dict[str, float]
+    step: int
+    time: float
+
+
+@dataclass(frozen=True)
+class TrialGpuReport:
+    """A trial's GPU record at its end.
+
+    Attributes:
+        metrics: end-of-trial summaries (mean utilisation, peak memory, ...).
+        tags: which GPU(s), their name, the co-tenant trials.
+        attrs: the same as one JSON-ready dict, for the Optuna trial.
+    """
+
+    metrics: dict[str, float]
+    tags: dict[str, str]
+    attrs: dict[str, Any]
+
+
+@dataclass
+class _Placement:
+    gpus: tuple[int, ...]
+    pid: int | None
+    start: float
+    end: float | None = None
+    cursor: float = 0.0
+    steps: int = 0
+    load: TrialLoad | None = None
+    sharing_max: int = 1
+    co_tenants: set[int] = field(default_factory=set)
+
+
+class TrialGpuMetrics:
+    """Per-trial GPU series and summaries, cut from a :class:`GpuMonitor`'s samples.
+
+    Args:
+        monitor: the running monitor of this machine's GPUs.
+        local_node_id: the Ray node the monitor's GPUs belong to; a trial placed on
+            another node is not attributed (its GPUs are not the ones sampled).
+    """
+
+    def __init__(self, monitor: GpuMonitor, *, local_node_id: str | None = None) -> None:
+        self._monitor = monitor
+        self._local_node = local_node_id
+        self._known = {gpu.index for gpu in monitor.gpus}
+        self._names = {gpu.index: gpu.name for gpu in monitor.gpus}
+        self._trials: dict[int, _Placement] = {}
+        backend = monitor.backend
+        self._load_model = backend if isinstance(backend, LoadModelBackend) else None
+
+    def placed(
+        self,
+        number: int,
+        *,
+        gpu_ids: list[str],
+        node_id: str | None,
+        pid: int | None,
+        started_at: float,
+    ) -> str:
+        """Trial ``number`` runs on these GPUs since ``started_at``.
+
+        Returns:
+            Empty when its GPUs are sampled; else why they are not (for a tag).
+        """
+        if not gpu_ids:
+            return ""
+        if self._local_node and node_id and node_id != self._local_node:
+            return (
+                f"not sampled: the trial ran on Ray node {node_id}; the monitor reads the "
+                "driver's node"
+            )
+        gpus = tuple(int(i) for i in gpu_ids if i.isdigit())
+        missing = [i for i in gpus if i not in self._known]
+        if missing or not gpus:
+            return f"not sampled: GPU(s) {','.join(gpu_ids)} are not among the monitored GPUs"
+        placement = _Placement(gpus=gpus, pid=pid, start=started_at, cursor=started_at)
+        self._trials[number] = placement
+        for other_number, other in self._trials.items():
+            if other_number != number and other.end is None and set(other.gpus) & set(gpus):
+                placement.co_tenants.add(other_number)
+                other.co_tenants.add(number)
+        return ""
+
+    def declared_load(self, number: int, utilization_pct: float, memory_mb: float) -> None:
+        """The trial declared its simulated GPU load; the load model shows it from now on."""
+        placement = self._trials.get(number)
+        if placement is None or self._load_model is None:
+            return
+        placement.load = TrialLoad(utilization_pct, memory_mb, placement.pid, placement.gpus)
+        self._load_model.set_load(number, placement.load)
+
+    def tracked(self) -> list[int]:
+        """Trials whose GPUs are being sampled."""
+        return [n for n, p in self._trials.items() if p.end is None]
+
+    def new_points(self, number: int, until: float | None = None) -> list[SeriesPoint]:
+        """The trial's samples since the last call, as metrics (at most up to ``until``)."""
+        placement = self._trials.get(number)
+        if placement is None or placement.end is not None:
+            return []
+        points = []
+        by_time: dict[float, dict[str, float]] = {}
+        for index in placement.gpus:
+            prefix = "gpu_" if len(placement.gpus) == 1 else f"gpu{index}_"
+            for sample in self._monitor.history(index, placement.cursor):
+                if until is not None and sample.time > until:
+                    break
+                row = by_time.setdefault(sample.time, {})
+                row.update(self._sample_metrics(sample, placement, prefix))
+        for when in sorted(by_time):
+            if by_time[when]:
+                points.append(SeriesPoint(by_time[when], placement.steps, when))
+                placement.steps += 1
+            placement.cursor = when
+        return points
+
+    def finish(
+        self, number: int, ended_at: float
+    ) -> tuple[list[SeriesPoint], TrialGpuReport | None]:
+        """The trial ended: its last points and its summary; the load model forgets it."""
+        placement = self._trials.get(number)
+        if placement is None or placement.end is not None:
+            return [], None
+        if not any(self._monitor.history(i, placement.start) for i in placement.gpus):
+            # Shorter than one sampling interval: one reading still says where it ran.
+            self._monitor.sample_now()
+        points = self.new_points(number, until=max(ended_at, placement.cursor))
+        placement.end = ended_at
+        if self._load_model is not None:
+            self._load_model.clear_load(number)
+        report = self._report(number, placement)
+        # Ended trials stay a while: samples of their co-tenants taken before they
+        # ended may still be attributed (series are flushed every few seconds).
+        for old in [n for n, p in self._trials.items() if p.end and p.end < ended_at - _KEEP_S]:
+            del self._trials[old]
+        return points, report
+
+    # -- internals -------------------------------------------------------------
+
+    def _sharing(self, index: int, at: float) -> int:
+        return sum(
+            1
+            for p in self._trials.values()
+            if index in p.gpus and p.start <= at and (p.end is None or at <= p.end)
+        )
+
+    def _sample_metrics(
+        self, sample: GpuSample, placement: _Placement, prefix: str
+    ) -> dict[str, float]:
+        if sample.error:
+            return {}
+        bad = {d.reading for d in implausible_readings(sample)}
+        metrics: dict[str, float] = {}
+        if sample.utilization_pct is not None and Reading.UTILIZATION not in bad:
+            metrics[f"{prefix}utilization_pct"] = sample.utilization_pct
+        if sample.memory_used_mb is not None and Reading.MEMORY not in bad:
+            metrics[f"{prefix}memory_used_mb"] = sample.memory_used_mb
+        if placement.pid is not None:
+            own = sample.process_memory_mb(placement.pid)
+            if own is not None:
+                metrics[f"{prefix}process_memory_mb"] = own
+        if sample.power_w is not None and Reading.POWER not in bad:
+            metrics[f"{prefix}power_w"] = sample.power_w
+        sharing = self._sharing(sample.index, sample.time)
+        placement.sharing_max = max(placement.sharing_max, sharing)
+        metrics[f"{prefix}trials_sharing"] = float(sharing)
+        return metrics
+
+    def _report(self, number: int, placement: _Placement) -> TrialGpuReport:
+        metrics: dict[str, float] = {}
+        per_gpu: dict[str, Any] = {}
+        for index in placement.gpus:
+            prefix = "gpu_" if len(placement.gpus) == 1 else f"gpu{index}_"
+            samples = [
+                s
+                for s in self._monitor.history(index, placement.start)
+                if placement.end is None or s.time <= placement.end
+            ]
+            entry: dict[str, Any] = {"name": self._names.get(index, ""), "samples": len(samples)}
+            if samples:
+                summary = summarize(samples)
+                if summary.utilization is not None:
+                    metrics[f"{prefix}utilization_mean_pct"] = summary.utilization.mean
+                    metrics[f"{prefix}utilization_p95_pct"] = summary.utilization.p95
+                if summary.memory_used is not None:
+                    metrics[f"{prefix}memory_peak_mb"] = summary.memory_used.max
+                if summary.power is not None:
+                    metrics[f"{prefix}power_mean_w"] = summary.power.mean
+                own = [
+                    m
+                    for s in samples
+                    if placement.pid is not None
+                    and (m := s.process_memory_mb(placement.pid)) is not None
+                ]
+                if own:
+                    metrics[f"{prefix}process_memory_peak_mb"] = max(own)
+                entry["dropped_readings"] = len(summary.dropped)
+            per_gpu[str(index)] = entry
+        metrics["gpu_trials_sharing_max"] = float(placement.sharing_max)
+        co_tenants = sorted(placement.co_tenants)
+        tags = {
+            "hpsearch.gpu_index": ",".join(str(i) for i in placement.gpus),
+            "hpsearch.gpu_name": ",".join(sorted({self._names.get(i, "") for i in placement.gpus})),
+            "hpsearch.gpu_co_tenants": ",".join(str(n) for n in co_tenants) or "none",
+            "hpsearch.gpu_trials_sharing_max": str(placement.sharing_max),
+        }
+        attrs = {
+            "gpus": per_gpu,
+            "co_tenants": co_tenants,
+            "trials_sharing_max": placement.sharing_max,
+            "summary": {k: round(v, 3) for k, v in metrics.items()},
+        }
+        if placement.load is not None:
+            attrs["declared_load"] = {
+                "utilization_pct": placement.load.utilization_pct,
+                "memory_mb": placement.load.memory_mb,
+            }
+        return TrialGpuReport(metrics, tags, attrs)

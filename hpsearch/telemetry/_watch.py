@@ -1,0 +1,143 @@
+"""``hpsearch monitor``: sample GPUs for a while, show them live, write a CSV, report."""
+
+from __future__ import annotations
+
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from hpsearch.errors import HpsearchError
+from hpsearch.telemetry._base import GpuSample, TelemetryBackend
+from hpsearch.telemetry._monitor import GpuMonitor
+from hpsearch.telemetry._report import render_report
+from hpsearch.telemetry._summary import GpuSummary
+from hpsearch.telemetry._trace import TraceWriter
+
+_LINE_EVERY_S = 5.0
+"""Without a terminal, one line per GPU this often (the CSV has every sample)."""
+
+
+@dataclass(frozen=True)
+class WatchResult:
+    """What a monitoring session measured."""
+
+    summaries: list[GpuSummary]
+    report: str
+    samples: int
+    sampler_cpu_s: float
+    wall_s: float
+
+
+def watch(
+    backend: TelemetryBackend,
+    *,
+    duration_s: float | None,
+    interval_s: float,
+    csv_path: Path | None,
+    console: Console,
+    target_util_pct: float = 85.0,
+) -> WatchResult:
+    """Sample ``backend`` until ``duration_s`` passes (or Ctrl-C), then summarise everything.
+
+    Raises:
+        HpsearchError: the CSV file cannot be written.
+    """
+    monitor = GpuMonitor(
+        backend, interval_s=interval_s, history_s=duration_s or 24 * 3600, window_s=interval_s
+    )
+    started = time.time()
+    with ExitStack() as stack:
+        writer = None
+        if csv_path is not None:
+            try:
+                stream = stack.enter_context(csv_path.open("w", encoding="utf-8", newline=""))
+            except OSError as exc:
+                raise HpsearchError(f"--csv: cannot write {csv_path}: {exc.strerror}") from None
+            writer = TraceWriter(stream)
+        live = (
+            stack.enter_context(Live(console=console, auto_refresh=False))
+            if console.is_terminal
+            else None
+        )
+        stack.enter_context(monitor)
+        written = 0.0
+        last_line = 0.0
+        try:
+            while duration_s is None or time.time() - started < duration_s:
+                remaining = (
+                    interval_s if duration_s is None else duration_s - (time.time() - started)
+                )
+                time.sleep(max(0.0, min(interval_s / 2, remaining)))
+                new = _after(monitor, written)
+                if not new:
+                    continue
+                written = new[-1].time
+                if writer is not None:
+                    writer.write(new)
+                if live is not None:
+                    live.update(_table(new), refresh=True)
+                elif written - last_line >= _LINE_EVERY_S:
+                    last_line = written
+                    for sample in new[-len(monitor.gpus) :]:
+                        console.print(_line(sample), highlight=False, markup=False, soft_wrap=True)
+        except KeyboardInterrupt:
+            pass  # the report of what was sampled so far is still wanted
+        monitor.stop()
+        rest = _after(monitor, written)
+        if writer is not None and rest:
+            writer.write(rest)
+    summaries = monitor.summaries(since=started - 1)
+    report = render_report(
+        summaries,
+        source=backend.describe(),
+        interval_s=interval_s,
+        sampler_cpu_s=monitor.sampler_cpu_s,
+        wall_s=monitor.wall_s,
+        target_util_pct=target_util_pct,
+    )
+    return WatchResult(
+        summaries, report, monitor.samples_taken, monitor.sampler_cpu_s, monitor.wall_s
+    )
+
+
+def _after(monitor: GpuMonitor, since: float) -> list[GpuSample]:
+    samples = [s for gpu in monitor.gpus for s in monitor.history(gpu.index, since)]
+    return sorted(samples, key=lambda s: (s.time, s.index))
+
+
+def _line(sample: GpuSample) -> str:
+    if sample.error:
+        return f"GPU {sample.index}: error: {sample.error}"
+    return (
+        f"GPU {sample.index}: {_value(sample.utilization_pct, '%', 0)} util, "
+        f"{_value(sample.memory_used_mb, '', 0)} / {_value(sample.memory_total_mb, ' MiB', 0)}, "
+        f"{_value(sample.power_w, ' W', 1)}, {_value(sample.temperature_c, ' °C', 0)}"
+    )
+
+
+def _table(samples: list[GpuSample]) -> Table:
+    latest = {s.index: s for s in samples}
+    table = Table(title="GPUs (Ctrl-C for the report)", title_justify="left")
+    for column in ("GPU", "name", "util", "memory", "power", "temp", "processes"):
+        table.add_column(column)
+    for sample in latest.values():
+        processes = "-" if sample.processes is None else str(len(sample.processes))
+        table.add_row(
+            str(sample.index),
+            sample.name,
+            _value(sample.utilization_pct, "%", 0),
+            f"{_value(sample.memory_used_mb, '', 0)} / {_value(sample.memory_total_mb, ' MiB', 0)}",
+            _value(sample.power_w, " W", 1),
+            _value(sample.temperature_c, " °C", 0),
+            sample.error or processes,
+        )
+    return table
+
+
+def _value(value: float | None, unit: str, digits: int) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}{unit}"

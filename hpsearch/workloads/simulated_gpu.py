@@ -1,0 +1,116 @@
+"""A modelled training run on a modelled GPU: searches against simulated GPUs, end to end, anywhere.
+
+Use it as ``train: hpsearch.workloads.simulated_gpu:train`` with
+``telemetry: {backend: simulated}``. From its parameters it computes what a
+small MLP-like job would do on a laptop GPU (the seeds' RTX 4050): its
+utilisation, its device memory and its step time (:func:`gpu_profile`). It
+declares that load (``ctx.simulate_gpu_load``), sleeps for the modelled step
+time, and reports a modelled validation accuracy that depends on capacity and
+learning rate, so a sampler has something real to find. No torch, no GPU.
+
+The model, per step: the GPU computes for ``0.4 ms + 6·batch·width²·depth / 2e8``
+ms (a fixed kernel-launch floor, then the flops); the input pipeline takes
+``3 ms + 0.01 ms × batch`` during which the GPU waits. Utilisation is the
+compute share of the step. Memory is a 300 MiB CUDA context, 16 bytes per
+weight (weight, gradient, two Adam moments) and 32 bytes per activation.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from hpsearch.trial.context import TrialContext, TrialPruned
+
+DEFAULTS: dict[str, Any] = {
+    "epochs": 5,
+    "steps_per_epoch": 20,
+    "batch_size": 64,
+    "width": 256,
+    "depth": 2,
+    "lr": 3e-3,
+    "seed": 0,
+    "time_scale": 1.0,
+}
+"""Every parameter the workload reads, and its value when the space leaves it out.
+
+``time_scale`` multiplies the time actually slept (0.5 runs twice as fast as modelled).
+"""
+
+_MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class GpuProfile:
+    """What one configuration does to its GPU, per the model in the module docstring."""
+
+    utilization_pct: float
+    memory_mb: float
+    step_time_s: float
+    samples_per_sec: float
+
+
+def gpu_profile(batch_size: int, width: int, depth: int) -> GpuProfile:
+    """The modelled utilisation, memory and step time of one configuration."""
+    flops = 6.0 * batch_size * width * width * depth
+    compute_ms = 0.4 + flops / 2e8
+    input_ms = 3.0 + 0.01 * batch_size
+    step_ms = compute_ms + input_ms
+    weights = width * width * depth
+    activations = batch_size * width * depth
+    memory = 300.0 + (16 * weights + 32 * activations) / _MIB
+    return GpuProfile(
+        utilization_pct=100.0 * compute_ms / step_ms,
+        memory_mb=memory,
+        step_time_s=step_ms / 1000,
+        samples_per_sec=batch_size / (step_ms / 1000),
+    )
+
+
+def final_accuracy(batch_size: int, width: int, depth: int, lr: float) -> float:
+    """The accuracy a configuration converges to: capacity, less a learning-rate penalty."""
+    capacity = 0.985 - 0.3 * math.exp(-width * depth / 400)
+    best_lr = 3e-3 * math.sqrt(batch_size / 64)  # larger batches want larger steps
+    penalty = 0.08 * (math.log10(lr) - math.log10(best_lr)) ** 2
+    return min(0.99, max(0.1, capacity - penalty))
+
+
+def resolve_params(params: dict[str, Any]) -> dict[str, Any]:
+    """The workload's parameters: ``params`` over :data:`DEFAULTS`; unknown names are an error."""
+    unknown = sorted(set(params) - set(DEFAULTS))
+    if unknown:
+        raise ValueError(
+            f"the simulated_gpu workload has no parameter(s) {unknown}; "
+            f"its parameters are {sorted(DEFAULTS)}"
+        )
+    return {**DEFAULTS, **params}
+
+
+def train(params: dict[str, Any], ctx: TrialContext) -> None:
+    """Run the modelled epochs, reporting each; stop early when pruned."""
+    p = resolve_params(params)
+    batch, width, depth = int(p["batch_size"]), int(p["width"]), int(p["depth"])
+    lr, epochs, steps = float(p["lr"]), int(p["epochs"]), int(p["steps_per_epoch"])
+    profile = gpu_profile(batch, width, depth)
+    ctx.simulate_gpu_load(profile.utilization_pct, profile.memory_mb)
+    target = final_accuracy(batch, width, depth, lr)
+    # Learning speed: a good learning rate converges in fewer epochs.
+    speed = 3.0 / (1 + abs(math.log10(lr / (3e-3 * math.sqrt(batch / 64)))))
+    rng = random.Random(f"{p['seed']}-{batch}-{width}-{depth}-{lr:.6g}")
+    for epoch in range(epochs):
+        started = time.perf_counter()
+        time.sleep(steps * profile.step_time_s * float(p["time_scale"]))
+        progress = 1 - math.exp(-speed * (epoch + 1) / epochs * 2)
+        accuracy = 0.1 + (target - 0.1) * progress + rng.gauss(0, 0.004)
+        ctx.report(
+            epoch,
+            val_accuracy=min(1.0, max(0.0, accuracy)),
+            samples_per_sec=profile.samples_per_sec,
+            step_time_ms=1000 * profile.step_time_s,
+            epoch_seconds=time.perf_counter() - started,
+        )
+        if ctx.should_prune():
+            raise TrialPruned(f"pruned after epoch {epoch}")
