@@ -233,11 +233,7 @@ def monitor(
     backend, line = open_backend(spec)
     console = Console()
     if backend is None:
-        click.echo(
-            f"{line.replace('; trials run on CPU', '')}: no GPU to monitor; "
-            "try --simulate rtx4050-seed004",
-            err=True,
-        )
+        click.echo(f"{line}; nothing to monitor (try --simulate rtx4050-seed004)", err=True)
         raise click.exceptions.Exit(1)
     click.echo(line)
     try:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
+from rich.console import Console
 
 import hpsearch
 from hpsearch import attrs
@@ -17,6 +19,7 @@ from hpsearch.resources import (
     RunningTrial,
     StaticPolicy,
 )
+from hpsearch.workloads.simulated_gpu import gpu_profile
 from tests.conftest import ConfigWriter
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ray_one_gpu")]
@@ -141,3 +144,87 @@ def test_pruner_stops_trials_through_should_prune(
         assert run.data.tags["hpsearch.pruned_at_step"] == str(step)
     completed = [t for t in outcome.results.study.trials if t.state.name == "COMPLETE"]
     assert all(len(t.intermediate_values) == 6 for t in completed)
+
+
+def test_search_on_simulated_gpus_gives_every_trial_gpu_series(
+    write_config: ConfigWriter, project: Path
+) -> None:
+    path = write_config(
+        {
+            "train": "hpsearch.workloads.simulated_gpu:train",
+            "study": {"n_trials": 4},
+            "space": {
+                "x": None,
+                "steps": None,
+                "batch_size": [32, 512],
+                "width": [128, 1024],
+                "depth": 1,
+                "epochs": 3,
+                "steps_per_epoch": 60,
+            },
+            "objective": {"metric": "val_accuracy", "direction": "maximize"},
+            "execution": {"trials_per_gpu": 2, "max_concurrent": 2},
+            "telemetry": {"backend": "simulated", "interval_s": 0.1},
+        }
+    )
+    console = Console(file=io.StringIO(), width=200)
+    outcome = hpsearch.run(path, console=console)
+    assert "GPU telemetry: simulated: 1 GPU" in console.file.getvalue()  # type: ignore[attr-defined]
+
+    client = _mlflow(project)
+    trials = outcome.results.study.trials
+    assert [t.state.name for t in trials] == ["COMPLETE"] * 4
+    sharing = []
+    for trial in trials:
+        run = client.get_run(trial.user_attrs[attrs.MLFLOW_RUN])
+        metrics, tags = run.data.metrics, run.data.tags
+        series = {
+            name: client.get_metric_history(run.info.run_id, name)
+            for name in ("gpu_utilization_pct", "gpu_memory_used_mb", "gpu_process_memory_mb")
+        }
+        assert all(series.values()), f"trial {trial.number} lacks a GPU series"
+        assert [m.step for m in series["gpu_utilization_pct"]] == list(
+            range(len(series["gpu_utilization_pct"]))
+        )
+        profile = gpu_profile(trial.params["batch_size"], trial.params["width"], 1)
+        # The trial process's own memory is what its workload declared.
+        assert metrics["gpu_process_memory_peak_mb"] == pytest.approx(profile.memory_mb)
+        assert metrics["gpu_memory_peak_mb"] >= profile.memory_mb
+        assert 0 <= metrics["gpu_utilization_mean_pct"] <= 100
+        assert tags["hpsearch.gpu_index"] == "0"
+        assert tags["hpsearch.gpu_name"] == "Simulated RTX 4050 Laptop GPU"
+        record = trial.user_attrs[attrs.GPU]
+        assert record["summary"]["gpu_memory_peak_mb"] == pytest.approx(
+            metrics["gpu_memory_peak_mb"], abs=1e-3
+        )
+        sharing.append((metrics["gpu_trials_sharing_max"], tags["hpsearch.gpu_co_tenants"]))
+    # Two trials at half a GPU each ran side by side: someone had a co-tenant.
+    assert any(count == 2 and co != "none" for count, co in sharing)
+
+    parent = client.get_run(outcome.mlflow_parent_run_id or "")
+    assert "gpu0_utilization_mean_pct" in parent.data.metrics
+    assert parent.data.metrics["gpu_monitor_cpu_share_pct"] < 0.5
+    report_files = [a.path for a in client.list_artifacts(parent.info.run_id)]
+    assert "gpu_report.txt" in report_files
+
+
+def test_search_without_a_gpu_says_so_once_and_records_no_gpu_metrics(
+    write_config: ConfigWriter, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pynvml
+
+    def no_library() -> None:
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
+
+    monkeypatch.setattr(pynvml, "nvmlInit", no_library)
+    path = write_config({"study": {"n_trials": 2}, "execution": {"trials_per_gpu": 0}})
+    console = Console(file=io.StringIO(), width=200)
+    outcome = hpsearch.run(path, console=console)
+
+    output = console.file.getvalue()  # type: ignore[attr-defined]
+    assert output.count("GPU telemetry off: no NVIDIA driver here") == 1
+    assert "trials run on CPU" in output
+    client = _mlflow(project)
+    for trial in outcome.results.trials:
+        run = client.get_run(trial.mlflow_run_id or "")
+        assert not [name for name in run.data.metrics if name.startswith("gpu")]

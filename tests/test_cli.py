@@ -1,13 +1,15 @@
-"""The hpsearch command without Ray: validate, errors with exit code 2, best."""
+"""The hpsearch command without Ray: validate, errors with exit code 2, best, monitor."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import optuna
+import pytest
 from click.testing import CliRunner
 
 from hpsearch import attrs
@@ -117,3 +119,77 @@ def test_console_script_exit_code(write_config: ConfigWriter) -> None:
     )
     assert done.returncode == 2
     assert "space.x: low (1.0) is greater than high (0.0); swap them" in done.stderr
+
+
+def test_monitor_seed_trace_flags_the_spike_and_recommends_with_arithmetic(
+    project: Path,
+) -> None:
+    csv = project / "out.csv"
+    code, out, err = _invoke(
+        "monitor",
+        "--simulate",
+        "rtx4050-seed004",
+        "--duration",
+        "1.2",
+        "--interval",
+        "0.1",
+        "--csv",
+        str(csv),
+    )
+    assert code == 0, err
+    rows = csv.read_text().splitlines()
+    assert rows[0].startswith("time,gpu,name,utilization_pct")
+    samples = len(rows) - 1
+    assert samples >= 8
+    assert f"{samples} samples per GPU written to {csv}" in out
+    assert "GPU 0  NVIDIA GeForce RTX 4050 Laptop GPU: very low" in out
+    assert "1 reading(s) flagged as measurement errors" in out
+    assert "590.0 W is above 1.5 × the 115 W board limit" in out
+    assert "input-bound or small batch" in out
+    assert "memory headroom allows about 33.1× the batch" in out
+    assert re.search(r"pack about \d+ trials of this size on this GPU \(by utilisation 85%", out)
+
+
+def test_monitor_without_a_gpu_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    import pynvml
+
+    def no_library() -> None:
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
+
+    monkeypatch.setattr(pynvml, "nvmlInit", no_library)
+    code, _, err = _invoke("monitor", "--duration", "1")
+    assert code == 1
+    assert err.count("\n") == 1
+    assert "nothing to monitor (try --simulate rtx4050-seed004)" in err
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("bogus", "'bogus' is not a built-in trace"),
+        ("constant:utilization_pct=abc", "utilization_pct"),
+        ("load:gpus", "'gpus' is not key=value"),
+        ("missing.csv", "missing.csv: cannot read the trace"),
+    ],
+)
+def test_monitor_bad_simulate_exits_2(project: Path, spec: str, message: str) -> None:
+    code, _, err = _invoke("monitor", "--simulate", spec, "--duration", "1")
+    assert code == 2
+    assert err.startswith("error: ")
+    assert message in err
+    assert err.count("\n") == 1
+
+
+def test_monitor_constant_spec_from_the_command_line(project: Path) -> None:
+    code, out, err = _invoke(
+        "monitor",
+        "--simulate",
+        "constant:gpus=2,utilization_pct=95,memory_used_mb=3500",
+        "--duration",
+        "0.3",
+        "--interval",
+        "0.1",
+    )
+    assert code == 0, err
+    assert out.count(": saturated") == 2
+    assert "GPU 1  Simulated RTX 4050 Laptop GPU" in out

@@ -19,14 +19,17 @@ from hpsearch.resources import ClusterCapacity
 # Read by Ray in the driver and the trial workers. Set only where the user has
 # not: a tool that starts Ray for its users keeps Ray's usage reporting off on
 # their behalf, and Tune's own console tables and trial-folder chdir would
-# fight hpsearch's progress view and the user's relative paths.
+# fight hpsearch's progress view and the user's relative paths. CUDA numbers
+# GPUs fastest first by default, NVML by PCI bus: in bus order both agree, so
+# the GPU id Ray gives a trial is the GPU the monitor reads for it.
 _DRIVER_DEFAULTS = {
     "RAY_USAGE_STATS_ENABLED": "0",
     "RAY_AIR_NEW_OUTPUT": "0",
     "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1",
     "RAY_CHDIR_TO_TRIAL_DIR": "0",
+    "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
 }
-_WORKER_ENV = ("RAY_CHDIR_TO_TRIAL_DIR",)
+_WORKER_ENV = ("RAY_CHDIR_TO_TRIAL_DIR", "CUDA_DEVICE_ORDER")
 
 
 @contextmanager

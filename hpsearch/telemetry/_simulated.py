@@ -152,7 +152,7 @@ class LoadModelBackend(TelemetryBackend):
         samples = []
         for gpu in self._gpus:
             here = [load for load in loads if gpu.index in load.gpus]
-            utilization = min(100.0, sum(load.utilization_pct for load in here))
+            utilization = min(100.0, float(sum(load.utilization_pct for load in here)))
             power = None
             if gpu.power_limit_w is not None:
                 power = (
@@ -164,7 +164,7 @@ class LoadModelBackend(TelemetryBackend):
                     index=gpu.index,
                     name=gpu.name,
                     utilization_pct=utilization,
-                    memory_used_mb=sum(load.memory_mb for load in here),
+                    memory_used_mb=float(sum(load.memory_mb for load in here)),
                     memory_total_mb=gpu.memory_total_mb,
                     power_w=power,
                     power_limit_w=gpu.power_limit_w,

@@ -167,7 +167,7 @@ class TrialGpuMetrics:
         return sum(
             1
             for p in self._trials.values()
-            if index in p.gpus and p.start <= at and (p.end is None or at <= p.end)
+            if index in p.gpus and p.start < at and (p.end is None or at <= p.end)
         )
 
     def _sample_metrics(

@@ -10,7 +10,7 @@ learning rate, so a sampler has something real to find. No torch, no GPU.
 
 The model, per step: the GPU computes for ``0.4 ms + 6·batch·width²·depth / 2e8``
 ms (a fixed kernel-launch floor, then the flops); the input pipeline takes
-``3 ms + 0.01 ms × batch`` during which the GPU waits. Utilisation is the
+``3 ms + 0.002 ms × batch`` during which the GPU waits. Utilisation is the
 compute share of the step. Memory is a 300 MiB CUDA context, 16 bytes per
 weight (weight, gradient, two Adam moments) and 32 bytes per activation.
 """
@@ -57,7 +57,7 @@ def gpu_profile(batch_size: int, width: int, depth: int) -> GpuProfile:
     """The modelled utilisation, memory and step time of one configuration."""
     flops = 6.0 * batch_size * width * width * depth
     compute_ms = 0.4 + flops / 2e8
-    input_ms = 3.0 + 0.01 * batch_size
+    input_ms = 3.0 + 0.002 * batch_size
     step_ms = compute_ms + input_ms
     weights = width * width * depth
     activations = batch_size * width * depth

@@ -69,3 +69,13 @@ def test_no_pruner_never_prunes() -> None:
     ctx = TrialContext.local()
     ctx.report(5, loss=1.0)
     assert ctx.should_prune() is False
+
+
+def test_simulated_gpu_load_is_checked_and_recorded() -> None:
+    ctx = TrialContext.local()
+    ctx.simulate_gpu_load(11.4, 167)
+    assert ctx.gpu_loads == [(11.4, 167.0)]
+    with pytest.raises(ValueError, match="within 0-100"):
+        ctx.simulate_gpu_load(120, 10)
+    with pytest.raises(ValueError, match="memory_mb"):
+        ctx.simulate_gpu_load(10, -1)

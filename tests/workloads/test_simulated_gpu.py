@@ -1,0 +1,49 @@
+"""The simulated-GPU workload: its load model and its modelled training, without a search."""
+
+from __future__ import annotations
+
+import pytest
+
+from hpsearch import TrialContext, TrialPruned
+from hpsearch.workloads.simulated_gpu import final_accuracy, gpu_profile, train
+
+
+def test_bigger_batches_and_models_use_the_gpu_more() -> None:
+    small = gpu_profile(32, 128, 1)
+    bigger_batch = gpu_profile(512, 128, 1)
+    wider = gpu_profile(32, 1024, 1)
+    assert small.utilization_pct < bigger_batch.utilization_pct
+    assert small.utilization_pct < wider.utilization_pct
+    assert small.memory_mb < bigger_batch.memory_mb
+    assert small.memory_mb < wider.memory_mb
+    assert 0 < small.utilization_pct < 20  # a seed-004-like job: small and input-bound
+    assert gpu_profile(512, 2048, 4).utilization_pct > 90
+    for profile in (small, bigger_batch, wider):
+        assert profile.samples_per_sec == pytest.approx(
+            {small: 32, bigger_batch: 512, wider: 32}[profile] / profile.step_time_s
+        )
+
+
+def test_accuracy_rewards_capacity_and_a_good_learning_rate() -> None:
+    assert final_accuracy(64, 512, 2, 3e-3) > final_accuracy(64, 64, 1, 3e-3)
+    assert final_accuracy(64, 512, 2, 3e-3) > final_accuracy(64, 512, 2, 1e-1)
+    assert 0.1 <= final_accuracy(64, 16, 1, 1.0) <= 0.99
+
+
+def test_train_declares_its_load_and_reports_each_epoch() -> None:
+    ctx = TrialContext.local()
+    params = {"batch_size": 64, "width": 256, "depth": 2, "epochs": 3, "time_scale": 0.01}
+    train(params, ctx)
+    profile = gpu_profile(64, 256, 2)
+    assert ctx.gpu_loads == [(profile.utilization_pct, profile.memory_mb)]
+    assert [h.step for h in ctx.history] == [0, 1, 2]
+    last = ctx.history[-1].metrics
+    assert last["samples_per_sec"] == pytest.approx(profile.samples_per_sec)
+    assert ctx.history[0].metrics["val_accuracy"] < last["val_accuracy"]
+
+
+def test_train_prunes_and_rejects_unknown_params() -> None:
+    with pytest.raises(TrialPruned):
+        train({"epochs": 5, "time_scale": 0.0}, TrialContext.local(prune_at=1))
+    with pytest.raises(ValueError, match=r"no parameter\(s\) \['dropout'\]"):
+        train({"dropout": 0.1}, TrialContext.local())
