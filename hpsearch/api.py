@@ -262,7 +262,7 @@ def _quiet_libraries() -> Iterator[None]:
 def _execution_for(config: RunConfig, backend: TelemetryBackend | None) -> ExecutionSpec:
     """The execution section, with one logical Ray GPU per simulated GPU on a local Ray."""
     execution = config.execution
-    if backend is None or backend.kind != "simulated" or execution.address:
+    if backend is None or not backend.simulated or execution.address:
         return execution
     simulated = len(backend.gpus())
     if execution.num_gpus is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from hpsearch.config import RunConfig, load_config
 from hpsearch.recorder import TrialRecorder, TrialSummary, TrialTemplate
 from hpsearch.resources import Admission
 from hpsearch.study import BudgetCount, StudyHandle, count_budget, open_study
+from hpsearch.telemetry import GpuInfo, GpuMonitor, LoadModelBackend, TrialGpuMetrics
 from hpsearch.tracking import PARENT_TAG, TRIAL_NUMBER_TAG, MlflowTracker
 from hpsearch.trial.protocol import PARAMS_KEY, SPEC_KEY, EventKind, Outcome, WorkerEvent
 from tests.conftest import ConfigWriter
@@ -58,7 +60,12 @@ class Harness:
         return str(self.handle.study.trials[number].user_attrs[attrs.MLFLOW_RUN])
 
 
-def _harness(config: RunConfig, tracker: MlflowTracker, board: Board | None = None) -> Harness:
+def _harness(
+    config: RunConfig,
+    tracker: MlflowTracker,
+    board: Board | None = None,
+    gpu: TrialGpuMetrics | None = None,
+) -> Harness:
     handle = open_study(config)
     parent = tracker.start_run("parent")
     listener = Listener()
@@ -71,6 +78,7 @@ def _harness(config: RunConfig, tracker: MlflowTracker, board: Board | None = No
         template=TrialTemplate(train=config.train, source=config.source, objectives=("score",)),
         board=board,
         listeners=[listener],
+        gpu=gpu,
     )
     return Harness(recorder, handle, tracker, parent, listener)
 
@@ -265,3 +273,42 @@ def test_a_trial_that_sent_its_end_keeps_its_outcome_when_the_search_stops(
     states = [t.state for t in harness.handle.study.trials]
     assert states[:2] == [TrialState.COMPLETE, TrialState.FAIL]
     assert harness.handle.study.trials[2].user_attrs[attrs.RETRY_OF] == 1
+
+
+def test_gpu_placement_load_and_series_reach_mlflow_and_optuna(
+    config: RunConfig, mlflow_tracker: MlflowTracker
+) -> None:
+    backend = LoadModelBackend([GpuInfo(0, "sim", 6141.0, 115.0)])
+    monitor = GpuMonitor(backend, interval_s=1.0)
+    h = _harness(config, mlflow_tracker, gpu=TrialGpuMetrics(monitor, local_node_id="here"))
+    h.recorder.open_trial("t0", ADMISSION)
+    h.recorder.open_trial("t1", ADMISSION)
+    h.recorder.trial_started("t0")
+    h.recorder.trial_started("t1")
+    here = {"GPU": 0.5, "gpu_ids": ["0"], "node_id": "here", "pid": 41}
+    elsewhere = {"GPU": 0.5, "gpu_ids": ["0"], "node_id": "there", "pid": 42}
+    load = {"utilization_pct": 11.4, "memory_mb": 167.0}
+    h.recorder.trial_event("t0", WorkerEvent(EventKind.GPU_LOAD, gpu_load=load, assigned=here))
+    h.recorder.trial_event("t1", WorkerEvent(EventKind.GPU_LOAD, gpu_load=load, assigned=elsewhere))
+    for _ in range(3):
+        time.sleep(0.01)
+        monitor.sample_now()
+    h.recorder.trial_event("t0", WorkerEvent(EventKind.REPORT, step=0, metrics={"score": 0.5}))
+    h.recorder.trial_event("t1", WorkerEvent(EventKind.REPORT, step=0, metrics={"score": 0.4}))
+    for tune_id in ("t0", "t1"):
+        h.recorder.trial_event(tune_id, WorkerEvent(EventKind.END, outcome=Outcome.COMPLETE))
+        h.recorder.trial_ended(tune_id)
+
+    client = h.tracker.client
+    sampled = client.get_run(h.run_id(0))
+    history = client.get_metric_history(h.run_id(0), "gpu_utilization_pct")
+    assert [m.value for m in history] == [11.4, 11.4, 11.4]
+    assert sampled.data.metrics["gpu_process_memory_peak_mb"] == 167.0
+    assert sampled.data.tags["hpsearch.gpu_index"] == "0"
+    assert h.handle.study.trials[0].user_attrs[attrs.GPU]["declared_load"] == load
+    # The other trial ran on a node whose GPUs this monitor does not read.
+    other = client.get_run(h.run_id(1))
+    assert "ran on Ray node there" in other.data.tags["hpsearch.gpu_telemetry"]
+    assert not [name for name in other.data.metrics if name.startswith("gpu_")]
+    assert attrs.GPU not in h.handle.study.trials[1].user_attrs
+    assert backend.sample(time.time())[0].utilization_pct == 0.0, "ended trials leave the GPU"

@@ -92,6 +92,8 @@ class TelemetryBackend(abc.ABC):
 
     #: Short name shown in messages and reports ("nvml", "simulated").
     kind: str = "backend"
+    #: Whether the GPUs are simulated (a local Ray then declares as many logical GPUs).
+    simulated: bool = False
 
     @abc.abstractmethod
     def gpus(self) -> list[GpuInfo]:

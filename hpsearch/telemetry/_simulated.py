@@ -26,6 +26,7 @@ class ConstantBackend(TelemetryBackend):
     """GPUs that always read the same values (a scripted case in tests and demos)."""
 
     kind = "simulated"
+    simulated = True
 
     def __init__(
         self,
@@ -74,6 +75,7 @@ class TraceBackend(TelemetryBackend):
     """
 
     kind = "simulated"
+    simulated = True
 
     def __init__(self, path: Path) -> None:
         rows: dict[int, list[GpuSample]] = defaultdict(list)
@@ -126,6 +128,7 @@ class LoadModelBackend(TelemetryBackend):
     """
 
     kind = "simulated"
+    simulated = True
 
     def __init__(self, gpus: list[GpuInfo], *, idle_power_w: float = 5.0) -> None:
         self._gpus = list(gpus)

@@ -47,9 +47,8 @@ def watch(
     Raises:
         HpsearchError: the CSV file cannot be written.
     """
-    monitor = GpuMonitor(
-        backend, interval_s=interval_s, history_s=duration_s or 24 * 3600, window_s=interval_s
-    )
+    # Keep every sample of the session: the report covers all of it.
+    monitor = GpuMonitor(backend, interval_s=interval_s, history_s=duration_s or 24 * 3600)
     started = time.time()
     with ExitStack() as stack:
         writer = None
