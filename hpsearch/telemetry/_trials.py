@@ -148,8 +148,10 @@ class TrialGpuMetrics:
         if placement is None or placement.end is not None:
             return [], None
         if not any(self._monitor.history(i, placement.start) for i in placement.gpus):
-            # Shorter than one sampling interval: one reading still says where it ran.
-            self._monitor.sample_now()
+            # Shorter than one sampling interval: one reading, taken now (the trial's
+            # load is still declared), still says what its GPU was doing.
+            taken = self._monitor.sample_now()
+            ended_at = max([ended_at, *(s.time for s in taken)])
         points = self.new_points(number, until=max(ended_at, placement.cursor))
         placement.end = ended_at
         if self._load_model is not None:

@@ -104,8 +104,9 @@ def test_a_trial_shorter_than_the_interval_still_gets_one_reading(
     gpu = TrialGpuMetrics(monitor)
     gpu.placed(0, gpu_ids=["0"], node_id=None, pid=1, started_at=clock.now)
     gpu.declared_load(0, 20.0, 300.0)
-    clock.now += 0.3
-    points, report = gpu.finish(0, clock.now)
+    ended = clock.now + 0.3
+    clock.now += 0.31  # the driver learns of the end a moment after it
+    points, report = gpu.finish(0, ended)
     assert len(points) == 1
     assert report is not None
     assert report.metrics["gpu_utilization_mean_pct"] == 20.0
