@@ -108,12 +108,13 @@ class TrialGpuMetrics:
         return ""
 
     def declared_load(self, number: int, utilization_pct: float, memory_mb: float) -> None:
-        """The trial declared its simulated GPU load; the load model shows it from now on."""
+        """The trial declared its simulated GPU load: kept in its record, shown by a load model."""
         placement = self._trials.get(number)
-        if placement is None or self._load_model is None:
+        if placement is None:
             return
         placement.load = TrialLoad(utilization_pct, memory_mb, placement.pid, placement.gpus)
-        self._load_model.set_load(number, placement.load)
+        if self._load_model is not None:
+            self._load_model.set_load(number, placement.load)
 
     def tracked(self) -> list[int]:
         """Trials whose GPUs are being sampled."""

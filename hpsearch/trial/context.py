@@ -138,8 +138,9 @@ class TrialContext:
         ``telemetry.backend: simulated`` with ``source: load``, the trial's GPU
         reads this utilisation and memory (added to its co-tenants') until the
         trial ends, and its MLflow run gets the GPU series as on real hardware.
-        Elsewhere the declaration is recorded and has no other effect. Call it
-        again when the load changes.
+        Elsewhere the readings are not affected; where the trial's GPU is
+        monitored, the declaration is kept in its GPU record. Call it again when
+        the load changes.
 
         Args:
             utilization_pct: 0-100, the share of time the GPU would be busy.
