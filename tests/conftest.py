@@ -90,6 +90,17 @@ def mlflow_tracker(project: Path) -> MlflowTracker:
     return MlflowTracker("sqlite:///mlruns/mlflow.db", "test-study", "mlruns/artifacts")
 
 
+@pytest.fixture
+def nvml_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """NVML's library is missing, whatever this machine has (a GPU machine included)."""
+    import pynvml
+
+    def no_library() -> None:
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
+
+    monkeypatch.setattr(pynvml, "nvmlInit", no_library)
+
+
 @pytest.fixture(scope="module")
 def ray_one_gpu() -> Iterator[None]:
     """An in-process Ray with 2 CPUs and 1 logical GPU (no real GPU needed); searches reuse it."""

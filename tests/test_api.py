@@ -208,15 +208,10 @@ def test_search_on_simulated_gpus_gives_every_trial_gpu_series(
     assert "gpu_report.txt" in report_files
 
 
+@pytest.mark.usefixtures("nvml_missing")
 def test_search_without_a_gpu_says_so_once_and_records_no_gpu_metrics(
-    write_config: ConfigWriter, project: Path, monkeypatch: pytest.MonkeyPatch
+    write_config: ConfigWriter, project: Path
 ) -> None:
-    import pynvml
-
-    def no_library() -> None:
-        raise pynvml.NVMLError(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
-
-    monkeypatch.setattr(pynvml, "nvmlInit", no_library)
     path = write_config({"study": {"n_trials": 2}, "execution": {"trials_per_gpu": 0}})
     console = Console(file=io.StringIO(), width=200)
     outcome = hpsearch.run(path, console=console)

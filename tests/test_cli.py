@@ -150,13 +150,8 @@ def test_monitor_seed_trace_flags_the_spike_and_recommends_with_arithmetic(
     assert re.search(r"pack about \d+ trials of this size on this GPU \(by utilisation 85%", out)
 
 
-def test_monitor_without_a_gpu_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
-    import pynvml
-
-    def no_library() -> None:
-        raise pynvml.NVMLError(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
-
-    monkeypatch.setattr(pynvml, "nvmlInit", no_library)
+@pytest.mark.usefixtures("nvml_missing")
+def test_monitor_without_a_gpu_says_so() -> None:
     code, _, err = _invoke("monitor", "--duration", "1")
     assert code == 1
     assert err.count("\n") == 1

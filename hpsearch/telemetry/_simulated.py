@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 
 from hpsearch.telemetry._base import (
@@ -92,24 +93,9 @@ class TraceBackend(TelemetryBackend):
         ]
 
     def sample(self, now: float) -> list[GpuSample]:
-        samples = []
-        for rows in self._rows.values():
-            row = rows[self._position % len(rows)]
-            samples.append(
-                GpuSample(
-                    time=now,
-                    index=row.index,
-                    name=row.name,
-                    utilization_pct=row.utilization_pct,
-                    memory_used_mb=row.memory_used_mb,
-                    memory_total_mb=row.memory_total_mb,
-                    power_w=row.power_w,
-                    power_limit_w=row.power_limit_w,
-                    temperature_c=row.temperature_c,
-                    processes=row.processes,
-                    error=row.error,
-                )
-            )
+        samples = [
+            replace(rows[self._position % len(rows)], time=now) for rows in self._rows.values()
+        ]
         self._position += 1
         return samples
 

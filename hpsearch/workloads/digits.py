@@ -18,6 +18,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from hpsearch.trial.context import TrialContext, TrialPruned
+from hpsearch.workloads import _params
 
 DEFAULTS: dict[str, Any] = {
     "epochs": 20,
@@ -69,13 +70,7 @@ def build_model(width: int, depth: int, dropout: float) -> nn.Module:
 
 def resolve_params(params: dict[str, Any]) -> dict[str, Any]:
     """The workload's parameters: ``params`` over :data:`DEFAULTS`; unknown names are an error."""
-    unknown = sorted(set(params) - set(DEFAULTS))
-    if unknown:
-        raise ValueError(
-            f"the digits workload has no parameter(s) {unknown}; "
-            f"its parameters are {sorted(DEFAULTS)}"
-        )
-    return {**DEFAULTS, **params}
+    return _params.resolve_params(params, DEFAULTS, "digits")
 
 
 def train(params: dict[str, Any], ctx: TrialContext) -> None:

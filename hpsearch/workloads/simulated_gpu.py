@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hpsearch.trial.context import TrialContext, TrialPruned
+from hpsearch.workloads import _params
 
 DEFAULTS: dict[str, Any] = {
     "epochs": 5,
@@ -80,13 +81,7 @@ def final_accuracy(batch_size: int, width: int, depth: int, lr: float) -> float:
 
 def resolve_params(params: dict[str, Any]) -> dict[str, Any]:
     """The workload's parameters: ``params`` over :data:`DEFAULTS`; unknown names are an error."""
-    unknown = sorted(set(params) - set(DEFAULTS))
-    if unknown:
-        raise ValueError(
-            f"the simulated_gpu workload has no parameter(s) {unknown}; "
-            f"its parameters are {sorted(DEFAULTS)}"
-        )
-    return {**DEFAULTS, **params}
+    return _params.resolve_params(params, DEFAULTS, "simulated_gpu")
 
 
 def train(params: dict[str, Any], ctx: TrialContext) -> None:

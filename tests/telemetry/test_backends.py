@@ -137,14 +137,8 @@ def test_nvml_gpu_failing_mid_run_is_reported_and_the_others_still_read(
     assert lost.index == 1
 
 
-def test_open_backend_auto_without_gpu_runs_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    import pynvml
-
-    def no_library() -> None:
-        raise pynvml.NVMLError(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
-
-    # Whatever this machine has, NVML's own library is missing here.
-    monkeypatch.setattr(pynvml, "nvmlInit", no_library)
+@pytest.mark.usefixtures("nvml_missing")
+def test_open_backend_auto_without_gpu_runs_on() -> None:
     backend, line = open_backend(TelemetrySpec())
     assert backend is None
     assert line.startswith("GPU telemetry off:")
