@@ -18,6 +18,7 @@ from rich.console import Console
 from hpsearch.config import ExecutionSpec, RunConfig, load_config, parse_simulate
 from hpsearch.entrypoint import ensure_importable_from, resolve_train_function
 from hpsearch.errors import HpsearchError
+from hpsearch.pruning import make_judge
 from hpsearch.recorder import TrialRecorder, TrialTemplate, reclaim_stale_trials
 from hpsearch.resources import ResourcePolicy, StaticPolicy
 from hpsearch.results import StudyResults
@@ -168,7 +169,10 @@ def _search(
                 if monitor is not None
                 else None
             )
-            board = DecisionBoardHandle() if config.study.pruner.type != "none" else None
+            judge = make_judge(
+                config.study.pruner, config.objective_list, handle.study, config.source
+            )
+            board = DecisionBoardHandle() if judge is not None else None
             view = ProgressView(
                 handle.name,
                 config.objective_list,
@@ -190,6 +194,7 @@ def _search(
                     decision_board=board.name if board else "",
                 ),
                 board=board,
+                judge=judge,
                 listeners=[view],
                 gpu=gpu,
             )
@@ -220,6 +225,7 @@ def _search(
                     board.close()
                 if monitor is not None:
                     _record_gpu_report(tracker, parent_run_id, monitor)
+                _record_pareto(tracker, parent_run_id, StudyResults(handle.study))
         status = RunStatus.KILLED if interrupted else RunStatus.FINISHED
     except KeyboardInterrupt:
         status = RunStatus.KILLED
@@ -310,6 +316,19 @@ def _record_gpu_report(tracker: MlflowTracker, run_id: str, monitor: GpuMonitor)
         wall_s=monitor.wall_s,
     )
     tracker.log_text(run_id, report, "gpu_report.txt")
+
+
+def _record_pareto(tracker: MlflowTracker, run_id: str, results: StudyResults) -> None:
+    """With several objectives: the Pareto plot and CSV on the parent run."""
+    if not results.is_multi_objective:
+        return
+    import tempfile
+
+    from hpsearch.pareto import write_pareto_files
+
+    with tempfile.TemporaryDirectory() as folder:
+        for path in write_pareto_files(results, Path(folder)):
+            tracker.log_file(run_id, path, "pareto")
 
 
 def _best_so_far(study: Any) -> tuple[int, float] | None:

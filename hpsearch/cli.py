@@ -107,13 +107,14 @@ def validate(config: Path) -> None:
     Checks the schema, the search space, the training function, the sampler and the pruner.
     """
     from hpsearch.entrypoint import ensure_importable_from, resolve_train_function
-    from hpsearch.study import make_pruner, make_sampler
+    from hpsearch.pruning import check_pruner
+    from hpsearch.study import make_sampler
 
     loaded = load_config(config)
     ensure_importable_from(os.getcwd())
     resolve_train_function(loaded.train, source=loaded.source)
     make_sampler(loaded.study.sampler, loaded.source)
-    make_pruner(loaded.study.pruner, loaded.source)
+    check_pruner(loaded.study.pruner, loaded.source)
     space = loaded.search_space
     objectives = ", ".join(f"{o.metric} ({o.direction})" for o in loaded.objective_list)
     click.echo(
@@ -126,16 +127,27 @@ def validate(config: Path) -> None:
 @main.command()
 @_CONFIG
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (a list for several objectives).")
-def best(config: Path, as_json: bool) -> None:
+@click.option(
+    "--pareto",
+    is_flag=True,
+    help="The Pareto front of a study with several objectives (an error with one).",
+)
+def best(config: Path, as_json: bool, pareto: bool) -> None:
     """Show the best trial of CONFIG's study (the Pareto front for several objectives)."""
     from hpsearch.results import load
 
     results = load(config)
+    names = results.metric_names
+    if pareto:
+        front = results.pareto_front()
+        if as_json:
+            click.echo(json.dumps([t.to_dict(names) for t in front], indent=2, sort_keys=True))
+            return
     if as_json:
         if results.is_multi_objective:
-            payload: Any = [t.to_dict() for t in results.best_trials]
+            payload: Any = [t.to_dict(names) for t in results.best_trials]
         else:
-            payload = results.best_trial.to_dict()
+            payload = results.best_trial.to_dict(names)
         click.echo(json.dumps(payload, indent=2, sort_keys=True))
         return
     _print_best(Console(), results, str(config))

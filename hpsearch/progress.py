@@ -159,8 +159,9 @@ class ProgressView:
             detail = " ".join(
                 f"{o.metric}={v:.4g}" for o, v in zip(self._objectives, summary.values, strict=True)
             )
-        elif summary.pruned_at is not None:
-            detail = f"at step {summary.pruned_at}"
+        elif summary.outcome is Outcome.PRUNED:
+            step = f"at step {summary.pruned_at}: " if summary.pruned_at is not None else ""
+            detail = f"{step}{summary.prune_reason}"[:160]
         elif summary.error:
             detail = summary.error.strip().splitlines()[-1][:120]
         return Text.assemble(

@@ -18,6 +18,7 @@ from optuna.trial import TrialState
 
 from hpsearch import attrs
 from hpsearch.config import ObjectiveSpec
+from hpsearch.pruning import PruneJudge
 from hpsearch.resources import Admission, RunningTrial
 from hpsearch.space import SearchSpace
 from hpsearch.study import StudyHandle
@@ -55,6 +56,7 @@ class TrialSummary:
     duration_s: float
     error: str = ""
     pruned_at: int | None = None
+    prune_reason: str = ""
 
 
 class RunListener(Protocol):
@@ -87,6 +89,7 @@ class _OpenTrial:
     metrics: dict[str, float] = field(default_factory=dict)
     last_step: int | None = None
     pruned_at: int | None = None
+    prune_reason: str = ""
     end: WorkerEvent | None = None
     assigned: dict[str, Any] = field(default_factory=dict)
 
@@ -112,6 +115,7 @@ class TrialRecorder:
         parent_run_id: this search's MLflow parent run.
         template: fixed parts of each trial's spec.
         board: where pruning verdicts go; ``None`` when no pruner is configured.
+        judge: judges each reported step for pruning (with ``board``).
         listeners: told about starts and ends (progress view).
         gpu: per-trial GPU series from the monitor; ``None`` without GPU telemetry.
     """
@@ -126,6 +130,7 @@ class TrialRecorder:
         parent_run_id: str,
         template: TrialTemplate,
         board: PruneBoard | None = None,
+        judge: PruneJudge | None = None,
         listeners: Sequence[RunListener] = (),
         gpu: TrialGpuMetrics | None = None,
     ) -> None:
@@ -136,6 +141,7 @@ class TrialRecorder:
         self._parent_run_id = parent_run_id
         self._template = template
         self._board = board
+        self._judge = judge
         self._listeners = list(listeners)
         self._gpu = gpu
         self._last_gpu_flush = 0.0
@@ -204,6 +210,9 @@ class TrialRecorder:
                     event.gpu_load.get("memory_mb", 0.0),
                 )
             return
+        if event.kind is EventKind.KNOBS:
+            self._knobs(record, event.info)
+            return
         if event.kind is EventKind.END:
             record.end = event
             return
@@ -216,7 +225,7 @@ class TrialRecorder:
         self._tracker.log_metrics(record.run_id, event.metrics, event.step)
         self._log_gpu_series(record)
         if self._board is not None:
-            self._board.post(record.trial.number, event.step, self._judge(record, event))
+            self._board.post(record.trial.number, event.step, self._verdict(record, event))
 
     def trial_ended(self, tune_id: str, crash: str | None = None) -> Outcome | None:
         """Ray is done with the trial: finish it in Optuna and MLflow.
@@ -322,17 +331,29 @@ class TrialRecorder:
         )
         record.trial.set_user_attr(attrs.MLFLOW_RUN, record.run_id)
 
-    def _judge(self, record: _OpenTrial, event: WorkerEvent) -> bool:
-        """Report the objective to Optuna's pruner and return its verdict for this step."""
-        metric = self._objectives[0].metric
-        value = event.metrics.get(metric)
-        if value is None or not math.isfinite(value):
+    def _verdict(self, record: _OpenTrial, event: WorkerEvent) -> bool:
+        """The pruning verdict for this step; the first one to prune is kept with its reason."""
+        if self._judge is None:
             return False
-        record.trial.report(value, event.step or 0)
-        prune = record.trial.should_prune()
-        if prune and record.pruned_at is None:
-            record.pruned_at = event.step
-        return prune
+        step = event.step or 0
+        verdict = self._judge.judge(record.trial, step, event.metrics)
+        if verdict.prune and record.pruned_at is None:
+            record.pruned_at = step
+            record.prune_reason = verdict.reason
+        return verdict.prune
+
+    def _knobs(self, record: _OpenTrial, info: dict[str, Any]) -> None:
+        """The effective throughput knobs: MLflow params ``knob.*`` and notes; Optuna attr."""
+        effective = dict(info.get("effective", {}))
+        notes = [str(n) for n in info.get("notes", [])]
+        record.trial.set_user_attr(attrs.KNOBS, {"effective": effective, "notes": notes})
+        if record.run_id is None:
+            self._start_mlflow_run(record)
+        assert record.run_id is not None
+        self._tracker.log_params(record.run_id, {f"knob.{k}": v for k, v in effective.items()})
+        self._tracker.set_tags(
+            record.run_id, {"hpsearch.knob_notes": "; ".join(notes) or "all knobs applied"}
+        )
 
     def _finish(self, record: _OpenTrial, outcome: Outcome, error: str) -> Outcome:
         trial = record.trial
@@ -348,21 +369,18 @@ class TrialRecorder:
         trial.set_user_attr(attrs.DURATION, round(duration, 3))
         if error:
             trial.set_user_attr(attrs.ERROR, error)
-        if outcome is Outcome.PRUNED and record.pruned_at is not None:
-            trial.set_user_attr(attrs.PRUNED_AT, record.pruned_at)
+        if outcome is Outcome.PRUNED:
+            record.prune_reason = _prune_reason(record)
+            trial.set_user_attr(attrs.PRUNE_REASON, record.prune_reason)
+            if record.pruned_at is not None:
+                trial.set_user_attr(attrs.PRUNED_AT, record.pruned_at)
         if record.run_id is None:
             self._start_mlflow_run(record)
         assert record.run_id is not None
         self._finish_gpu(record)
         self._write_mlflow_end(record, outcome, error)
 
-        if outcome is Outcome.COMPLETE:
-            assert values is not None
-            self._handle.study.tell(trial, list(values))
-        elif outcome is Outcome.PRUNED:
-            self._handle.study.tell(trial, state=TrialState.PRUNED)
-        else:
-            self._handle.study.tell(trial, state=TrialState.FAIL)
+        self._tell(trial, outcome, values)
         if outcome is Outcome.INTERRUPTED:
             self._handle.retry_later(trial.number, dict(trial.params))
         if self._board is not None:
@@ -378,10 +396,25 @@ class TrialRecorder:
             duration_s=duration,
             error=error,
             pruned_at=record.pruned_at if outcome is Outcome.PRUNED else None,
+            prune_reason=record.prune_reason if outcome is Outcome.PRUNED else "",
         )
         for listener in self._listeners:
             listener.trial_finished(summary)
         return outcome
+
+    def _tell(
+        self, trial: optuna.Trial, outcome: Outcome, values: tuple[float, ...] | None
+    ) -> None:
+        """End the trial in Optuna (and in the pruning judge's memory)."""
+        if outcome is Outcome.COMPLETE:
+            assert values is not None
+            state = TrialState.COMPLETE
+            self._handle.study.tell(trial, list(values))
+        else:
+            state = TrialState.PRUNED if outcome is Outcome.PRUNED else TrialState.FAIL
+            self._handle.study.tell(trial, state=state)
+        if self._judge is not None:
+            self._judge.finished(trial, state, list(values or ()))
 
     def _objective_values(self, metrics: dict[str, float]) -> tuple[tuple[float, ...] | None, str]:
         """The objective values of a completed trial, or why there are none."""
@@ -406,12 +439,18 @@ class TrialRecorder:
         if record.end is not None and record.end.metrics:
             step = record.last_step + 1 if record.last_step is not None else 0
             self._tracker.log_metrics(run_id, record.end.metrics, step)
-        tags: dict[str, Any] = {"hpsearch.outcome": outcome.value}
+        tags: dict[str, Any] = {
+            "hpsearch.outcome": outcome.value,
+            # The Optuna state, since MLflow's run statuses have no PRUNED.
+            "hpsearch.state": _OPTUNA_STATE[outcome],
+        }
         if error:
             tags["hpsearch.error"] = error
             self._tracker.log_text(run_id, error, "error.txt")
-        if outcome is Outcome.PRUNED and record.pruned_at is not None:
-            tags["hpsearch.pruned_at_step"] = record.pruned_at
+        if outcome is Outcome.PRUNED:
+            tags["hpsearch.prune_reason"] = record.prune_reason
+            if record.pruned_at is not None:
+                tags["hpsearch.pruned_at_step"] = record.pruned_at
         self._tracker.set_tags(run_id, tags)
         self._tracker.end_run(run_id, _MLFLOW_STATUS[outcome])
 
@@ -431,6 +470,24 @@ class TrialRecorder:
         elif counts["trials_complete"]:
             metrics["pareto_front_size"] = float(len(study.best_trials))
         self._tracker.log_metrics(self._parent_run_id, metrics, step)
+
+
+_OPTUNA_STATE = {
+    Outcome.COMPLETE: "COMPLETE",
+    Outcome.FAIL: "FAIL",
+    Outcome.PRUNED: "PRUNED",
+    Outcome.INTERRUPTED: "FAIL",
+}
+
+
+def _prune_reason(record: _OpenTrial) -> str:
+    """The pruner's reason, else the trial's own ``TrialPruned`` message."""
+    own = str(record.end.info.get("reason", "")) if record.end is not None else ""
+    if record.prune_reason:
+        return record.prune_reason
+    if own:
+        return f"the training function pruned itself: {own}"
+    return "the training function raised TrialPruned (no reason given)"
 
 
 def reclaim_stale_trials(handle: StudyHandle, tracker: MlflowTracker) -> int:

@@ -63,15 +63,21 @@ class TrialResult:
             error=user.get(attrs.ERROR),
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON shape ``hpsearch best --json`` prints."""
-        return {
+    def to_dict(self, metric_names: list[str] | None = None) -> dict[str, Any]:
+        """The JSON shape ``hpsearch best --json`` prints.
+
+        With ``metric_names`` (the objectives), ``values`` maps each to its value.
+        """
+        payload: dict[str, Any] = {
             "study": self.study,
             "trial_number": self.number,
             "params": self.params,
             "metrics": self.metrics,
             "mlflow_run_id": self.mlflow_run_id,
         }
+        if metric_names is not None and self.values is not None:
+            payload["values"] = dict(zip(metric_names, self.values, strict=True))
+        return payload
 
 
 class StudyResults:
@@ -127,6 +133,22 @@ class StudyResults:
         self._require_complete()
         front = sorted(self._study.best_trials, key=lambda t: t.number)
         return [TrialResult.from_frozen(self.name, t) for t in front]
+
+    def pareto_front(self) -> list[TrialResult]:
+        """The complete trials no other complete trial beats on every objective (Optuna's
+        ``best_trials``), in trial-number order.
+
+        Raises:
+            ResultsError: the study has one objective, or no trial has completed yet.
+        """
+        if not self.is_multi_objective:
+            raise ResultsError(
+                f"study '{self.name}' has one objective ({self.metric_names[0]}), so its "
+                "Pareto front is its best trial; drop --pareto, or list several objectives "
+                "(objectives: [{metric: val_accuracy, direction: maximize}, "
+                "{metric: samples_per_sec, direction: maximize}])"
+            )
+        return self.best_trials
 
     @property
     def trials(self) -> list[TrialResult]:

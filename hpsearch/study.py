@@ -45,6 +45,8 @@ _PRUNERS: dict[str, Callable[..., optuna.pruners.BasePruner]] = {
     "percentile": optuna.pruners.PercentilePruner,
     "successive_halving": optuna.pruners.SuccessiveHalvingPruner,
     "hyperband": optuna.pruners.HyperbandPruner,
+    # The dominated rule is applied by hpsearch.pruning, not by the study.
+    "dominated": optuna.pruners.NopPruner,
 }
 
 
@@ -54,19 +56,30 @@ def make_sampler(spec: SamplerSpec, source: str = "<config>") -> optuna.samplers
     kwargs = dict(spec.options)
     if spec.seed is not None:
         kwargs["seed"] = spec.seed
-    sampler: optuna.samplers.BaseSampler = _construct(factory, kwargs, "study.sampler", source)
+    sampler: optuna.samplers.BaseSampler = construct_checked(
+        factory, kwargs, "study.sampler", source
+    )
     return sampler
 
 
 def make_pruner(spec: PrunerSpec, source: str = "<config>") -> optuna.pruners.BasePruner:
-    """The Optuna pruner a ``study.pruner`` section names, with its options."""
-    pruner: optuna.pruners.BasePruner = _construct(
+    """The Optuna pruner a ``study.pruner`` section names, with its options.
+
+    ``dominated`` is hpsearch's own rule (see :mod:`hpsearch.pruning`): the study
+    gets Optuna's ``NopPruner``.
+    """
+    if spec.type == "dominated":
+        return optuna.pruners.NopPruner()
+    pruner: optuna.pruners.BasePruner = construct_checked(
         _PRUNERS[spec.type], dict(spec.options), "study.pruner", source
     )
     return pruner
 
 
-def _construct(factory: Callable[..., Any], kwargs: dict[str, Any], key: str, source: str) -> Any:
+def construct_checked(
+    factory: Callable[..., Any], kwargs: dict[str, Any], key: str, source: str
+) -> Any:
+    """``factory(**kwargs)``; unknown or rejected options are a one-line :class:`ConfigError`."""
     name = getattr(factory, "__name__", str(factory))
     accepted = [
         p.name

@@ -8,6 +8,7 @@ on which thread or callback happens to be current.
 from __future__ import annotations
 
 import enum
+import os
 import re
 import time
 from collections.abc import Mapping, Sequence
@@ -138,9 +139,23 @@ class MlflowTracker:
                 run_id, tags=[RunTag(k, _clip(str(v), _MAX_TAG)) for k, v in tags.items()]
             )
 
+    def log_params(self, run_id: str, params: Mapping[str, Any]) -> None:
+        """Log params not logged before on this run (MLflow params cannot change)."""
+        if params:
+            self._client.log_batch(
+                run_id,
+                params=[Param(str(k), _clip(str(v), _MAX_PARAM)) for k, v in params.items()],
+            )
+
     def log_text(self, run_id: str, text: str, artifact_file: str) -> None:
         """Store ``text`` as an artifact file of the run."""
         self._client.log_text(run_id, text, artifact_file)
+
+    def log_file(
+        self, run_id: str, path: str | os.PathLike[str], folder: str | None = None
+    ) -> None:
+        """Store a local file as an artifact of the run (under ``folder``)."""
+        self._client.log_artifact(run_id, os.fspath(path), folder)
 
     def end_run(self, run_id: str, status: RunStatus) -> None:
         """End a run with ``status``."""

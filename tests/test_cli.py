@@ -95,6 +95,7 @@ def test_best_json(write_config: ConfigWriter) -> None:
         "params": {"x": study.trials[1].params["x"]},
         "metrics": {"score": 0.7},
         "mlflow_run_id": "run-1",
+        "values": {"score": 0.7},
     }
     code, out, _ = _invoke("best", str(path))
     assert code == 0

@@ -11,6 +11,7 @@ from optuna.trial import TrialState
 
 from hpsearch import attrs
 from hpsearch.config import RunConfig, load_config
+from hpsearch.pruning import make_judge
 from hpsearch.recorder import TrialRecorder, TrialSummary, TrialTemplate
 from hpsearch.resources import Admission
 from hpsearch.study import BudgetCount, StudyHandle, count_budget, open_study
@@ -77,6 +78,9 @@ def _harness(
         parent_run_id=parent,
         template=TrialTemplate(train=config.train, source=config.source, objectives=("score",)),
         board=board,
+        judge=make_judge(config.study.pruner, config.objective_list, handle.study)
+        if board is not None
+        else None,
         listeners=[listener],
         gpu=gpu,
     )
@@ -251,11 +255,17 @@ def test_pruner_verdicts_reach_the_board(
     bad = harness.handle.study.trials[1]
     assert bad.state == TrialState.PRUNED
     assert bad.user_attrs[attrs.PRUNED_AT] == 0
+    reason = bad.user_attrs[attrs.PRUNE_REASON]
+    assert reason.startswith("score 0.1 at step 0 (best so far) is below the median 1 of 1")
+    assert "MedianPruner" in reason
     run = harness.tracker.client.get_run(harness.run_id(1))
     assert run.info.status == "KILLED"
     assert run.data.tags["hpsearch.outcome"] == "pruned"
+    assert run.data.tags["hpsearch.state"] == "PRUNED"
     assert run.data.tags["hpsearch.pruned_at_step"] == "0"
+    assert run.data.tags["hpsearch.prune_reason"] == reason
     assert harness.listener.finished[1].pruned_at == 0
+    assert harness.listener.finished[1].prune_reason == reason
 
 
 def test_a_trial_that_sent_its_end_keeps_its_outcome_when_the_search_stops(

@@ -64,9 +64,17 @@ class SamplerSpec(_Section):
 
 
 class PrunerSpec(_Section):
-    """Which Optuna pruner stops unpromising trials early. ``options`` go to its constructor."""
+    """What stops unpromising trials early. ``options`` go to the pruner's constructor.
 
-    type: Literal["none", "median", "percentile", "successive_halving", "hyperband"] = "none"
+    ``median``, ``percentile``, ``successive_halving`` and ``hyperband`` are Optuna's
+    pruners; with several objectives they judge the first (the primary) objective.
+    ``dominated`` prunes a trial that another trial beats on every objective at the
+    same step (options ``n_startup_trials``, ``n_warmup_steps``, ``min_dominating``).
+    """
+
+    type: Literal[
+        "none", "median", "percentile", "successive_halving", "hyperband", "dominated"
+    ] = "none"
     options: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -272,11 +280,6 @@ class RunConfig(_Section):
             raise ValueError("objectives repeats a metric; list each metric once")
         if self.study.n_trials is None and self.study.timeout is None:
             raise ValueError("the search has no end; set study.n_trials or study.timeout")
-        if len(metrics) > 1 and self.study.pruner.type != "none":
-            raise ValueError(
-                "Optuna pruners work with one objective only; "
-                "set study.pruner.type: none or use a single objective"
-            )
         return self
 
     @property

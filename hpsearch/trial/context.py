@@ -18,6 +18,8 @@ _METRIC_NAME = re.compile(r"^[A-Za-z0-9_.\-/ ]+$")
 ReportSink = Callable[[int, dict[str, float]], None]
 PruneOracle = Callable[[int], bool]
 GpuLoadSink = Callable[[float, float], None]
+KnobsSink = Callable[[dict[str, Any], list[str]], None]
+MetricsSource = Callable[[], Mapping[str, float]]
 
 
 @dataclass(frozen=True)
@@ -52,9 +54,12 @@ class TrialContext:
         prune_oracle: PruneOracle | None = None,
         resources: Mapping[str, float] | None = None,
         gpu_load_sink: GpuLoadSink | None = None,
+        knobs_sink: KnobsSink | None = None,
     ) -> None:
         self._trial_number = trial_number
         self._gpu_load_sink = gpu_load_sink
+        self._knobs_sink = knobs_sink
+        self._sources: list[MetricsSource] = []
         self._device = device
         self._sink = sink
         self._prune_oracle = prune_oracle
@@ -109,6 +114,8 @@ class TrialContext:
         Args:
             step: a non-negative integer, increasing over the trial.
             **metrics: metric name to a real number (Python, NumPy or 0-d tensor).
+                Figures from :meth:`add_metrics_source` (the throughput meter of
+                ``hpsearch.torch.configure``) are added unless named here.
 
         Raises:
             TypeError, ValueError: a step or metric the search cannot record.
@@ -127,6 +134,9 @@ class TrialContext:
                     "and '_', '-', '.', '/', ' '"
                 )
             values[name] = as_metric_value(name, value)
+        for source in self._sources:
+            for name, value in source().items():
+                values.setdefault(name, as_metric_value(name, value))
         self._last_step = int(step)
         self._latest.update(values)
         self._sink(int(step), values)
@@ -155,6 +165,20 @@ class TrialContext:
         if self._gpu_load_sink is not None:
             self._gpu_load_sink(float(utilization_pct), float(memory_mb))
 
+    def add_metrics_source(self, source: MetricsSource) -> None:
+        """Add ``source()``'s figures to every later :meth:`report` (the user's names win)."""
+        self._sources.append(source)
+
+    def record_knobs(self, effective: Mapping[str, Any], notes: list[str]) -> None:
+        """Record the throughput knobs in effect and why any differ from the parameters.
+
+        Called by ``hpsearch.torch.configure``; the driver writes them to the trial's
+        MLflow run (params ``knob.<name>``, tag ``hpsearch.knob_notes``) and Optuna
+        trial (attr ``hpsearch.knobs``).
+        """
+        if self._knobs_sink is not None:
+            self._knobs_sink(dict(effective), list(notes))
+
     def should_prune(self) -> bool:
         """Whether the study's pruner says to stop this trial after the latest report.
 
@@ -169,19 +193,27 @@ class TrialContext:
 class LocalTrialContext(TrialContext):
     """A :class:`TrialContext` that records reports in :attr:`history`.
 
-    Declared simulated GPU loads go to :attr:`gpu_loads` as ``(utilization_pct, memory_mb)``.
+    Declared simulated GPU loads go to :attr:`gpu_loads` as ``(utilization_pct, memory_mb)``;
+    recorded knobs to :attr:`knobs` and :attr:`knob_notes`.
     """
 
     def __init__(self, *, trial_number: int, device: str, prune_at: int | None) -> None:
         self.history: list[ReportedStep] = []
         self.gpu_loads: list[tuple[float, float]] = []
+        self.knobs: dict[str, Any] = {}
+        self.knob_notes: list[str] = []
         super().__init__(
             trial_number=trial_number,
             device=device,
             sink=lambda step, values: self.history.append(ReportedStep(step, values)),
             prune_oracle=None if prune_at is None else (lambda step: step >= prune_at),
             gpu_load_sink=lambda util, memory: self.gpu_loads.append((util, memory)),
+            knobs_sink=self._keep_knobs,
         )
+
+    def _keep_knobs(self, effective: dict[str, Any], notes: list[str]) -> None:
+        self.knobs = effective
+        self.knob_notes = notes
 
 
 def as_metric_value(name: str, value: Any) -> float:

@@ -34,6 +34,8 @@ class EventKind(StrEnum):
     END = "end"
     GPU_LOAD = "gpu_load"
     """The trial declares the load it puts on its (simulated) GPU: ``ctx.simulate_gpu_load``."""
+    KNOBS = "knobs"
+    """The throughput knobs in effect (``ctx.record_knobs``): ``info`` has effective and notes."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,8 @@ class WorkerEvent:
         assigned: resources Ray actually assigned to the worker, its node and process id
             (first event and end).
         gpu_load: with ``gpu_load`` events: ``utilization_pct`` and ``memory_mb``.
+        info: with ``knobs`` events: ``effective`` (knob to value) and ``notes``;
+            at the end of a pruned trial: ``reason``, the trial's own ``TrialPruned`` text.
     """
 
     kind: EventKind
@@ -91,6 +95,7 @@ class WorkerEvent:
     error: str = ""
     assigned: dict[str, Any] = field(default_factory=dict)
     gpu_load: dict[str, float] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
 
     def to_result(self) -> dict[str, Any]:
         """The Tune result dict carrying this event."""
@@ -103,6 +108,8 @@ class WorkerEvent:
             header["assigned"] = self.assigned
         if self.gpu_load:
             header["gpu_load"] = self.gpu_load
+        if self.info:
+            header["info"] = self.info
         return {SPEC_KEY: header, METRICS_KEY: dict(self.metrics)}
 
     @classmethod
@@ -120,4 +127,5 @@ class WorkerEvent:
             error=str(header.get("error", "")),
             assigned=dict(header.get("assigned") or {}),
             gpu_load=dict(header.get("gpu_load") or {}),
+            info=dict(header.get("info") or {}),
         )

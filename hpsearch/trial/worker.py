@@ -59,6 +59,9 @@ def run_trial(config: dict[str, Any]) -> None:
             )
         )
 
+    def knobs_sink(effective: dict[str, Any], notes: list[str]) -> None:
+        send(WorkerEvent(kind=EventKind.KNOBS, info={"effective": effective, "notes": notes}))
+
     oracle = None
     if spec.decision_board:
         from hpsearch.runner.decision_board import wait_for_verdict
@@ -72,11 +75,23 @@ def run_trial(config: dict[str, Any]) -> None:
             return bool(verdict)
 
     outcome, error, final = _call_train(
-        spec, params, assigned=assigned, sink=sink, oracle=oracle, gpu_load_sink=gpu_load_sink
+        spec,
+        params,
+        assigned=assigned,
+        sink=sink,
+        oracle=oracle,
+        gpu_load_sink=gpu_load_sink,
+        knobs_sink=knobs_sink,
     )
+    reason = {"reason": error} if outcome is Outcome.PRUNED and error else {}
     tune.report(
         WorkerEvent(
-            kind=EventKind.END, outcome=outcome, error=error, metrics=final, assigned=assigned
+            kind=EventKind.END,
+            outcome=outcome,
+            error="" if outcome is Outcome.PRUNED else error,
+            metrics=final,
+            assigned=assigned,
+            info=reason,
         ).to_result()
     )
 
@@ -89,8 +104,11 @@ def _call_train(
     sink: Any,
     oracle: Any,
     gpu_load_sink: Any,
+    knobs_sink: Any = None,
 ) -> tuple[Outcome, str, dict[str, float]]:
     """Call the training function; return its outcome, error text and final metrics.
+
+    For a pruned trial the text is the ``TrialPruned`` message, if it gave one.
 
     Only the formatted traceback leaves the ``except`` block: a live traceback
     keeps the failed frames (and their tensors) alive.
@@ -105,11 +123,12 @@ def _call_train(
             prune_oracle=oracle,
             resources={k: float(v) for k, v in assigned.items() if k in ("CPU", "GPU")},
             gpu_load_sink=gpu_load_sink,
+            knobs_sink=knobs_sink,
         )
         returned = train(params, ctx)
         final = _final_metrics(returned, spec)
-    except TrialPruned:
-        return Outcome.PRUNED, "", {}
+    except TrialPruned as pruned:
+        return Outcome.PRUNED, str(pruned), {}
     except Exception:
         return Outcome.FAIL, traceback.format_exc(), {}
     return Outcome.COMPLETE, "", final

@@ -87,21 +87,6 @@ def test_several_objectives_load(write_config: ConfigWriter) -> None:
     assert [o.metric for o in load_config(path).objective_list] == ["score", "speed"]
 
 
-def test_pruner_needs_one_objective(write_config: ConfigWriter) -> None:
-    error = _error(
-        write_config,
-        {
-            "objective": None,
-            "objectives": [
-                {"metric": "score", "direction": "maximize"},
-                {"metric": "speed", "direction": "maximize"},
-            ],
-            "study": {"pruner": {"type": "median"}},
-        },
-    )
-    assert "pruner" in str(error)
-
-
 def test_search_needs_an_end(write_config: ConfigWriter) -> None:
     error = _error(write_config, {"study": {"n_trials": None}})
     assert "n_trials or study.timeout" in str(error)
