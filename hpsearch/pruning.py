@@ -291,7 +291,11 @@ def explain(
             maximize = objective.direction == "maximize"
             bar = float(np.percentile(finite, 100 - q if maximize else q))
             side = "below" if maximize else "above"
-            share = "median" if spec.type == "median" else f"{q:g}th-best percentile"
+            share = (
+                "median"
+                if spec.type == "median"
+                else f"{100 - q if maximize else q:g}th percentile"
+            )
             return (
                 f"{metric} (best so far) is {side} the {share} {bar:.4g} of "
                 f"{len(finite)} completed trial(s) at that step ({name})"

@@ -139,11 +139,84 @@ def test_pruner_stops_trials_through_should_prune(
         step = trial.user_attrs[attrs.PRUNED_AT]
         assert 1 <= step < 5
         assert max(trial.intermediate_values) == step  # it stopped at the verdict
+        reason = trial.user_attrs[attrs.PRUNE_REASON]
+        assert f"score {trial.intermediate_values[step]:.4g} at step {step}" in reason
+        assert "below the median" in reason
         run = client.get_run(trial.user_attrs[attrs.MLFLOW_RUN])
         assert run.info.status == "KILLED"
+        assert run.data.tags["hpsearch.state"] == "PRUNED"
         assert run.data.tags["hpsearch.pruned_at_step"] == str(step)
+        assert run.data.tags["hpsearch.prune_reason"] == reason
     completed = [t for t in outcome.results.study.trials if t.state.name == "COMPLETE"]
     assert all(len(t.intermediate_values) == 6 for t in completed)
+
+
+def test_accuracy_against_speed_prunes_dominated_trials_and_plots_the_front(
+    write_config: ConfigWriter, project: Path
+) -> None:
+    path = write_config(
+        {
+            "train": "tests.train_functions:two_objectives",
+            "objective": None,
+            "objectives": [
+                {"metric": "acc", "direction": "maximize"},
+                {"metric": "speed", "direction": "maximize"},
+            ],
+            "study": {
+                "n_trials": 10,
+                "sampler": {"type": "random", "seed": 3},
+                "pruner": {
+                    "type": "dominated",
+                    "options": {"n_startup_trials": 2, "n_warmup_steps": 1},
+                },
+            },
+            "space": {
+                "x": {"type": "float", "low": 0.0, "high": 1.0},
+                "handicap": [False, True],
+                "precision": ["fp32", "fp16"],
+                "batch_size": [4],
+            },
+            "execution": {"trials_per_gpu": 0, "max_concurrent": 1},
+        }
+    )
+    outcome = hpsearch.run(path)
+    study = outcome.results.study
+    client = _mlflow(project)
+
+    pruned = [t for t in study.trials if t.state.name == "PRUNED"]
+    assert pruned, "a handicapped trial is beaten on both objectives by an earlier one"
+    for trial in pruned:
+        assert trial.params["handicap"] is True
+        step = trial.user_attrs[attrs.PRUNED_AT]
+        assert step >= 1  # warm-up
+        assert trial.user_attrs[attrs.PRUNE_REASON].startswith(f"dominated at step {step} by")
+        run = client.get_run(trial.user_attrs[attrs.MLFLOW_RUN])
+        assert run.data.tags["hpsearch.state"] == "PRUNED"
+        assert run.data.tags["hpsearch.prune_reason"] == trial.user_attrs[attrs.PRUNE_REASON]
+        assert "dominated at step" in run.data.tags["hpsearch.prune_reason"]
+
+    front = outcome.results.pareto_front()
+    assert front
+    assert all(not t.params["handicap"] for t in front)
+    assert len({t.params["x"] for t in front}) == len(front)
+
+    # The knobs in effect: fp16 ran as fp32 on this CPU, and each run says so.
+    for trial in study.trials:
+        run = client.get_run(trial.user_attrs[attrs.MLFLOW_RUN])
+        assert run.data.params["knob.precision"] == "fp32"
+        assert run.data.params["precision"] == trial.params["precision"]
+        assert trial.user_attrs[attrs.KNOBS]["effective"]["precision"] == "fp32"
+        notes = run.data.tags["hpsearch.knob_notes"]
+        assert ("fp16 autocast" in notes) == (trial.params["precision"] == "fp16")
+        assert "samples_per_sec" in run.data.metrics  # the meter's figures
+
+    parent = client.get_run(outcome.mlflow_parent_run_id or "")
+    files = {f.path for f in client.list_artifacts(parent.info.run_id, "pareto")}
+    assert files == {"pareto/pareto_front.png", "pareto/pareto_front.csv"}
+    local = client.download_artifacts(parent.info.run_id, "pareto/pareto_front.csv", str(project))
+    rows = Path(local).read_text().splitlines()
+    assert rows[0].startswith("trial_number,acc,speed,")
+    assert len(rows) == 1 + len(front)
 
 
 def test_search_on_simulated_gpus_gives_every_trial_gpu_series(

@@ -73,3 +73,29 @@ def behaves(params: dict[str, Any], ctx: TrialContext) -> Any:
     else:
         ctx.report(0, other=1.0)
     return None
+
+
+def two_objectives(params: dict[str, Any], ctx: TrialContext) -> None:
+    """Accuracy against speed: ``x`` trades one for the other; ``handicap`` halves both.
+
+    Sets its knobs with ``hpsearch.torch.configure`` (fp16 on a CPU becomes fp32)
+    and times a few fake batches per step, so the meter's figures are reported too.
+    """
+    import torch
+
+    from hpsearch.torch import configure
+
+    setup = configure(params, ctx)
+    factor = 0.5 if params["handicap"] else 1.0
+    x = float(params["x"])
+    for step in range(int(params.get("steps", 4))):
+        for _ in setup.batches([torch.zeros(4, 2)] * 3):
+            pass
+        ctx.report(
+            step,
+            acc=factor * x * (step + 1) / 4,
+            speed=factor * (150.0 - 100.0 * x),
+        )
+        if ctx.should_prune():
+            raise TrialPruned(f"pruned at step {step}")
+        time.sleep(0.05)

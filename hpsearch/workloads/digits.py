@@ -2,9 +2,12 @@
 
 Use it as ``train: hpsearch.workloads.digits:train``. It searches model
 parameters (``width``, ``depth``, ``dropout``, ``lr``, ``weight_decay``) together
-with throughput parameters (``batch_size``, ``num_workers``), and reports
-``val_accuracy``, ``train_loss``, ``samples_per_sec`` and ``epoch_seconds``
-each epoch. A trial takes seconds on a CPU; on a GPU it runs unchanged.
+with every throughput knob of :mod:`hpsearch.torch` (``batch_size``,
+``num_workers``, ``precision``, ``grad_accum_steps``, ``channels_last``,
+``compile``, ...), and reports ``val_accuracy``, ``train_loss`` and
+``epoch_seconds`` each epoch, plus the toolkit's throughput figures
+(``samples_per_sec``, ``step_time_ms``, ``data_wait_share``, ``peak_memory_mb``,
+``train_seconds``). A trial takes seconds on a CPU; on a GPU it runs unchanged.
 """
 
 from __future__ import annotations
@@ -15,8 +18,9 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import TensorDataset
 
+from hpsearch.torch import checkpointed, configure
 from hpsearch.trial.context import TrialContext, TrialPruned
 from hpsearch.workloads import _params
 
@@ -28,10 +32,12 @@ DEFAULTS: dict[str, Any] = {
     "lr": 3e-3,
     "weight_decay": 1e-4,
     "batch_size": 64,
-    "num_workers": 0,
     "seed": 0,
 }
-"""Every parameter the workload reads, and its value when the space leaves it out."""
+"""The model parameters the workload reads, and their values when the space leaves them out.
+
+The throughput knobs of :class:`hpsearch.torch.Knobs` are read too, with the toolkit's defaults.
+"""
 
 VALIDATION_SHARE = 0.2
 
@@ -70,58 +76,57 @@ def build_model(width: int, depth: int, dropout: float) -> nn.Module:
 
 def resolve_params(params: dict[str, Any]) -> dict[str, Any]:
     """The workload's parameters: ``params`` over :data:`DEFAULTS`; unknown names are an error."""
-    return _params.resolve_params(params, DEFAULTS, "digits")
+    return _params.resolve_params(params, DEFAULTS, "digits", knobs=True)
+
+
+def checkpoint_hidden_layers(model: nn.Module) -> None:
+    """The gradient-checkpointing hook: recompute each hidden layer's activations in backward."""
+    assert isinstance(model, nn.Sequential)
+    for index in range(len(model) - 1):
+        if isinstance(model[index], nn.Linear):
+            model[index] = checkpointed(model[index])
 
 
 def train(params: dict[str, Any], ctx: TrialContext) -> None:
     """Train and validate for ``epochs``, reporting each epoch; stop early when pruned."""
     p = resolve_params(params)
-    device = torch.device(ctx.device)
+    setup = configure(p, ctx)
     torch.manual_seed(int(p["seed"]))
     x_train, y_train, x_val, y_val = load_split()
-    workers = int(p["num_workers"])
-    loader = DataLoader(
+    loader = setup.loader(
         TensorDataset(x_train, y_train),
-        batch_size=int(p["batch_size"]),
         shuffle=True,
-        num_workers=workers,
-        # Worker start-up would otherwise be paid every epoch.
-        persistent_workers=workers > 0,
-        pin_memory=device.type == "cuda",
         generator=torch.Generator().manual_seed(int(p["seed"])),
     )
-    model = build_model(int(p["width"]), int(p["depth"]), float(p["dropout"])).to(device)
+    model = setup.prepare_model(
+        build_model(int(p["width"]), int(p["depth"]), float(p["dropout"])),
+        checkpointing=checkpoint_hidden_layers,
+    )
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=float(p["lr"]), weight_decay=float(p["weight_decay"])
     )
     loss_fn = nn.CrossEntropyLoss()
-    x_val, y_val = x_val.to(device), y_val.to(device)
+    x_val, y_val = setup.to_device((x_val, y_val))
 
     for epoch in range(int(p["epochs"])):
         model.train()
         started = time.perf_counter()
-        total_loss, seen = 0.0, 0
-        for batch_inputs, batch_targets in loader:
-            inputs = batch_inputs.to(device, non_blocking=True)
-            targets = batch_targets.to(device, non_blocking=True)
-            optimizer.zero_grad(set_to_none=True)
-            loss = loss_fn(model(inputs), targets)
-            loss.backward()
-            optimizer.step()
-            total_loss += loss.detach() * len(targets)
+        total_loss = torch.zeros((), device=setup.device)
+        seen = 0
+        for inputs, targets in setup.batches(loader):
+            loss = setup.train_step(model, optimizer, loss_fn, inputs, targets)
+            total_loss += loss.float() * len(targets)
             seen += len(targets)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
+        setup.flush(optimizer)
         seconds = time.perf_counter() - started
 
         model.eval()
-        with torch.no_grad():
+        with torch.no_grad(), setup.autocast():
             accuracy = (model(x_val).argmax(dim=1) == y_val).float().mean().item()
         ctx.report(
             epoch,
             val_accuracy=accuracy,
             train_loss=float(total_loss) / seen,
-            samples_per_sec=seen / seconds,
             epoch_seconds=seconds,
         )
         if ctx.should_prune():

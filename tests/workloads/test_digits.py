@@ -15,8 +15,13 @@ def test_learns_digits_and_reports_each_epoch() -> None:
     assert set(ctx.history[-1].metrics) == {
         "val_accuracy",
         "train_loss",
-        "samples_per_sec",
         "epoch_seconds",
+        # from the toolkit's meter
+        "samples_per_sec",
+        "step_time_ms",
+        "data_wait_share",
+        "train_seconds",
+        "peak_memory_mb",
     }
     assert ctx.history[-1].metrics["val_accuracy"] > 0.9
     assert ctx.history[-1].metrics["train_loss"] < ctx.history[0].metrics["train_loss"]
@@ -27,6 +32,27 @@ def test_dataloader_workers_give_the_same_kind_of_result() -> None:
     ctx = TrialContext.local()
     train({"epochs": 2, "num_workers": 1, "batch_size": 128}, ctx)
     assert len(ctx.history) == 2
+
+
+def test_throughput_knobs_are_applied_and_recorded() -> None:
+    ctx = TrialContext.local()
+    params = {
+        "epochs": 2,
+        "batch_size": 32,
+        "effective_batch_size": 128,
+        "precision": "bf16",
+        "grad_checkpointing": True,
+        "prefetch_factor": 2,
+    }
+    train(params, ctx)
+    assert ctx.knobs["grad_accum_steps"] == 4
+    assert ctx.knobs["precision"] == "bf16"
+    assert ctx.knobs["grad_checkpointing"] is True
+    assert ctx.knobs["prefetch_factor"] is None  # no workers
+    assert ctx.knob_notes == [
+        "prefetch_factor: 2 -> None (DataLoader prefetches only with num_workers > 0)"
+    ]
+    assert ctx.history[-1].metrics["val_accuracy"] > 0.5
 
 
 def test_stops_when_pruned() -> None:
@@ -40,6 +66,7 @@ def test_unknown_parameter_is_an_error() -> None:
     with pytest.raises(ValueError, match="no parameter"):
         resolve_params({"widht": 3})
     assert resolve_params({"width": 3})["depth"] == DEFAULTS["depth"]
+    assert resolve_params({"precision": "bf16"})["precision"] == "bf16"  # a toolkit knob
 
 
 def test_split_is_fixed_and_stratified() -> None:

@@ -1,0 +1,133 @@
+"""Pruning rules judged in the driver: Optuna's pruners, the primary objective, dominance."""
+
+from __future__ import annotations
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from hpsearch import attrs
+from hpsearch.config import ObjectiveSpec, PrunerSpec
+from hpsearch.errors import ConfigError
+from hpsearch.pruning import DominatedJudge, PrimaryObjectiveJudge, check_pruner, make_judge
+
+ACCURACY = ObjectiveSpec(metric="acc", direction="maximize")
+SPEED = ObjectiveSpec(metric="speed", direction="maximize")
+LOSS = ObjectiveSpec(metric="loss", direction="minimize")
+
+
+def _study(directions: int) -> optuna.Study:
+    return optuna.create_study(directions=["maximize"] * directions)
+
+
+def _run(judge: object, study: optuna.Study, steps: list[dict[str, float]]) -> list[bool]:
+    """Report ``steps`` for a new trial; finish it complete unless pruned; return the verdicts."""
+    trial = study.ask()
+    verdicts = []
+    for step, metrics in enumerate(steps):
+        verdict = judge.judge(trial, step, metrics)  # type: ignore[attr-defined]
+        verdicts.append(verdict.prune)
+        if verdict.prune:
+            study.tell(trial, state=TrialState.PRUNED)
+            judge.finished(trial, TrialState.PRUNED, [])  # type: ignore[attr-defined]
+            return verdicts
+    values = list(steps[-1].values())
+    study.tell(trial, values)
+    judge.finished(trial, TrialState.COMPLETE, values)  # type: ignore[attr-defined]
+    return verdicts
+
+
+def test_dominated_rule_prunes_only_what_is_beaten_everywhere() -> None:
+    study = _study(2)
+    judge = make_judge(
+        PrunerSpec(type="dominated", options={"n_startup_trials": 1}), [ACCURACY, SPEED], study
+    )
+    assert isinstance(judge, DominatedJudge)
+    assert _run(judge, study, [{"acc": 0.8, "speed": 100.0}] * 3) == [False] * 3
+    # Slower but more accurate: not dominated, goes on.
+    assert _run(judge, study, [{"acc": 0.9, "speed": 50.0}] * 3) == [False] * 3
+    # Worse on both at step 0: pruned there, with the trial that beats it named.
+    trial = study.ask()
+    verdict = judge.judge(trial, 0, {"acc": 0.5, "speed": 40.0})
+    assert verdict.prune
+    assert verdict.reason.startswith("dominated at step 0 by 2 trial(s) on every objective")
+    assert "trial 0: acc 0.8 vs 0.5, speed 100 vs 40" in verdict.reason
+    # Equal on every objective is not dominated.
+    assert not judge.judge(study.ask(), 0, {"acc": 0.8, "speed": 100.0}).prune
+    # Without every objective at the step there is nothing to judge.
+    assert not judge.judge(study.ask(), 0, {"acc": 0.1}).prune
+
+
+def test_dominated_rule_respects_startup_warmup_and_directions() -> None:
+    study = _study(2)
+    rule = PrunerSpec(
+        type="dominated",
+        options={"n_startup_trials": 2, "n_warmup_steps": 1, "min_dominating": 1},
+    )
+    judge = make_judge(rule, [ACCURACY, LOSS], study)
+    assert judge is not None
+    _run(judge, study, [{"acc": 0.9, "loss": 0.1}] * 3)
+    # One trial finished: still in start-up.
+    assert not judge.judge(study.ask(), 1, {"acc": 0.5, "loss": 0.5}).prune
+    _run(judge, study, [{"acc": 0.9, "loss": 0.1}] * 3)
+    trial = study.ask()
+    assert not judge.judge(trial, 0, {"acc": 0.5, "loss": 0.5}).prune  # warm-up step
+    assert judge.judge(trial, 1, {"acc": 0.5, "loss": 0.5}).prune
+    # Lower loss is better: a trial with a lower loss than everyone is not dominated.
+    assert not judge.judge(study.ask(), 1, {"acc": 0.5, "loss": 0.01}).prune
+
+
+def test_primary_rule_runs_an_optuna_pruner_on_the_first_objective() -> None:
+    study = _study(2)
+    spec = PrunerSpec(type="median", options={"n_startup_trials": 2, "n_warmup_steps": 0})
+    judge = make_judge(spec, [ACCURACY, SPEED], study)
+    assert isinstance(judge, PrimaryObjectiveJudge)
+    for acc in (0.8, 0.9):
+        _run(judge, study, [{"acc": acc, "speed": 1.0}] * 3)
+    trial = study.ask()
+    # Much faster, but the primary objective trails the median: pruned.
+    verdict = judge.judge(trial, 0, {"acc": 0.2, "speed": 1000.0})
+    assert verdict.prune
+    assert verdict.reason.startswith("primary objective acc: acc 0.2 at step 0 (best so far)")
+    assert "below the median 0.85 of 2 completed trial(s)" in verdict.reason
+    assert trial.user_attrs[attrs.INTERMEDIATE] == {"0": {"acc": 0.2}}
+
+
+def test_primary_rule_rebuilds_its_history_when_a_search_resumes() -> None:
+    study = _study(2)
+    spec = PrunerSpec(type="median", options={"n_startup_trials": 2, "n_warmup_steps": 0})
+    judge = make_judge(spec, [ACCURACY, SPEED], study)
+    for acc in (0.8, 0.9):
+        _run(judge, study, [{"acc": acc, "speed": 1.0}] * 2)
+    resumed = make_judge(spec, [ACCURACY, SPEED], study)  # a new driver, same storage
+    assert resumed is not None
+    assert resumed.judge(study.ask(), 1, {"acc": 0.1, "speed": 1.0}).prune
+
+
+def test_single_objective_uses_the_studys_pruner_and_explains() -> None:
+    study = optuna.create_study(
+        direction="minimize",
+        pruner=optuna.pruners.PercentilePruner(25.0, n_startup_trials=2, n_warmup_steps=0),
+    )
+    spec = PrunerSpec(type="percentile", options={"percentile": 25.0})
+    judge = make_judge(spec, [LOSS], study)
+    assert judge is not None
+    for loss in (0.1, 0.2):
+        trial = study.ask()
+        for step in range(2):
+            assert not judge.judge(trial, step, {"loss": loss}).prune
+        study.tell(trial, loss)
+    verdict = judge.judge(study.ask(), 1, {"loss": 0.9})
+    assert verdict.prune
+    assert "loss 0.9 at step 1 (best so far) is above the 25th percentile 0.125 of 2" in (
+        verdict.reason
+    )
+    assert not judge.judge(study.ask(), 1, {"other": 0.9}).prune  # objective not reported
+
+
+def test_no_pruner_no_judge_and_options_are_checked() -> None:
+    assert make_judge(PrunerSpec(), [ACCURACY], _study(1)) is None
+    with pytest.raises(ConfigError, match="min_dominatng"):
+        check_pruner(PrunerSpec(type="dominated", options={"min_dominatng": 2}), "c.yaml")
+    with pytest.raises(ConfigError, match="min_dominating must be >= 1"):
+        check_pruner(PrunerSpec(type="dominated", options={"min_dominating": 0}), "c.yaml")
