@@ -326,9 +326,14 @@ def _record_pareto(tracker: MlflowTracker, run_id: str, results: StudyResults) -
 
     from hpsearch.pareto import write_pareto_files
 
-    with tempfile.TemporaryDirectory() as folder:
-        for path in write_pareto_files(results, Path(folder)):
-            tracker.log_file(run_id, path, "pareto")
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            for path in write_pareto_files(results, Path(folder)):
+                tracker.log_file(run_id, path, "pareto")
+    except Exception as exc:
+        # This runs while a search ends, maybe on an error of its own: a plot that
+        # cannot be drawn must not hide that error or lose the records.
+        logging.getLogger(__name__).warning("no Pareto plot on the parent run: %s", exc)
 
 
 def _best_so_far(study: Any) -> tuple[int, float] | None:

@@ -116,7 +116,7 @@ def validate(config: Path) -> None:
     make_sampler(loaded.study.sampler, loaded.source)
     check_pruner(loaded.study.pruner, loaded.source)
     space = loaded.search_space
-    objectives = ", ".join(f"{o.metric} ({o.direction})" for o in loaded.objective_list)
+    objectives = ", ".join(f"{o.name} ({o.direction})" for o in loaded.objective_list)
     click.echo(
         f"{config}: ok: study '{loaded.study.name}', {len(space.distributions())} searched "
         f"parameter(s), {len(space.constants())} constant(s), objective {objectives}, "

@@ -4,6 +4,7 @@ Pareto front, and the front as CSV (both go to the parent MLflow run)."""
 from __future__ import annotations
 
 import csv
+import math
 from pathlib import Path
 
 from optuna.trial import TrialState
@@ -35,7 +36,12 @@ def _plot(results: StudyResults, path: Path) -> Path:
 
     names = results.metric_names
     directions = [d.name.lower() for d in results.study.directions]
-    trials = results.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    # A target never reached is an infinite value: nothing to draw.
+    trials = [
+        t
+        for t in results.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        if all(math.isfinite(v) for v in t.values[:2])
+    ]
     on_front = {t.number for t in results.pareto_front()}
     figure = Figure(figsize=(7, 5), dpi=120)
     FigureCanvasAgg(figure)

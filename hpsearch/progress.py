@@ -140,8 +140,7 @@ class ProgressView:
         if len(self._objectives) == 1 and self._best is not None:
             parts.append(
                 (
-                    f"best {self._objectives[0].metric} {self._best[1]:.4g} "
-                    f"(trial {self._best[0]})",
+                    f"best {self._objectives[0].name} {self._best[1]:.4g} (trial {self._best[0]})",
                     "green",
                 )
             )
@@ -157,7 +156,7 @@ class ProgressView:
         detail = ""
         if summary.values is not None:
             detail = " ".join(
-                f"{o.metric}={v:.4g}" for o, v in zip(self._objectives, summary.values, strict=True)
+                f"{o.name}={v:.4g}" for o, v in zip(self._objectives, summary.values, strict=True)
             )
         elif summary.outcome is Outcome.PRUNED:
             step = f"at step {summary.pruned_at}: " if summary.pruned_at is not None else ""

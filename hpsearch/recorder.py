@@ -87,6 +87,7 @@ class _OpenTrial:
     run_id: str | None = None
     started_at: float | None = None
     metrics: dict[str, float] = field(default_factory=dict)
+    reached: dict[int, float] = field(default_factory=dict)
     last_step: int | None = None
     pruned_at: int | None = None
     prune_reason: str = ""
@@ -219,6 +220,7 @@ class TrialRecorder:
         assert event.step is not None  # reports always carry a step
         record.metrics.update(event.metrics)
         record.last_step = event.step
+        self._note_targets(record)
         if record.run_id is None:
             self._start_mlflow_run(record)
         assert record.run_id is not None
@@ -243,6 +245,7 @@ class TrialRecorder:
         if record.end is not None and record.end.outcome is not None:
             outcome, error = record.end.outcome, record.end.error
             record.metrics.update(record.end.metrics)
+            self._note_targets(record)
         elif crash is not None:
             outcome, error = Outcome.FAIL, f"trial worker died: {crash}"
         else:
@@ -343,23 +346,27 @@ class TrialRecorder:
         return verdict.prune
 
     def _knobs(self, record: _OpenTrial, info: dict[str, Any]) -> None:
-        """The effective throughput knobs: MLflow params ``knob.*`` and notes; Optuna attr."""
+        """The effective throughput knobs: MLflow tags ``knob.*`` and notes; Optuna attr.
+
+        Tags, not params: a knob can still change after it was first recorded
+        (checkpointing without a hook is turned off when the model is prepared),
+        and MLflow params cannot change.
+        """
         effective = dict(info.get("effective", {}))
         notes = [str(n) for n in info.get("notes", [])]
         record.trial.set_user_attr(attrs.KNOBS, {"effective": effective, "notes": notes})
         if record.run_id is None:
             self._start_mlflow_run(record)
         assert record.run_id is not None
-        self._tracker.log_params(record.run_id, {f"knob.{k}": v for k, v in effective.items()})
-        self._tracker.set_tags(
-            record.run_id, {"hpsearch.knob_notes": "; ".join(notes) or "all knobs applied"}
-        )
+        tags: dict[str, Any] = {f"knob.{k}": v for k, v in effective.items()}
+        tags["hpsearch.knob_notes"] = "; ".join(notes) or "all knobs applied"
+        self._tracker.set_tags(record.run_id, tags)
 
     def _finish(self, record: _OpenTrial, outcome: Outcome, error: str) -> Outcome:
         trial = record.trial
         values: tuple[float, ...] | None = None
         if outcome is Outcome.COMPLETE:
-            values, problem = self._objective_values(record.metrics)
+            values, problem = self._objective_values(record)
             if problem:
                 outcome, error = Outcome.FAIL, problem
         duration = time.time() - record.started_at if record.started_at else 0.0
@@ -416,10 +423,25 @@ class TrialRecorder:
         if self._judge is not None:
             self._judge.finished(trial, state, list(values or ()))
 
-    def _objective_values(self, metrics: dict[str, float]) -> tuple[tuple[float, ...] | None, str]:
+    def _note_targets(self, record: _OpenTrial) -> None:
+        """Keep each ``until`` objective's value at the first report that reached its target."""
+        for index, objective in enumerate(self._objectives):
+            target = objective.until
+            if target is None or index in record.reached or not target.reached(record.metrics):
+                continue
+            if objective.metric in record.metrics:
+                record.reached[index] = record.metrics[objective.metric]
+
+    def _objective_values(self, record: _OpenTrial) -> tuple[tuple[float, ...] | None, str]:
         """The objective values of a completed trial, or why there are none."""
+        metrics = record.metrics
         values = []
-        for objective in self._objectives:
+        for index, objective in enumerate(self._objectives):
+            if objective.until is not None:
+                # Never reached: the worst value, so the trial is dominated on this axis.
+                worst = math.inf if objective.direction == "minimize" else -math.inf
+                values.append(record.reached.get(index, worst))
+                continue
             if objective.metric not in metrics:
                 reported = ", ".join(sorted(metrics)) or "nothing"
                 return None, (
@@ -447,6 +469,14 @@ class TrialRecorder:
         if error:
             tags["hpsearch.error"] = error
             self._tracker.log_text(run_id, error, "error.txt")
+        for index, objective in enumerate(self._objectives):
+            if objective.until is not None:
+                # MLflow metric names cannot hold the objective's name ("x@y>=0.9").
+                key = f"{objective.metric}_to_{objective.until.metric}"
+                if index in record.reached:
+                    self._tracker.log_metrics(run_id, {key: record.reached[index]}, 0)
+                else:
+                    tags[f"hpsearch.{key}"] = f"{objective.until.label} not reached"
         if outcome is Outcome.PRUNED:
             tags["hpsearch.prune_reason"] = record.prune_reason
             if record.pruned_at is not None:
@@ -467,6 +497,8 @@ class TrialRecorder:
         metrics: dict[str, float] = {k: float(v) for k, v in counts.items()}
         if counts["trials_complete"] and len(self._objectives) == 1:
             metrics[f"best_{self._objectives[0].metric}"] = float(study.best_value)
+            if not math.isfinite(metrics[f"best_{self._objectives[0].metric}"]):
+                del metrics[f"best_{self._objectives[0].metric}"]
         elif counts["trials_complete"]:
             metrics["pareto_front_size"] = float(len(study.best_trials))
         self._tracker.log_metrics(self._parent_run_id, metrics, step)

@@ -236,7 +236,7 @@ def open_study(
 
 
 def _check_metric_names(study: optuna.Study, objectives: list[ObjectiveSpec], source: str) -> None:
-    names = [o.metric for o in objectives]
+    names = [o.name for o in objectives]
     if study.metric_names is None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ExperimentalWarning)

@@ -139,14 +139,6 @@ class MlflowTracker:
                 run_id, tags=[RunTag(k, _clip(str(v), _MAX_TAG)) for k, v in tags.items()]
             )
 
-    def log_params(self, run_id: str, params: Mapping[str, Any]) -> None:
-        """Log params not logged before on this run (MLflow params cannot change)."""
-        if params:
-            self._client.log_batch(
-                run_id,
-                params=[Param(str(k), _clip(str(v), _MAX_PARAM)) for k, v in params.items()],
-            )
-
     def log_text(self, run_id: str, text: str, artifact_file: str) -> None:
         """Store ``text`` as an artifact file of the run."""
         self._client.log_text(run_id, text, artifact_file)

@@ -203,7 +203,7 @@ def test_accuracy_against_speed_prunes_dominated_trials_and_plots_the_front(
     # The knobs in effect: fp16 ran as fp32 on this CPU, and each run says so.
     for trial in study.trials:
         run = client.get_run(trial.user_attrs[attrs.MLFLOW_RUN])
-        assert run.data.params["knob.precision"] == "fp32"
+        assert run.data.tags["knob.precision"] == "fp32"
         assert run.data.params["precision"] == trial.params["precision"]
         assert trial.user_attrs[attrs.KNOBS]["effective"]["precision"] == "fp32"
         notes = run.data.tags["hpsearch.knob_notes"]

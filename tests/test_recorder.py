@@ -322,3 +322,43 @@ def test_gpu_placement_load_and_series_reach_mlflow_and_optuna(
     assert not [name for name in other.data.metrics if name.startswith("gpu_")]
     assert attrs.GPU not in h.handle.study.trials[1].user_attrs
     assert backend.sample(time.time())[0].utilization_pct == 0.0, "ended trials leave the GPU"
+
+
+def test_objective_until_a_target_takes_the_value_where_the_target_was_reached(
+    write_config: ConfigWriter, mlflow_tracker: MlflowTracker
+) -> None:
+    config = load_config(
+        write_config(
+            {
+                "objective": None,
+                "objectives": [
+                    {"metric": "score", "direction": "maximize"},
+                    {
+                        "metric": "seconds",
+                        "direction": "minimize",
+                        "until": {"metric": "score", "at_least": 0.9},
+                    },
+                ],
+            }
+        )
+    )
+    harness = _harness(config, mlflow_tracker)
+    recorder = harness.recorder
+    for tune_id, scores in (("fast", [0.5, 0.95, 0.97]), ("never", [0.4, 0.6, 0.7])):
+        recorder.open_trial(tune_id, ADMISSION)
+        recorder.trial_started(tune_id)
+        for step, score in enumerate(scores):
+            recorder.trial_event(tune_id, _report(step, score=score, seconds=10.0 * (step + 1)))
+        recorder.trial_event(tune_id, _end(Outcome.COMPLETE))
+        recorder.trial_ended(tune_id)
+
+    study = harness.handle.study
+    assert study.metric_names == ["score", "seconds@score>=0.9"]
+    assert study.trials[0].values == [0.97, 20.0]  # seconds at the first report with score >= 0.9
+    assert study.trials[1].values == [0.7, float("inf")]  # never reached: the worst value
+    assert [t.number for t in study.best_trials] == [0]
+    reached = harness.tracker.client.get_run(harness.run_id(0)).data
+    assert reached.metrics["seconds_to_score"] == 20.0
+    missed = harness.tracker.client.get_run(harness.run_id(1)).data
+    assert "seconds_to_score" not in missed.metrics
+    assert missed.tags["hpsearch.seconds_to_score"] == "score>=0.9 not reached"

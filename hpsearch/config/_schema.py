@@ -48,11 +48,57 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
+class TargetSpec(_Section):
+    """A level a metric must reach: ``at_least`` (accuracy) or ``at_most`` (loss)."""
+
+    metric: str = Field(min_length=1)
+    at_least: float | None = None
+    at_most: float | None = None
+
+    @model_validator(mode="after")
+    def _one_bound(self) -> TargetSpec:
+        if (self.at_least is None) == (self.at_most is None):
+            raise ValueError(
+                "give exactly one of at_least or at_most, e.g. "
+                "until: {metric: val_accuracy, at_least: 0.95}"
+            )
+        return self
+
+    def reached(self, metrics: dict[str, float]) -> bool:
+        """Whether ``metrics`` holds the target metric at its level."""
+        value = metrics.get(self.metric)
+        if value is None:
+            return False
+        if self.at_least is not None:
+            return value >= self.at_least
+        return self.at_most is not None and value <= self.at_most
+
+    @property
+    def label(self) -> str:
+        """E.g. ``val_accuracy>=0.95``."""
+        if self.at_least is not None:
+            return f"{self.metric}>={self.at_least:g}"
+        return f"{self.metric}<={self.at_most:g}"
+
+
 class ObjectiveSpec(_Section):
-    """One metric the search optimises: its name as reported by the trial, and a direction."""
+    """One metric the search optimises: its name as reported by the trial, and a direction.
+
+    With ``until``, the objective is the metric's value at the first report where
+    another metric reached a level, e.g. ``{metric: gpu_seconds, direction:
+    minimize, until: {metric: val_accuracy, at_least: 0.95}}``: GPU-seconds to
+    95% accuracy. A trial that never reaches it gets the worst value (+inf when
+    minimising, -inf when maximising).
+    """
 
     metric: str = Field(min_length=1)
     direction: Literal["maximize", "minimize"]
+    until: TargetSpec | None = None
+
+    @property
+    def name(self) -> str:
+        """The objective's name in the study: the metric, or ``metric@target`` with ``until``."""
+        return self.metric if self.until is None else f"{self.metric}@{self.until.label}"
 
 
 class SamplerSpec(_Section):
@@ -273,7 +319,7 @@ class RunConfig(_Section):
                 "give exactly one of 'objective' (one metric) or 'objectives' (a list); "
                 "e.g. objective: {metric: val_accuracy, direction: maximize}"
             )
-        metrics = [o.metric for o in self.objective_list]
+        metrics = [o.name for o in self.objective_list]
         if not metrics:
             raise ValueError("objectives is empty; list at least one {metric, direction}")
         if len(set(metrics)) != len(metrics):

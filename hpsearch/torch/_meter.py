@@ -40,6 +40,8 @@ class ThroughputMeter:
         clock: seconds, monotonic (tests pass a fake).
         sync: waits for queued device work; ``None`` on CPU.
         memory: returns ``{metric: MiB}`` peaks; default: the process's resident memory.
+        gpu_share: the share of a GPU the trial holds (1.0 for a whole one); with it,
+            ``gpu_seconds`` (``train_seconds`` times the share) is reported too.
     """
 
     def __init__(
@@ -49,6 +51,7 @@ class ThroughputMeter:
         clock: Callable[[], float] = time.perf_counter,
         sync: Callable[[], None] | None = None,
         memory: Callable[[], dict[str, float]] | None = None,
+        gpu_share: float | None = None,
     ) -> None:
         if warmup_steps < 0:
             raise ValueError(f"warmup_steps must be >= 0, got {warmup_steps}")
@@ -56,6 +59,7 @@ class ThroughputMeter:
         self._clock = clock
         self._sync = sync
         self._memory = memory or _ResidentMemory()
+        self._gpu_share = gpu_share
         self._all = _Totals()
         self._steady = _Totals()
         self._peaks: dict[str, float] = {}
@@ -97,11 +101,13 @@ class ThroughputMeter:
 
         ``samples_per_sec``, ``step_time_ms`` and ``data_wait_share`` (0-1, the
         share of step time spent waiting for the loader) cover steady-state steps
-        and are absent until there is one; ``train_seconds`` (all steps) and the
-        memory peaks are always there.
+        and are absent until there is one; ``train_seconds`` (all steps), the
+        memory peaks and, on a GPU, ``gpu_seconds`` are always there.
         """
         self._sample_memory()
         out: dict[str, float] = {"train_seconds": self._all.wait_s + self._all.compute_s}
+        if self._gpu_share is not None:
+            out["gpu_seconds"] = out["train_seconds"] * self._gpu_share
         steady = self._steady
         total = steady.wait_s + steady.compute_s
         if steady.steps and total > 0:

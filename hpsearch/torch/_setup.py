@@ -49,9 +49,10 @@ def configure(
     Every knob is set explicitly, on or off (a reused trial worker keeps the
     previous trial's global flags otherwise). A knob that cannot apply on the
     device is logged once and recorded as its effective value on the trial
-    (MLflow params ``knob.<name>``, tag ``hpsearch.knob_notes``, Optuna attr
+    (MLflow tags ``knob.<name>`` and ``hpsearch.knob_notes``, Optuna attr
     ``hpsearch.knobs``). With a ``ctx``, the throughput meter's figures join every
-    ``ctx.report``.
+    ``ctx.report`` (on a GPU, with ``gpu_seconds``: training time times the
+    trial's GPU share, for objectives such as GPU-seconds to a target accuracy).
 
     Args:
         params: the trial's parameters; see :class:`~hpsearch.torch.Knobs` for the
@@ -76,8 +77,11 @@ def configure(
         warmup_steps=warmup_steps if warmup_steps is not None else (10 if knobs.compile else 3),
         sync=(lambda: torch.cuda.synchronize(target)) if target.type == "cuda" else None,
         memory=_cuda_peaks(target) if target.type == "cuda" else None,
+        gpu_share=_gpu_share(ctx) if target.type == "cuda" else None,
     )
-    setup = TrainingSetup(knobs, requested=requested, notes=notes, device=target, meter=meter)
+    setup = TrainingSetup(
+        knobs, requested=requested, notes=notes, device=target, meter=meter, ctx=ctx
+    )
     if ctx is not None:
         ctx.add_metrics_source(meter.metrics)
         ctx.record_knobs(setup.effective(), notes)
@@ -112,8 +116,10 @@ class TrainingSetup:
         notes: list[str],
         device: torch.device,
         meter: ThroughputMeter,
+        ctx: TrialContext | None = None,
     ) -> None:
         self.knobs = knobs
+        self._ctx = ctx
         self.requested = requested
         self.notes = list(notes)
         self.device = device
@@ -284,6 +290,8 @@ class TrainingSetup:
         logger.warning("knob %s", note)
         self.notes.append(note)
         self.knobs = replace(self.knobs, **{name: value})
+        if self._ctx is not None:  # the trial's record follows what runs
+            self._ctx.record_knobs(self.effective(), self.notes)
 
 
 def checkpointed(module: nn.Module) -> nn.Module:
@@ -318,6 +326,12 @@ def _set_backend_flags(knobs: Knobs) -> None:
     torch.backends.cuda.matmul.allow_tf32 = knobs.tf32
     torch.backends.cudnn.allow_tf32 = knobs.tf32
     torch.backends.cudnn.benchmark = knobs.cudnn_benchmark
+
+
+def _gpu_share(ctx: TrialContext | None) -> float:
+    """The GPU share Ray gave the trial (a whole GPU outside a search)."""
+    share = ctx.resources.get("GPU", 0.0) if ctx is not None else 0.0
+    return share if share > 0 else 1.0
 
 
 def _cuda_peaks(device: torch.device) -> Callable[[], dict[str, float]]:

@@ -173,7 +173,7 @@ class TrialContext:
         """Record the throughput knobs in effect and why any differ from the parameters.
 
         Called by ``hpsearch.torch.configure``; the driver writes them to the trial's
-        MLflow run (params ``knob.<name>``, tag ``hpsearch.knob_notes``) and Optuna
+        MLflow run (tags ``knob.<name>`` and ``hpsearch.knob_notes``) and Optuna
         trial (attr ``hpsearch.knobs``).
         """
         if self._knobs_sink is not None:

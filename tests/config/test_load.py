@@ -134,3 +134,17 @@ def test_overrides_keep_the_source(config: RunConfig) -> None:
     assert changed.execution.address == "127.0.0.1:1"
     assert changed.source == config.source
     assert config.study.n_trials == 4
+
+
+def test_until_needs_exactly_one_level(write_config: ConfigWriter) -> None:
+    error = _error(
+        write_config,
+        {
+            "objective": {
+                "metric": "seconds",
+                "direction": "minimize",
+                "until": {"metric": "score"},
+            }
+        },
+    )
+    assert "at_least or at_most" in str(error)

@@ -178,10 +178,14 @@ def test_gradient_checkpointing_hook_keeps_the_gradients() -> None:
 
 
 def test_checkpointing_without_a_hook_is_recorded_as_off() -> None:
-    setup = configure({"grad_checkpointing": True})
+    ctx = TrialContext.local()
+    setup = configure({"grad_checkpointing": True}, ctx)
+    assert ctx.knobs["grad_checkpointing"] is True
     setup.prepare_model(nn.Linear(2, 2))
     assert setup.knobs.grad_checkpointing is False
     assert setup.notes[-1].startswith("grad_checkpointing: True -> False")
+    assert ctx.knobs["grad_checkpointing"] is False  # the record follows
+    assert ctx.knob_notes == setup.notes
 
 
 def test_channels_last_reaches_model_and_inputs() -> None:
