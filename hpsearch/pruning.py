@@ -180,8 +180,9 @@ class PrimaryObjectiveJudge:
             return
         if state is TrialState.COMPLETE and values:
             self._shadow.tell(mirror, values[0])
-        else:
-            self._shadow.tell(mirror, state=TrialState.PRUNED)
+        else:  # pruned, or failed (which the pruners leave out, as in the real study)
+            failed = state is TrialState.FAIL
+            self._shadow.tell(mirror, state=TrialState.FAIL if failed else TrialState.PRUNED)
 
     def _replay(self, frozen: FrozenTrial) -> None:
         steps = {

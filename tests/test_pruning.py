@@ -131,3 +131,27 @@ def test_no_pruner_no_judge_and_options_are_checked() -> None:
         check_pruner(PrunerSpec(type="dominated", options={"min_dominatng": 2}), "c.yaml")
     with pytest.raises(ConfigError, match="min_dominating must be >= 1"):
         check_pruner(PrunerSpec(type="dominated", options={"min_dominating": 0}), "c.yaml")
+
+
+def test_successive_halving_explains_its_rung() -> None:
+    study = optuna.create_study(
+        direction="maximize",
+        pruner=optuna.pruners.SuccessiveHalvingPruner(min_resource=1, reduction_factor=2),
+    )
+    spec = PrunerSpec(type="successive_halving", options={"min_resource": 1, "reduction_factor": 2})
+    judge = make_judge(spec, [ACCURACY], study)
+    assert judge is not None
+    verdicts = []
+    for acc in (0.9, 0.8, 0.7, 0.2):
+        trial = study.ask()
+        verdict = judge.judge(trial, 1, {"acc": acc})
+        verdicts.append(verdict)
+        if verdict.prune:
+            study.tell(trial, state=TrialState.PRUNED)
+        else:
+            study.tell(trial, acc)
+    assert verdicts[-1].prune
+    assert verdicts[-1].reason == (
+        "acc 0.2 at step 1 is not in the top 1/2 of the trials that reached this rung "
+        "(SuccessiveHalvingPruner)"
+    )
