@@ -197,6 +197,8 @@ def _search(
                 judge=judge,
                 listeners=[view],
                 gpu=gpu,
+                oom=config.oom,
+                gpu_memory_mb=_gpu_memory_mb(backend),
             )
             policy = policy or StaticPolicy(
                 cpus_per_trial=execution.cpus_per_trial,
@@ -316,6 +318,14 @@ def _record_gpu_report(tracker: MlflowTracker, run_id: str, monitor: GpuMonitor)
         wall_s=monitor.wall_s,
     )
     tracker.log_text(run_id, report, "gpu_report.txt")
+
+
+def _gpu_memory_mb(backend: TelemetryBackend | None) -> float | None:
+    """The smallest GPU's memory, to turn a GPU share into a memory cap (``None``: unknown)."""
+    if backend is None:
+        return None
+    sizes = [g.memory_total_mb for g in backend.gpus() if g.memory_total_mb]
+    return min(sizes) if sizes else None
 
 
 def _record_pareto(tracker: MlflowTracker, run_id: str, results: StudyResults) -> None:

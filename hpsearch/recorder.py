@@ -17,7 +17,9 @@ import optuna
 from optuna.trial import TrialState
 
 from hpsearch import attrs
-from hpsearch.config import ObjectiveSpec
+from hpsearch.config import ObjectiveSpec, OomSpec
+from hpsearch.oom import OomCase, cgroup_oom_kills, host_oom_evidence
+from hpsearch.oom_records import OomBook, OomVerdict, is_oom
 from hpsearch.pruning import PruneJudge
 from hpsearch.resources import Admission, RunningTrial
 from hpsearch.space import SearchSpace
@@ -93,6 +95,7 @@ class _OpenTrial:
     prune_reason: str = ""
     end: WorkerEvent | None = None
     assigned: dict[str, Any] = field(default_factory=dict)
+    oom: OomVerdict | None = None
 
 
 class PruneBoard(Protocol):
@@ -119,6 +122,8 @@ class TrialRecorder:
         judge: judges each reported step for pruning (with ``board``).
         listeners: told about starts and ends (progress view).
         gpu: per-trial GPU series from the monitor; ``None`` without GPU telemetry.
+        oom: the config's ``oom`` section (default: prune, predict from ``batch_size``).
+        gpu_memory_mb: each GPU's memory, when known, to cap trials that share one.
     """
 
     def __init__(
@@ -134,8 +139,12 @@ class TrialRecorder:
         judge: PruneJudge | None = None,
         listeners: Sequence[RunListener] = (),
         gpu: TrialGpuMetrics | None = None,
+        oom: OomSpec | None = None,
+        gpu_memory_mb: float | None = None,
     ) -> None:
         self._handle = handle
+        self._oom = OomBook(oom or OomSpec(), handle.study, gpu_memory_mb)
+        self._oom_kills = cgroup_oom_kills()
         self._space = space
         self._objectives = list(objectives)
         self._tracker = tracker
@@ -164,15 +173,24 @@ class TrialRecorder:
         """Every trial of the study, from storage (other drivers' included)."""
         return self._handle.study.get_trials(deepcopy=False)
 
-    def open_trial(self, tune_id: str, admission: Admission) -> dict[str, Any]:
-        """Ask Optuna for a new trial and return the Tune config that runs it."""
+    def open_trial(self, tune_id: str, admission: Admission) -> dict[str, Any] | None:
+        """Ask Optuna for a new trial and return the Tune config that runs it.
+
+        Returns ``None`` when the suggestion needs at least the memory of one that
+        already ran out: it is recorded as pruned (``predicted_oom``) and not launched.
+        """
         trial = self._handle.ask(self._distributions)
         params = self._space.trial_params(trial.params)
         trial.set_user_attr(
             attrs.RESOURCES,
             {"cpus": admission.cpus, "gpus": admission.gpus, "reason": admission.reason},
         )
-        self._open[tune_id] = _OpenTrial(trial, params, admission)
+        record = _OpenTrial(trial, params, admission)
+        known = self._oom.predicted(trial.params, admission.gpus)
+        if known is not None:
+            self._skip_predicted(record, known)
+            return None
+        self._open[tune_id] = record
         spec = TrialSpec(
             number=trial.number,
             train=self._template.train,
@@ -181,8 +199,19 @@ class TrialRecorder:
             cpus=admission.cpus,
             gpus=admission.gpus,
             decision_board=self._template.decision_board,
+            memory_cap_mb=self._oom.cap_mb(admission.gpus),
+            oom_action=self._oom.spec.action,
+            max_halvings=self._oom.spec.max_halvings,
         )
         return {PARAMS_KEY: params, SPEC_KEY: spec.to_dict()}
+
+    def next_runs_alone(self) -> bool:
+        """Whether the next trial Optuna hands out re-runs, alone on a whole GPU, an OOM."""
+        waiting = self._handle.study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+        return (
+            bool(waiting)
+            and attrs.ALONE_RETRY_OF in min(waiting, key=lambda t: t.number).user_attrs
+        )
 
     # -- told by the Tune callback ---------------------------------------------
 
@@ -246,8 +275,17 @@ class TrialRecorder:
             outcome, error = record.end.outcome, record.end.error
             record.metrics.update(record.end.metrics)
             self._note_targets(record)
+            if outcome is Outcome.PRUNED and "oom" in record.end.info:
+                self._judge_oom(record, record.end.info["oom"], record.end.info.get("retries", []))
         elif crash is not None:
             outcome, error = Outcome.FAIL, f"trial worker died: {crash}"
+            kills = cgroup_oom_kills()
+            evidence = host_oom_evidence(crash, self._oom_kills, kills)
+            self._oom_kills = kills
+            if evidence:
+                outcome, error = Outcome.PRUNED, ""
+                host = {"kind": "host", "message": evidence, "step": record.last_step}
+                self._judge_oom(record, {**host, "peak_mb": None, "cap_mb": None})
         else:
             outcome, error = Outcome.INTERRUPTED, "the search stopped before train returned"
         return self._finish(record, outcome, error)
@@ -345,6 +383,49 @@ class TrialRecorder:
             record.prune_reason = verdict.reason
         return verdict.prune
 
+    def _judge_oom(
+        self,
+        record: _OpenTrial,
+        oom: dict[str, Any],
+        retries: list[dict[str, Any]] | None = None,
+    ) -> None:
+        """An out-of-memory end: the verdict (infeasible, or once more alone) and its reason."""
+        ids = set(record.assigned.get("gpu_ids", []))
+        node = record.assigned.get("node_id")
+        co_tenants = sum(
+            1
+            for other in self._open.values()
+            if ids
+            and other.assigned.get("node_id") == node
+            and ids & set(other.assigned.get("gpu_ids", []))
+        )
+        alone_of = record.trial.user_attrs.get(attrs.ALONE_RETRY_OF)
+        record.oom = self._oom.judge(
+            number=record.trial.number,
+            params=record.trial.params,
+            oom=oom,
+            gpus=record.admission.gpus,
+            co_tenants=co_tenants,
+            alone_retry_of=alone_of,
+            retries=retries or [],
+        )
+        record.prune_reason = record.oom.reason
+        record.pruned_at = oom.get("step")
+
+    def _skip_predicted(self, record: _OpenTrial, known: OomCase) -> None:
+        """Record a suggestion that would run out of memory as pruned, without running it."""
+        grows = [n for n in self._oom.spec.grows_memory if n in record.trial.params]
+        larger = ", ".join(f"{n} {record.trial.params[n]} >= {known.params.get(n)}" for n in grows)
+        reason = (
+            f"predicted_oom: needs at least the memory of trial {known.number}, which ran "
+            f"out of memory (the same parameters{'; ' + larger if larger else ''}); not launched"
+        )
+        record.oom = OomVerdict(
+            reason=reason, record={"predicted_from": known.number, "kind": "predicted"}
+        )
+        record.prune_reason = reason
+        self._finish(record, Outcome.PRUNED, "")
+
     def _knobs(self, record: _OpenTrial, info: dict[str, Any]) -> None:
         """The effective throughput knobs: MLflow tags ``knob.*`` and notes; Optuna attr.
 
@@ -381,6 +462,8 @@ class TrialRecorder:
             trial.set_user_attr(attrs.PRUNE_REASON, record.prune_reason)
             if record.pruned_at is not None:
                 trial.set_user_attr(attrs.PRUNED_AT, record.pruned_at)
+        if record.oom is not None:
+            self._oom.record(trial, record.oom)
         if record.run_id is None:
             self._start_mlflow_run(record)
         assert record.run_id is not None
@@ -388,6 +471,10 @@ class TrialRecorder:
         self._write_mlflow_end(record, outcome, error)
 
         self._tell(trial, outcome, values)
+        if record.oom is not None and record.oom.run_alone:
+            self._handle.study.enqueue_trial(
+                dict(trial.params), user_attrs={attrs.ALONE_RETRY_OF: trial.number}
+            )
         if outcome is Outcome.INTERRUPTED:
             self._handle.retry_later(trial.number, dict(trial.params))
         if self._board is not None:
@@ -481,8 +568,16 @@ class TrialRecorder:
             tags["hpsearch.prune_reason"] = record.prune_reason
             if record.pruned_at is not None:
                 tags["hpsearch.pruned_at_step"] = record.pruned_at
+        status = _MLFLOW_STATUS[outcome]
+        if record.oom is not None:
+            # An OOM is a finished answer about the configuration, not a killed run.
+            status = RunStatus.FINISHED
+            tags["hpsearch.prune_kind"] = (
+                "predicted_oom" if "predicted_from" in record.oom.record else "oom"
+            )
+            tags.update({f"hpsearch.oom.{k}": v for k, v in record.oom.record.items()})
         self._tracker.set_tags(run_id, tags)
-        self._tracker.end_run(run_id, _MLFLOW_STATUS[outcome])
+        self._tracker.end_run(run_id, status)
 
     def _log_study_progress(self) -> None:
         """Counts and best value so far on the parent run, stepped by finished trials."""
@@ -495,6 +590,7 @@ class TrialRecorder:
         }
         step = sum(counts.values())
         metrics: dict[str, float] = {k: float(v) for k, v in counts.items()}
+        metrics.update(oom_summary(trials))
         if counts["trials_complete"] and len(self._objectives) == 1:
             metrics[f"best_{self._objectives[0].metric}"] = float(study.best_value)
             if not math.isfinite(metrics[f"best_{self._objectives[0].metric}"]):
@@ -520,6 +616,26 @@ def _prune_reason(record: _OpenTrial) -> str:
     if own:
         return f"the training function pruned itself: {own}"
     return "the training function raised TrialPruned (no reason given)"
+
+
+def oom_summary(trials: Sequence[optuna.trial.FrozenTrial]) -> dict[str, float]:
+    """Counts of OOM trials and the share of GPU-seconds they used, for the parent run.
+
+    GPU-seconds are each finished trial's duration times the GPU share it held;
+    the share is absent in a search without GPUs.
+    """
+    ran_out = [t for t in trials if is_oom(t) and "predicted_from" not in t.user_attrs[attrs.OOM]]
+    predicted = [t for t in trials if is_oom(t) and "predicted_from" in t.user_attrs[attrs.OOM]]
+    summary = {"trials_oom": float(len(ran_out)), "trials_predicted_oom": float(len(predicted))}
+
+    def gpu_seconds(trial: optuna.trial.FrozenTrial) -> float:
+        gpus = float(trial.user_attrs.get(attrs.RESOURCES, {}).get("gpus", 0.0))
+        return gpus * float(trial.user_attrs.get(attrs.DURATION, 0.0))
+
+    total = sum(gpu_seconds(t) for t in trials if t.state.is_finished())
+    if total > 0:
+        summary["oom_wasted_gpu_seconds_share"] = sum(gpu_seconds(t) for t in ran_out) / total
+    return summary
 
 
 def reclaim_stale_trials(handle: StudyHandle, tracker: MlflowTracker) -> int:

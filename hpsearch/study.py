@@ -274,12 +274,21 @@ class BudgetCount:
 
 
 def count_budget(trials: Sequence[FrozenTrial]) -> BudgetCount:
-    """Count finished trials (complete, pruned, failed but not re-run) and running ones."""
+    """Count finished trials and running ones.
+
+    Finished: complete, pruned (out-of-memory ones included), and failed; but not
+    a trial that runs again: one failed by an interruption, or one that ran out
+    of memory under a shared GPU's cap and re-runs alone. Its re-run counts.
+    """
     retried = {t.user_attrs[attrs.RETRY_OF] for t in trials if attrs.RETRY_OF in t.user_attrs}
+    alone = {
+        t.user_attrs[attrs.ALONE_RETRY_OF] for t in trials if attrs.ALONE_RETRY_OF in t.user_attrs
+    }
     finished = sum(
         1
         for t in trials
-        if t.state in (TrialState.COMPLETE, TrialState.PRUNED)
+        if (t.state == TrialState.COMPLETE)
+        or (t.state == TrialState.PRUNED and t.number not in alone)
         or (t.state == TrialState.FAIL and t.number not in retried)
     )
     running = sum(1 for t in trials if t.state == TrialState.RUNNING)

@@ -281,6 +281,29 @@ def parse_simulate(text: str) -> SimulatedSpec:
     )
 
 
+class OomSpec(_Section):
+    """What a trial that runs out of GPU memory does to the search.
+
+    Attributes:
+        action: ``prune``: the trial ends PRUNED (reason ``oom``) and its
+            configuration is infeasible for the sampler; ``retry_smaller_batch``:
+            first retry it with the micro-batch halved and gradient accumulation
+            doubled (the effective batch stays the same), up to ``max_halvings`` times.
+        max_halvings: how many times ``retry_smaller_batch`` halves the batch.
+        grows_memory: parameters whose larger values need more memory; a
+            suggestion equal to a configuration that ran out except for greater
+            or equal values of these is not launched (pruned as ``predicted_oom``).
+        retry_alone: a trial that ran out under a shared GPU's memory cap runs
+            once more alone on a whole GPU before its configuration is judged
+            infeasible (packing must not cost the search a good configuration).
+    """
+
+    action: Literal["prune", "retry_smaller_batch"] = "prune"
+    max_halvings: PositiveInt = 2
+    grows_memory: list[str] = Field(default_factory=lambda: ["batch_size"])
+    retry_alone: bool = True
+
+
 def _expand_space(value: Any) -> Any:
     if isinstance(value, dict):
         return {name: expand_shorthand(entry) for name, entry in value.items()}
@@ -298,6 +321,7 @@ class RunConfig(_Section):
     execution: ExecutionSpec = Field(default_factory=ExecutionSpec)
     tracking: TrackingSpec = Field(default_factory=TrackingSpec)
     telemetry: TelemetrySpec = Field(default_factory=TelemetrySpec)
+    oom: OomSpec = Field(default_factory=OomSpec)
 
     _source: str = PrivateAttr(default="<config>")
 
@@ -324,6 +348,13 @@ class RunConfig(_Section):
             raise ValueError("objectives is empty; list at least one {metric, direction}")
         if len(set(metrics)) != len(metrics):
             raise ValueError("objectives repeats a metric; list each metric once")
+        explicit = "grows_memory" in self.oom.model_fields_set
+        unknown = [name for name in self.oom.grows_memory if name not in self.space]
+        if explicit and unknown:
+            raise ValueError(
+                f"oom.grows_memory names {unknown}, which are not in space; "
+                f"list parameters of the space ({', '.join(self.space)})"
+            )
         if self.study.n_trials is None and self.study.timeout is None:
             raise ValueError("the search has no end; set study.n_trials or study.timeout")
         return self

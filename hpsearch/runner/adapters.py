@@ -22,7 +22,7 @@ from ray.tune.experiment import Trial
 from ray.tune.search import Searcher
 
 from hpsearch.recorder import TrialRecorder
-from hpsearch.resources import ClusterCapacity, ResourcePolicy
+from hpsearch.resources import Admission, ClusterCapacity, ResourcePolicy
 from hpsearch.study import BudgetDecision, TrialBudget, count_budget
 from hpsearch.trial.protocol import WorkerEvent
 
@@ -59,14 +59,27 @@ class AdmissionSearcher(Searcher):
         recorder = self._live_recorder()
         if self._budget.timed_out():
             return Searcher.FINISHED
-        admission = self._policy.admit(recorder.running(), self._current_capacity())
+        running = recorder.running()
+        capacity = self._current_capacity()
+        admission = self._policy.admit(running, capacity)
         if admission is None:
             return None
+        if admission.gpus > 0 and recorder.next_runs_alone():
+            # A configuration that ran out of memory under a shared GPU's cap gets
+            # one run on a whole GPU before it is judged infeasible.
+            if sum(t.gpus for t in running) + 1.0 > capacity.gpus + 1e-9:
+                return None
+            admission = Admission(
+                cpus=admission.cpus,
+                gpus=1.0,
+                reason="alone on a whole GPU: it ran out of memory under a shared cap",
+            )
         decision = self._budget.decide(count_budget(recorder.study_trials()))
         if decision is BudgetDecision.FINISHED:
             return Searcher.FINISHED
         if decision is BudgetDecision.WAIT:
             return None
+        # None: the suggestion was predicted to run out of memory and recorded unlaunched.
         return recorder.open_trial(trial_id, admission)
 
     def on_trial_complete(

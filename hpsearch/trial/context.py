@@ -55,8 +55,11 @@ class TrialContext:
         resources: Mapping[str, float] | None = None,
         gpu_load_sink: GpuLoadSink | None = None,
         knobs_sink: KnobsSink | None = None,
+        memory_cap_mb: float | None = None,
     ) -> None:
         self._trial_number = trial_number
+        self._memory_cap_mb = memory_cap_mb
+        self.declared_memory_mb: float | None = None
         self._gpu_load_sink = gpu_load_sink
         self._knobs_sink = knobs_sink
         self._sources: list[MetricsSource] = []
@@ -73,6 +76,7 @@ class TrialContext:
         trial_number: int = 0,
         device: str = "cpu",
         prune_at: int | None = None,
+        memory_cap_mb: float | None = None,
     ) -> LocalTrialContext:
         """A context that keeps reports in memory, for running ``train`` without a search.
 
@@ -80,8 +84,14 @@ class TrialContext:
             trial_number: the number the function sees.
             device: the device the function is told to use.
             prune_at: ``should_prune()`` turns true from this step on (to test pruning paths).
+            memory_cap_mb: the memory cap the function is told it has.
         """
-        return LocalTrialContext(trial_number=trial_number, device=device, prune_at=prune_at)
+        return LocalTrialContext(
+            trial_number=trial_number,
+            device=device,
+            prune_at=prune_at,
+            memory_cap_mb=memory_cap_mb,
+        )
 
     @property
     def trial_number(self) -> int:
@@ -97,6 +107,16 @@ class TrialContext:
     def resources(self) -> dict[str, float]:
         """Resources Ray assigned to this trial, e.g. ``{"CPU": 1.0, "GPU": 0.5}``."""
         return dict(self._resources)
+
+    @property
+    def memory_cap_mb(self) -> float | None:
+        """GPU memory this trial may use, in MiB, when it shares its GPU; ``None`` otherwise.
+
+        On a real GPU hpsearch already holds the process to it
+        (``torch.cuda.set_per_process_memory_fraction``); a simulated workload
+        honours it itself.
+        """
+        return self._memory_cap_mb
 
     @property
     def last_step(self) -> int | None:
@@ -162,6 +182,7 @@ class TrialContext:
             )
         if memory_mb < 0:
             raise ValueError(f"simulate_gpu_load: memory_mb must be >= 0, got {memory_mb}")
+        self.declared_memory_mb = float(memory_mb)
         if self._gpu_load_sink is not None:
             self._gpu_load_sink(float(utilization_pct), float(memory_mb))
 
@@ -197,7 +218,14 @@ class LocalTrialContext(TrialContext):
     recorded knobs to :attr:`knobs` and :attr:`knob_notes`.
     """
 
-    def __init__(self, *, trial_number: int, device: str, prune_at: int | None) -> None:
+    def __init__(
+        self,
+        *,
+        trial_number: int,
+        device: str,
+        prune_at: int | None,
+        memory_cap_mb: float | None = None,
+    ) -> None:
         self.history: list[ReportedStep] = []
         self.gpu_loads: list[tuple[float, float]] = []
         self.knobs: dict[str, Any] = {}
@@ -209,6 +237,7 @@ class LocalTrialContext(TrialContext):
             prune_oracle=None if prune_at is None else (lambda step: step >= prune_at),
             gpu_load_sink=lambda util, memory: self.gpu_loads.append((util, memory)),
             knobs_sink=self._keep_knobs,
+            memory_cap_mb=memory_cap_mb,
         )
 
     def _keep_knobs(self, effective: dict[str, Any], notes: list[str]) -> None:

@@ -51,6 +51,10 @@ class TrialSpec:
         cpus, gpus: the resources requested for this trial.
         decision_board: name of the Ray actor holding pruning decisions; empty when
             no pruner is configured, and ``ctx.should_prune()`` is then always false.
+        memory_cap_mb: the GPU memory this trial may use when it shares a GPU
+            (``None``: the whole GPU, or unknown).
+        oom_action: ``prune`` or ``retry_smaller_batch`` (``oom.action``).
+        max_halvings: the most times ``retry_smaller_batch`` halves the batch.
     """
 
     number: int
@@ -60,6 +64,9 @@ class TrialSpec:
     cpus: float
     gpus: float
     decision_board: str = ""
+    memory_cap_mb: float | None = None
+    oom_action: str = "prune"
+    max_halvings: int = 2
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for the Tune config."""
@@ -85,7 +92,9 @@ class WorkerEvent:
             (first event and end).
         gpu_load: with ``gpu_load`` events: ``utilization_pct`` and ``memory_mb``.
         info: with ``knobs`` events: ``effective`` (knob to value) and ``notes``;
-            at the end of a pruned trial: ``reason``, the trial's own ``TrialPruned`` text.
+            at the end of a pruned trial: ``reason``, the trial's own ``TrialPruned``
+            text, or ``oom`` (kind, message, step, peak_mb, cap_mb) when it ran out
+            of GPU memory; ``retries``: the smaller-batch retries made.
     """
 
     kind: EventKind

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import math
 import os
@@ -12,6 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from hpsearch.entrypoint import resolve_train_function
+from hpsearch.oom import device_oom
 from hpsearch.trial.context import TrialContext, TrialPruned, as_metric_value
 from hpsearch.trial.protocol import (
     PARAMS_KEY,
@@ -74,7 +76,7 @@ def run_trial(config: dict[str, Any]) -> None:
                 )
             return bool(verdict)
 
-    outcome, error, final = _call_train(
+    outcome, error, final, info = _call_train(
         spec,
         params,
         assigned=assigned,
@@ -83,7 +85,8 @@ def run_trial(config: dict[str, Any]) -> None:
         gpu_load_sink=gpu_load_sink,
         knobs_sink=knobs_sink,
     )
-    reason = {"reason": error} if outcome is Outcome.PRUNED and error else {}
+    if outcome is Outcome.PRUNED and error:
+        info["reason"] = error
     tune.report(
         WorkerEvent(
             kind=EventKind.END,
@@ -91,7 +94,7 @@ def run_trial(config: dict[str, Any]) -> None:
             error="" if outcome is Outcome.PRUNED else error,
             metrics=final,
             assigned=assigned,
-            info=reason,
+            info=info,
         ).to_result()
     )
 
@@ -105,33 +108,124 @@ def _call_train(
     oracle: Any,
     gpu_load_sink: Any,
     knobs_sink: Any = None,
-) -> tuple[Outcome, str, dict[str, float]]:
-    """Call the training function; return its outcome, error text and final metrics.
+) -> tuple[Outcome, str, dict[str, float], dict[str, Any]]:
+    """Call the training function; return its outcome, error text, final metrics and info.
 
-    For a pruned trial the text is the ``TrialPruned`` message, if it gave one.
-
-    Only the formatted traceback leaves the ``except`` block: a live traceback
-    keeps the failed frames (and their tensors) alive.
+    For a pruned trial the text is the ``TrialPruned`` message, if it gave one. A
+    trial that runs out of GPU memory ends PRUNED with ``info["oom"]``; with
+    ``oom_action: retry_smaller_batch`` it is first run again with the batch
+    halved and gradient accumulation doubled (``info["retries"]``).
     """
     try:
         train = resolve_train_function(spec.train, source=spec.source)
         _limit_torch_threads(spec.cpus)
+    except Exception:
+        return Outcome.FAIL, traceback.format_exc(), {}, {}
+    device = _device(assigned)
+    cap_mb = _apply_memory_cap(spec, device)
+    attempt = dict(params)
+    retries: list[dict[str, Any]] = []
+    while True:
         ctx = TrialContext(
             trial_number=spec.number,
-            device=_device(assigned),
+            device=device,
             sink=sink,
             prune_oracle=oracle,
             resources={k: float(v) for k, v in assigned.items() if k in ("CPU", "GPU")},
             gpu_load_sink=gpu_load_sink,
             knobs_sink=knobs_sink,
+            memory_cap_mb=cap_mb,
         )
+        outcome, error, final, oom = _attempt(train, attempt, ctx, spec)
+        if oom is None:
+            return outcome, error, final, ({"retries": retries} if retries else {})
+        # Out of the except block (whose traceback held the failed frames' tensors),
+        # the memory can be given back before anything else runs in this process.
+        oom["peak_mb"] = _release_memory(device, ctx)
+        oom["cap_mb"] = cap_mb
+        smaller = _halved(attempt) if spec.oom_action == "retry_smaller_batch" else None
+        if smaller is None or len(retries) >= spec.max_halvings:
+            return Outcome.PRUNED, "", {}, {"oom": oom, "retries": retries}
+        logger.warning(
+            "trial %d: out of GPU memory at batch_size %s; retrying with %s",
+            spec.number,
+            attempt["batch_size"],
+            smaller["batch_size"],
+        )
+        retries.append(
+            {
+                "step": oom["step"],
+                "batch_size": attempt["batch_size"],
+                "retry_batch_size": smaller["batch_size"],
+                "retry_grad_accum_steps": smaller.get("grad_accum_steps"),
+            }
+        )
+        attempt = smaller
+
+
+def _attempt(
+    train: Any, params: dict[str, Any], ctx: TrialContext, spec: TrialSpec
+) -> tuple[Outcome, str, dict[str, float], dict[str, Any] | None]:
+    """One run of the training function; the last item describes an out-of-memory, if any.
+
+    Only text leaves the ``except`` blocks: a live traceback keeps the failed
+    frames (and their tensors) alive.
+    """
+    try:
         returned = train(params, ctx)
         final = _final_metrics(returned, spec)
     except TrialPruned as pruned:
-        return Outcome.PRUNED, str(pruned), {}
-    except Exception:
-        return Outcome.FAIL, traceback.format_exc(), {}
-    return Outcome.COMPLETE, "", final
+        return Outcome.PRUNED, str(pruned), {}, None
+    except Exception as exc:
+        kind = device_oom(exc)
+        if kind is None:
+            return Outcome.FAIL, traceback.format_exc(), {}, None
+        message = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        return Outcome.PRUNED, "", {}, {"kind": kind, "message": message, "step": ctx.last_step}
+    return Outcome.COMPLETE, "", final, None
+
+
+def _halved(params: dict[str, Any]) -> dict[str, Any] | None:
+    """``params`` with the micro-batch halved and accumulation doubled; ``None`` if it cannot be."""
+    batch = params.get("batch_size")
+    if not isinstance(batch, int) or isinstance(batch, bool) or batch < 2 or batch % 2:
+        return None
+    smaller = {**params, "batch_size": batch // 2}
+    if "effective_batch_size" not in params:  # the toolkit derives accumulation from it
+        smaller["grad_accum_steps"] = int(params.get("grad_accum_steps", 1)) * 2
+    return smaller
+
+
+def _apply_memory_cap(spec: TrialSpec, device: str) -> float | None:
+    """Hold a trial that shares a GPU to its share of the memory; return the cap in MiB.
+
+    Set on every trial, whole GPU included: a reused worker keeps the previous
+    trial's fraction otherwise. Without a real GPU, the driver's cap (from the
+    simulated GPU's memory) is passed on for the workload to honour.
+    """
+    if device != "cuda":
+        return spec.memory_cap_mb
+    import torch
+
+    fraction = spec.gpus if 0 < spec.gpus < 1 else 1.0
+    torch.cuda.set_per_process_memory_fraction(fraction)
+    torch.cuda.reset_peak_memory_stats()
+    if fraction >= 1.0:
+        return None
+    return fraction * torch.cuda.get_device_properties(0).total_memory / 2**20
+
+
+def _release_memory(device: str, ctx: TrialContext) -> float | None:
+    """Free what the failed attempt left; return its peak memory in MiB (``None`` if unknown)."""
+    gc.collect()
+    if device == "cuda":
+        import torch
+
+        peak = torch.cuda.max_memory_allocated() / 2**20
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+        return peak
+    return ctx.declared_memory_mb
 
 
 def _final_metrics(returned: Any, spec: TrialSpec) -> dict[str, float]:

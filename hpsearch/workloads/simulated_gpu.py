@@ -6,7 +6,15 @@ small MLP-like job would do on a laptop GPU (the seeds' RTX 4050): its
 utilisation, its device memory and its step time (:func:`gpu_profile`). It
 declares that load (``ctx.simulate_gpu_load``), sleeps for the modelled step
 time, and reports a modelled validation accuracy that depends on capacity and
-learning rate, so a sampler has something real to find. No torch, no GPU.
+learning rate, so a sampler has something real to find. No GPU; torch only
+to raise its out-of-memory error.
+
+Out of memory: when the modelled memory exceeds ``memory_budget_mb`` (the GPU's,
+by default the RTX 4050's 6141 MiB) or the trial's cap (``ctx.memory_cap_mb``,
+set when it shares its GPU), the first step raises the real
+``torch.cuda.OutOfMemoryError``, as the allocation would on a GPU. With
+``grad_accum_steps`` the micro-batch sets the memory and the effective batch
+(``batch_size * grad_accum_steps``) the accuracy, as in a real loop.
 
 The model, per step: the GPU computes for ``0.4 ms + 6·batch·width²·depth / 2e8``
 ms (a fixed kernel-launch floor, then the flops); the input pipeline takes
@@ -30,11 +38,13 @@ DEFAULTS: dict[str, Any] = {
     "epochs": 5,
     "steps_per_epoch": 20,
     "batch_size": 64,
+    "grad_accum_steps": 1,
     "width": 256,
     "depth": 2,
     "lr": 3e-3,
     "seed": 0,
     "time_scale": 1.0,
+    "memory_budget_mb": 6141.0,
 }
 """Every parameter the workload reads, and its value when the space leaves it out.
 
@@ -90,10 +100,16 @@ def train(params: dict[str, Any], ctx: TrialContext) -> None:
     batch, width, depth = int(p["batch_size"]), int(p["width"]), int(p["depth"])
     lr, epochs, steps = float(p["lr"]), int(p["epochs"]), int(p["steps_per_epoch"])
     profile = gpu_profile(batch, width, depth)
+    limit = float(p["memory_budget_mb"])
+    if ctx.memory_cap_mb is not None:
+        limit = min(limit, ctx.memory_cap_mb)
+    if profile.memory_mb > limit:
+        _run_out(profile, limit, ctx, float(p["time_scale"]))
     ctx.simulate_gpu_load(profile.utilization_pct, profile.memory_mb)
-    target = final_accuracy(batch, width, depth, lr)
+    effective = batch * int(p["grad_accum_steps"])
+    target = final_accuracy(effective, width, depth, lr)
     # Learning speed: a good learning rate converges in fewer epochs.
-    speed = 3.0 / (1 + abs(math.log10(lr / (3e-3 * math.sqrt(batch / 64)))))
+    speed = 3.0 / (1 + abs(math.log10(lr / (3e-3 * math.sqrt(effective / 64)))))
     rng = random.Random(f"{p['seed']}-{batch}-{width}-{depth}-{lr:.6g}")
     for epoch in range(epochs):
         started = time.perf_counter()
@@ -109,3 +125,15 @@ def train(params: dict[str, Any], ctx: TrialContext) -> None:
         )
         if ctx.should_prune():
             raise TrialPruned(f"pruned after epoch {epoch}")
+
+
+def _run_out(profile: GpuProfile, limit_mb: float, ctx: TrialContext, time_scale: float) -> None:
+    """Fail the first step the way a GPU would: memory fills to the limit, then the real error."""
+    import torch
+
+    ctx.simulate_gpu_load(profile.utilization_pct, limit_mb)
+    time.sleep(profile.step_time_s * time_scale)
+    raise torch.cuda.OutOfMemoryError(
+        f"CUDA out of memory. Tried to allocate {profile.memory_mb - limit_mb:.0f} MiB "
+        f"(simulated: {profile.memory_mb:.0f} MiB needed, {limit_mb:.0f} MiB available)"
+    )
