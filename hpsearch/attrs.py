@@ -32,5 +32,8 @@ OOM = "hpsearch.oom"
 infeasible, retries; or ``predicted_from`` for a suggestion not launched (``predicted_oom``)."""
 INFEASIBLE = "hpsearch.infeasible"
 """True on a configuration judged unable to fit (the sampler is told by a constraint)."""
+OOM_RETRIES = "hpsearch.oom_retries"
+"""Smaller-batch retries after running out of memory (``oom.action: retry_smaller_batch``):
+step, batch_size, retry_batch_size, retry_grad_accum_steps of each."""
 ALONE_RETRY_OF = "hpsearch.alone_retry_of"
 """On a trial re-running, alone on a whole GPU, one that ran out under a shared cap."""

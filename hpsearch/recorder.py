@@ -275,6 +275,9 @@ class TrialRecorder:
             outcome, error = record.end.outcome, record.end.error
             record.metrics.update(record.end.metrics)
             self._note_targets(record)
+            retries = record.end.info.get("retries")
+            if retries:
+                self._record_retries(record, retries)
             if outcome is Outcome.PRUNED and "oom" in record.end.info:
                 self._judge_oom(record, record.end.info["oom"], record.end.info.get("retries", []))
         elif crash is not None:
@@ -411,6 +414,20 @@ class TrialRecorder:
         )
         record.prune_reason = record.oom.reason
         record.pruned_at = oom.get("step")
+
+    def _record_retries(self, record: _OpenTrial, retries: list[dict[str, Any]]) -> None:
+        """Keep the smaller-batch retries on the trial: what ran is not what was sampled."""
+        record.trial.set_user_attr(attrs.OOM_RETRIES, retries)
+        last = retries[-1]
+        if record.run_id is not None:
+            self._tracker.set_tags(
+                record.run_id,
+                {
+                    "hpsearch.oom_retries": len(retries),
+                    "hpsearch.ran_with_batch_size": last["retry_batch_size"],
+                    "hpsearch.ran_with_grad_accum_steps": last.get("retry_grad_accum_steps"),
+                },
+            )
 
     def _skip_predicted(self, record: _OpenTrial, known: OomCase) -> None:
         """Record a suggestion that would run out of memory as pruned, without running it."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mlflow.tracking import MlflowClient
@@ -12,6 +13,7 @@ from rich.console import Console
 
 import hpsearch
 from hpsearch import attrs
+from hpsearch.config import load_config
 from hpsearch.resources import (
     Admission,
     ClusterCapacity,
@@ -19,6 +21,7 @@ from hpsearch.resources import (
     RunningTrial,
     StaticPolicy,
 )
+from hpsearch.study import open_study
 from hpsearch.workloads.simulated_gpu import gpu_profile
 from tests.conftest import ConfigWriter
 
@@ -296,3 +299,127 @@ def test_search_without_a_gpu_says_so_once_and_records_no_gpu_metrics(
     for trial in outcome.results.trials:
         run = client.get_run(trial.mlflow_run_id or "")
         assert not [name for name in run.data.metrics if name.startswith("gpu")]
+
+
+def _oom_config(write_config: ConfigWriter, **update: object) -> Path:
+    """The simulated-memory workload on one simulated 6 GB GPU shared by two trials."""
+    base: dict[str, object] = {
+        "train": "hpsearch.workloads.simulated_gpu:train",
+        "study": {"n_trials": 6},
+        "space": {
+            "x": None,
+            "steps": None,
+            "batch_size": [64, 4096],
+            "width": [512, 4096, 8192],
+            "depth": 4,
+            "epochs": 2,
+            "steps_per_epoch": 4,
+            "time_scale": 0.5,
+        },
+        "objective": {"metric": "val_accuracy", "direction": "maximize"},
+        "execution": {"trials_per_gpu": 2, "max_concurrent": 2},
+        "telemetry": {"backend": "simulated", "interval_s": 0.2},
+        "oom": {"grows_memory": ["batch_size", "width"]},
+    }
+    base.update(update)
+    return write_config(base)
+
+
+def test_out_of_memory_trials_are_pruned_and_shared_ones_retried_alone(
+    write_config: ConfigWriter, project: Path
+) -> None:
+    path = _oom_config(write_config)
+    queued = open_study(load_config(path)).study
+    # 6141 MiB GPU, 3070 MiB each when shared. Modelled needs: 64x512 about 0.4 GB;
+    # 64x8192 4.5 GB (fits alone, not shared); 4096x8192 8.5 GB (fits nowhere).
+    for batch, width in ((64, 8192), (64, 512), (4096, 8192), (4096, 8192)):
+        queued.enqueue_trial({"batch_size": batch, "width": width})
+    outcome = hpsearch.run(path)
+    trials = outcome.results.study.trials
+    client = _mlflow(project)
+
+    assert not [t for t in trials if t.state.name == "FAIL"]  # no OOM counted as a crash
+    by_params: dict[tuple[int, int], list[Any]] = {}
+    for trial in trials:
+        by_params.setdefault((trial.params["batch_size"], trial.params["width"]), []).append(trial)
+
+    # Fits alone, not shared: pruned under the cap, then completed alone on a whole GPU.
+    first, *rest = by_params[(64, 8192)]
+    assert first.state.name == "PRUNED"
+    assert first.user_attrs[attrs.OOM]["cap_mb"] == pytest.approx(3070.5)
+    assert first.user_attrs[attrs.OOM]["infeasible"] is False
+    assert first.user_attrs[attrs.OOM]["co_tenants"] in (0, 1)
+    retried = [t for t in rest if t.user_attrs.get(attrs.ALONE_RETRY_OF) == first.number]
+    assert [t.state.name for t in retried] == ["COMPLETE"]
+    assert retried[0].user_attrs[attrs.RESOURCES]["gpus"] == 1.0
+
+    # Fits nowhere: pruned shared, pruned alone (now infeasible), then predicted.
+    huge = by_params[(4096, 8192)]
+    assert [t.state.name for t in huge] == ["PRUNED"] * len(huge)
+    # Both queued copies ran out shared; one re-run alone ran out too (now infeasible),
+    # and every later suggestion of it is predicted and not launched.
+    ran_alone = [
+        t
+        for t in huge
+        if attrs.ALONE_RETRY_OF in t.user_attrs and "predicted_from" not in t.user_attrs[attrs.OOM]
+    ]
+    assert len(ran_alone) == 1
+    assert ran_alone[0].user_attrs[attrs.INFEASIBLE] is True
+    assert ran_alone[0].constraints == {"oom": 1.0}
+    predicted = [t for t in huge if "predicted_from" in t.user_attrs[attrs.OOM]]
+    assert predicted
+    assert all(t.user_attrs[attrs.OOM]["predicted_from"] == ran_alone[0].number for t in predicted)
+
+    for trial in trials:
+        if trial.state.name != "PRUNED":
+            continue
+        reason = trial.user_attrs[attrs.PRUNE_REASON]
+        assert reason.startswith(("oom: CUDA out of memory", "predicted_oom:"))
+        run = client.get_run(trial.user_attrs[attrs.MLFLOW_RUN])
+        assert run.info.status == "FINISHED"
+        assert run.data.tags["hpsearch.state"] == "PRUNED"
+        assert run.data.tags["hpsearch.prune_reason"] == reason
+
+    # The neighbour that fits finished unaffected.
+    assert {t.state.name for t in by_params[(64, 512)]} == {"COMPLETE"}
+    parent = client.get_run(outcome.mlflow_parent_run_id or "").data.metrics
+    assert parent["trials_oom"] == 4  # 64x8192 shared; 4096x8192 twice shared, once alone
+    assert parent["trials_predicted_oom"] == len(predicted)
+
+
+def test_retry_smaller_batch_keeps_the_effective_batch(
+    write_config: ConfigWriter, project: Path
+) -> None:
+    path = _oom_config(
+        write_config,
+        oom={"action": "retry_smaller_batch", "max_halvings": 2},
+        space={
+            "batch_size": [8192, 16384],
+            "width": 4096,
+            "depth": 4,
+            "epochs": 2,
+            "steps_per_epoch": 2,
+            "time_scale": 0.01,
+            "x": None,
+            "steps": None,
+        },
+        execution={"trials_per_gpu": 1, "max_concurrent": 1},
+        study={"n_trials": 1},
+    )
+    # 16384 x 4096 needs 9.5 GB of the 6 GB GPU; 8192 x 4096 needs 5.4 GB.
+    open_study(load_config(path)).study.enqueue_trial({"batch_size": 16384})
+    outcome = hpsearch.run(path)
+    (trial,) = outcome.results.study.trials
+    assert trial.state.name == "COMPLETE"
+    assert trial.params["batch_size"] == 16384  # what was sampled
+    assert trial.user_attrs[attrs.OOM_RETRIES] == [
+        {
+            "step": None,
+            "batch_size": 16384,
+            "retry_batch_size": 8192,
+            "retry_grad_accum_steps": 2,
+        }
+    ]
+    run = _mlflow(project).get_run(trial.user_attrs[attrs.MLFLOW_RUN])
+    assert run.data.tags["hpsearch.ran_with_batch_size"] == "8192"
+    assert run.data.tags["hpsearch.ran_with_grad_accum_steps"] == "2"

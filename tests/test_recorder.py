@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from optuna.trial import TrialState
@@ -92,6 +93,12 @@ def harness(config: RunConfig, mlflow_tracker: MlflowTracker) -> Harness:
     return _harness(config, mlflow_tracker)
 
 
+def _launched(config: dict[str, Any] | None) -> dict[str, Any]:
+    """The Tune config of a trial that was launched (not predicted to run out of memory)."""
+    assert config is not None
+    return config
+
+
 def _report(step: int, **metrics: float) -> WorkerEvent:
     return WorkerEvent(kind=EventKind.REPORT, step=step, metrics=metrics)
 
@@ -101,7 +108,7 @@ def _end(outcome: Outcome, error: str = "", **metrics: float) -> WorkerEvent:
 
 
 def test_open_trial_gives_tune_a_config(harness: Harness) -> None:
-    config = harness.recorder.open_trial("t0", ADMISSION)
+    config = _launched(harness.recorder.open_trial("t0", ADMISSION))
     assert set(config[PARAMS_KEY]) == {"x", "steps"}
     assert config[PARAMS_KEY]["steps"] == 3
     assert config[SPEC_KEY]["number"] == 0
@@ -114,7 +121,7 @@ def test_open_trial_gives_tune_a_config(harness: Harness) -> None:
 
 def test_complete_trial_in_optuna_and_mlflow(harness: Harness) -> None:
     recorder = harness.recorder
-    params = recorder.open_trial("t0", ADMISSION)[PARAMS_KEY]
+    params = _launched(recorder.open_trial("t0", ADMISSION))[PARAMS_KEY]
     recorder.trial_started("t0")
     recorder.trial_event("t0", _report(0, score=0.5, speed=10.0))
     recorder.trial_event("t0", _report(1, score=0.75, speed=12.0))
@@ -202,7 +209,7 @@ def test_trial_that_never_started_still_gets_a_run(harness: Harness) -> None:
 
 
 def test_interrupted_trials_are_requeued_and_not_counted(harness: Harness) -> None:
-    params = harness.recorder.open_trial("t0", ADMISSION)[PARAMS_KEY]
+    params = _launched(harness.recorder.open_trial("t0", ADMISSION))[PARAMS_KEY]
     harness.recorder.trial_started("t0")
     harness.recorder.trial_event("t0", _report(0, score=0.5))
 
@@ -215,7 +222,7 @@ def test_interrupted_trials_are_requeued_and_not_counted(harness: Harness) -> No
     assert trials[1].user_attrs[attrs.RETRY_OF] == 0
     assert count_budget(trials) == BudgetCount(finished=0, running=0)
     assert harness.tracker.client.get_run(harness.run_id(0)).info.status == "KILLED"
-    again = harness.recorder.open_trial("t1", ADMISSION)[PARAMS_KEY]
+    again = _launched(harness.recorder.open_trial("t1", ADMISSION))[PARAMS_KEY]
     assert again["x"] == params["x"]
 
 
@@ -362,3 +369,84 @@ def test_objective_until_a_target_takes_the_value_where_the_target_was_reached(
     missed = harness.tracker.client.get_run(harness.run_id(1)).data
     assert "seconds_to_score" not in missed.metrics
     assert missed.tags["hpsearch.seconds_to_score"] == "score>=0.9 not reached"
+
+
+def _oom_end(step: int | None = 1, cap_mb: float | None = None) -> WorkerEvent:
+    oom = {
+        "kind": "torch",
+        "message": "CUDA out of memory. Tried to allocate 512 MiB",
+        "step": step,
+        "peak_mb": 2900.0,
+        "cap_mb": cap_mb,
+    }
+    return WorkerEvent(kind=EventKind.END, outcome=Outcome.PRUNED, info={"oom": oom})
+
+
+def test_out_of_memory_is_pruned_retried_alone_then_infeasible_and_predicted(
+    write_config: ConfigWriter, mlflow_tracker: MlflowTracker
+) -> None:
+    config = load_config(
+        write_config({"space": {"batch_size": [64, 128], "x": 0.5}, "study": {"n_trials": 10}})
+    )
+    handle = open_study(config)
+    handle.study.enqueue_trial({"batch_size": 64})
+    harness = _harness(config, mlflow_tracker)
+    recorder, study = harness.recorder, harness.handle.study
+
+    # 1. Out of memory while sharing a GPU (half of it): pruned, not held against the config.
+    assert recorder.open_trial("shared", ADMISSION) is not None
+    recorder.trial_started("shared")
+    recorder.trial_event("shared", _report(0, score=0.1))
+    recorder.trial_event("shared", _oom_end(cap_mb=3070.0))
+    assert recorder.trial_ended("shared") is Outcome.PRUNED
+    shared = study.trials[0]
+    assert shared.state == TrialState.PRUNED
+    assert shared.user_attrs[attrs.OOM]["infeasible"] is False
+    assert shared.user_attrs[attrs.OOM]["cap_mb"] == 3070.0
+    assert "runs again alone on a whole GPU" in shared.user_attrs[attrs.PRUNE_REASON]
+    assert shared.constraints == {}
+    assert count_budget(study.trials).finished == 0  # its re-run will count instead
+    assert recorder.next_runs_alone()
+
+    # 2. The re-run, alone on a whole GPU, runs out too: now it is infeasible.
+    whole = Admission(cpus=1.0, gpus=1.0, reason="alone")
+    assert recorder.open_trial("alone", whole) is not None
+    recorder.trial_started("alone")
+    recorder.trial_event("alone", _oom_end(step=None))
+    recorder.trial_ended("alone")
+    alone = study.trials[1]
+    assert alone.params == shared.params
+    assert alone.user_attrs[attrs.ALONE_RETRY_OF] == 0
+    assert alone.state == TrialState.PRUNED
+    assert alone.user_attrs[attrs.INFEASIBLE] is True
+    assert alone.constraints == {"oom": 1.0}  # what TPE steers away from
+    reason = alone.user_attrs[attrs.PRUNE_REASON]
+    assert reason.startswith("oom: CUDA out of memory. Tried to allocate 512 MiB before its first")
+    assert "(peak 2900 MiB, whole GPU, 0 co-tenant trial(s))" in reason
+    run = harness.tracker.client.get_run(harness.run_id(1))
+    assert run.info.status == "FINISHED"
+    assert run.data.tags["hpsearch.state"] == "PRUNED"
+    assert run.data.tags["hpsearch.prune_kind"] == "oom"
+    assert run.data.tags["hpsearch.prune_reason"] == reason
+    assert run.data.tags["hpsearch.oom.peak_mb"] == "2900.0"
+    assert count_budget(study.trials).finished == 1
+    assert not recorder.next_runs_alone()
+
+    # 3. A larger batch with the same other parameters is not launched.
+    study.enqueue_trial({"batch_size": 128})
+    assert recorder.open_trial("bigger", whole) is None
+    predicted = study.trials[2]
+    assert predicted.state == TrialState.PRUNED
+    assert predicted.user_attrs[attrs.OOM] == {"predicted_from": 1, "kind": "predicted"}
+    assert predicted.user_attrs[attrs.PRUNE_REASON].startswith(
+        "predicted_oom: needs at least the memory of trial 1"
+    )
+    assert "batch_size 128 >= 64" in predicted.user_attrs[attrs.PRUNE_REASON]
+    assert predicted.constraints == {"oom": 1.0}
+    run = harness.tracker.client.get_run(harness.run_id(2))
+    assert (run.info.status, run.data.tags["hpsearch.prune_kind"]) == ("FINISHED", "predicted_oom")
+
+    parent = harness.tracker.client.get_run(harness.parent).data.metrics
+    assert parent["trials_oom"] == 2
+    assert parent["trials_predicted_oom"] == 1
+    assert 0 < parent["oom_wasted_gpu_seconds_share"] <= 1

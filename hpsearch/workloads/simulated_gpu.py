@@ -132,7 +132,8 @@ def _run_out(profile: GpuProfile, limit_mb: float, ctx: TrialContext, time_scale
     import torch
 
     ctx.simulate_gpu_load(profile.utilization_pct, limit_mb)
-    time.sleep(profile.step_time_s * time_scale)
+    # An allocation fails at once, not after a whole step of compute.
+    time.sleep(min(profile.step_time_s, 0.5) * time_scale)
     raise torch.cuda.OutOfMemoryError(
         f"CUDA out of memory. Tried to allocate {profile.memory_mb - limit_mb:.0f} MiB "
         f"(simulated: {profile.memory_mb:.0f} MiB needed, {limit_mb:.0f} MiB available)"

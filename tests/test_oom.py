@@ -1,0 +1,116 @@
+"""Out-of-memory recognition and prediction: pure, no Ray, no GPU."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from hpsearch.oom import (
+    OomCase,
+    OomPredictor,
+    cgroup_oom_kills,
+    device_oom,
+    host_oom_evidence,
+    is_device_oom_message,
+    is_library_alloc_failure,
+    is_torch_oom,
+)
+
+
+def test_torch_out_of_memory_error() -> None:
+    error = torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+    assert is_torch_oom(error)
+    assert device_oom(error) == "torch"
+    assert not is_torch_oom(RuntimeError("CUDA out of memory"))
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 5.80 GiB total capacity)",
+        "HIP out of memory. Tried to allocate 1.00 GiB",
+        "cuda Out Of Memory",
+    ],
+)
+def test_runtime_errors_that_say_out_of_memory(message: str) -> None:
+    assert is_device_oom_message(RuntimeError(message))
+    assert device_oom(RuntimeError(message)) == "message"
+    assert not is_device_oom_message(ValueError(message))  # only RuntimeErrors
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
+        "cuDNN error: CUDNN_STATUS_ALLOC_FAILED",
+        "cuDNN error: CUDNN_STATUS_NOT_ENOUGH_MEMORY",
+    ],
+)
+def test_library_allocation_failures(message: str) -> None:
+    assert is_library_alloc_failure(RuntimeError(message))
+    assert device_oom(RuntimeError(message)) == "library"
+
+
+def test_other_errors_are_not_oom() -> None:
+    assert device_oom(RuntimeError("CUDA error: device-side assert triggered")) is None
+    assert device_oom(ValueError("shapes do not match")) is None
+    assert device_oom(MemoryError()) is None  # host memory inside Python: a plain failure
+
+
+def _wrapped_oom() -> None:
+    try:
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory")
+    except RuntimeError as inner:
+        raise ValueError("training step failed") from inner
+
+
+def test_an_oom_re_raised_by_user_code_is_found_through_its_cause() -> None:
+    with pytest.raises(ValueError, match="training step failed") as info:
+        _wrapped_oom()
+    assert device_oom(info.value) == "torch"
+
+
+def test_host_oom_needs_evidence() -> None:
+    ray_text = (
+        "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory."
+    )
+    assert "Ray reported host memory exhaustion" in host_oom_evidence(ray_text, None, None)
+    killed = "The actor died unexpectedly: worker exited with SIGKILL"
+    assert host_oom_evidence(killed, 3, 4).startswith("worker killed by SIGKILL")
+    assert host_oom_evidence(killed, 3, 3) == ""  # no kernel OOM kill meanwhile
+    assert host_oom_evidence(killed, None, None) == ""  # no counter to read
+    assert host_oom_evidence("ValueError: bad input", 3, 9) == ""
+
+
+def test_cgroup_counter(tmp_path: Path) -> None:
+    events = tmp_path / "memory.events"
+    events.write_text("low 0\nhigh 0\nmax 12\noom 2\noom_kill 2\n")
+    assert cgroup_oom_kills(events) == 2
+    assert cgroup_oom_kills(tmp_path / "missing") is None
+
+
+def test_predictor_compares_growing_parameters_only() -> None:
+    predictor = OomPredictor(["batch_size", "width"])
+    ran_out = {"batch_size": 256, "width": 1024, "lr": 0.01, "act": "relu"}
+    predictor.add(OomCase(3, ran_out))
+    assert predictor.predict(ran_out) is not None
+    bigger = {**ran_out, "batch_size": 512, "width": 2048}
+    case = predictor.predict(bigger)
+    assert case is not None
+    assert case.number == 3
+    assert predictor.predict({**ran_out, "batch_size": 128}) is None  # smaller: may fit
+    assert predictor.predict({**ran_out, "lr": 0.02}) is None  # another parameter differs
+    assert predictor.predict({**ran_out, "act": "gelu"}) is None
+    assert predictor.predict({k: v for k, v in ran_out.items() if k != "act"}) is None
+
+
+def test_predictor_respects_memory_caps() -> None:
+    predictor = OomPredictor(["batch_size"])
+    predictor.add(OomCase(1, {"batch_size": 64}, memory_cap_mb=3000.0))
+    # It ran out with 3000 MiB: with a whole GPU it may fit, with less it will not.
+    assert predictor.predict({"batch_size": 64}) is None
+    assert predictor.predict({"batch_size": 64}, memory_cap_mb=2000.0) is not None
+    predictor.add(OomCase(2, {"batch_size": 128}))  # ran out on a whole GPU
+    assert predictor.predict({"batch_size": 256}, memory_cap_mb=1500.0) is not None
