@@ -132,12 +132,16 @@ def validate(config: Path) -> None:
     is_flag=True,
     help="The Pareto front of a study with several objectives (an error with one).",
 )
-def best(config: Path, as_json: bool, pareto: bool) -> None:
+@click.option("--oom", is_flag=True, help="List the trials pruned for running out of memory.")
+def best(config: Path, as_json: bool, pareto: bool, oom: bool) -> None:
     """Show the best trial of CONFIG's study (the Pareto front for several objectives)."""
     from hpsearch.results import load
 
     results = load(config)
     names = results.metric_names
+    if oom:
+        _print_oom(results.oom_trials(), as_json)
+        return
     if pareto:
         front = results.pareto_front()
         if as_json:
@@ -284,6 +288,33 @@ def _print_best(console: Console, results: Any, config: str) -> None:
         params = ", ".join(f"{k}={_short(v)}" for k, v in trial.params.items())
         table.add_row(str(trial.number), *values, params, trial.mlflow_run_id or "-")
     console.print(table)
+
+
+def _print_oom(trials: list[Any], as_json: bool) -> None:
+    if as_json:
+        payload = [
+            {
+                "trial_number": t.number,
+                "params": t.params,
+                "oom": t.oom,
+                "prune_reason": t.prune_reason,
+                "mlflow_run_id": t.mlflow_run_id,
+            }
+            for t in trials
+        ]
+        click.echo(json.dumps(payload, indent=2, sort_keys=True))
+        return
+    if not trials:
+        click.echo("no trial ran out of memory")
+        return
+    table = Table(title="trials pruned for memory", title_justify="left")
+    for column in ("trial", "kind", "params", "reason"):
+        table.add_column(column)
+    for trial in trials:
+        params = ", ".join(f"{k}={_short(v)}" for k, v in trial.params.items())
+        kind = "predicted" if "predicted_from" in trial.oom else "oom"
+        table.add_row(str(trial.number), kind, params, trial.prune_reason or "")
+    Console().print(table)
 
 
 def _short(value: Any) -> str:

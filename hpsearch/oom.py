@@ -116,10 +116,13 @@ class OomPredictor:
     Args:
         grows_memory: parameter names whose larger values need more memory
             (e.g. ``batch_size``, ``width``, ``seq_len``).
+        memory_neutral: parameter names that do not change memory (e.g. ``lr``);
+            they are not compared.
     """
 
-    def __init__(self, grows_memory: Sequence[str]) -> None:
+    def __init__(self, grows_memory: Sequence[str], memory_neutral: Sequence[str] = ()) -> None:
         self._grows = frozenset(grows_memory)
+        self._neutral = frozenset(memory_neutral)
         self._cases: list[OomCase] = []
 
     @property
@@ -146,6 +149,8 @@ class OomPredictor:
         if set(params) != set(known):
             return False
         for name, value in params.items():
+            if name in self._neutral:
+                continue
             other = known[name]
             if name in self._grows and _is_number(value) and _is_number(other):
                 if value < other:

@@ -53,7 +53,7 @@ class OomBook:
     def __init__(self, spec: OomSpec, study: optuna.Study, gpu_memory_mb: float | None) -> None:
         self.spec = spec
         self._gpu_memory_mb = gpu_memory_mb
-        self._predictor = OomPredictor(spec.grows_memory)
+        self._predictor = OomPredictor(spec.grows_memory, spec.memory_neutral)
         for trial in study.get_trials(deepcopy=False):
             if trial.user_attrs.get(attrs.INFEASIBLE):
                 oom = trial.user_attrs.get(attrs.OOM, {})
@@ -82,7 +82,8 @@ class OomBook:
     ) -> OomVerdict:
         """Decide what an out-of-memory end means for the search."""
         cap = oom.get("cap_mb")
-        shared = 0 < gpus < 1
+        # Host memory is not divided by GPU sharing: running alone would not help.
+        shared = 0 < gpus < 1 and oom.get("kind") != "host"
         run_alone = shared and self.spec.retry_alone and alone_retry_of is None
         record = {
             **dict(oom),

@@ -435,7 +435,8 @@ class TrialRecorder:
         larger = ", ".join(f"{n} {record.trial.params[n]} >= {known.params.get(n)}" for n in grows)
         reason = (
             f"predicted_oom: needs at least the memory of trial {known.number}, which ran "
-            f"out of memory (the same parameters{'; ' + larger if larger else ''}); not launched"
+            f"out of memory (the same other parameters{'; ' + larger if larger else ''}); "
+            "not launched"
         )
         record.oom = OomVerdict(
             reason=reason, record={"predicted_from": known.number, "kind": "predicted"}

@@ -35,6 +35,8 @@ class TrialResult:
         mlflow_run_id: the trial's MLflow child run.
         duration_s: seconds from the worker's start to the end.
         error: why a failed trial failed.
+        prune_reason: why a pruned trial was pruned.
+        oom: for a trial pruned for memory: what ran out and where (see ``attrs.OOM``).
     """
 
     study: str
@@ -46,6 +48,8 @@ class TrialResult:
     mlflow_run_id: str | None = None
     duration_s: float | None = None
     error: str | None = None
+    prune_reason: str | None = None
+    oom: dict[str, Any] | None = None
 
     @classmethod
     def from_frozen(cls, study: str, trial: FrozenTrial) -> TrialResult:
@@ -61,6 +65,8 @@ class TrialResult:
             mlflow_run_id=user.get(attrs.MLFLOW_RUN),
             duration_s=user.get(attrs.DURATION),
             error=user.get(attrs.ERROR),
+            prune_reason=user.get(attrs.PRUNE_REASON),
+            oom=user.get(attrs.OOM),
         )
 
     def to_dict(self, metric_names: list[str] | None = None) -> dict[str, Any]:
@@ -149,6 +155,10 @@ class StudyResults:
                 "{metric: samples_per_sec, direction: maximize}])"
             )
         return self.best_trials
+
+    def oom_trials(self) -> list[TrialResult]:
+        """Trials pruned for running out of memory, predicted ones (never launched) included."""
+        return [t for t in self.trials if t.oom is not None]
 
     @property
     def trials(self) -> list[TrialResult]:

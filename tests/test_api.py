@@ -423,3 +423,49 @@ def test_retry_smaller_batch_keeps_the_effective_batch(
     run = _mlflow(project).get_run(trial.user_attrs[attrs.MLFLOW_RUN])
     assert run.data.tags["hpsearch.ran_with_batch_size"] == "8192"
     assert run.data.tags["hpsearch.ran_with_grad_accum_steps"] == "2"
+
+
+def test_search_learns_to_stay_out_of_memory(write_config: ConfigWriter, project: Path) -> None:
+    # scripts/bench_oom.py's search on a 1 GB simulated GPU. One trial at a time on one
+    # GPU, so the seeded search is the same every run; the bench measures over seeds.
+    batches = [64, 128, 256, 512, 1024, 2048, 4096, 8192]
+    widths = [256, 512, 1024, 2048, 4096, 8192]
+    path = write_config(
+        {
+            "train": "hpsearch.workloads.simulated_gpu:train",
+            "study": {"n_trials": 60, "sampler": {"type": "tpe", "seed": 0}},
+            "space": {
+                "x": None,
+                "steps": None,
+                "batch_size": batches,
+                "width": widths,
+                "depth": {"type": "int", "low": 1, "high": 4},
+                "lr": {"type": "float", "low": 1e-4, "high": 3e-2, "log": True},
+                "epochs": 3,
+                "steps_per_epoch": 5,
+                "time_scale": 0.02,
+                "memory_budget_mb": 1024.0,
+            },
+            "objective": {"metric": "val_accuracy", "direction": "maximize"},
+            "execution": {"trials_per_gpu": 1},
+            "telemetry": {"backend": "simulated", "simulated": {"memory_total_mb": 1024.0}},
+            "oom": {"grows_memory": ["batch_size", "width", "depth"], "memory_neutral": ["lr"]},
+        }
+    )
+    outcome = hpsearch.run(path)
+    trials = outcome.results.study.trials
+    assert len(trials) == 60
+    assert not [t for t in trials if t.state.name == "FAIL"]
+    ran_out = [t for t in trials if t.user_attrs.get(attrs.OOM, {}).get("kind") == "torch"]
+    predicted = [t for t in trials if "predicted_from" in t.user_attrs.get(attrs.OOM, {})]
+    for trial in ran_out + predicted:
+        assert trial.state.name == "PRUNED"
+        assert trial.constraints == {"oom": 1.0}
+    # Blind sampling would run out in a third of the trials (the share of the grid that
+    # does not fit); the constraint and the predictor keep it to under half of that.
+    grid = [(b, w, d) for b in batches for w in widths for d in range(1, 5)]
+    infeasible = sum(gpu_profile(b, w, d).memory_mb > 1024 for b, w, d in grid) / len(grid)
+    assert infeasible > 0.3
+    launched = len(trials) - len(predicted)
+    assert len(ran_out) / launched < infeasible / 2
+    assert predicted, "a suggestion at least as large as one that ran out is not launched"

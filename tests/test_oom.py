@@ -106,6 +106,13 @@ def test_predictor_compares_growing_parameters_only() -> None:
     assert predictor.predict({k: v for k, v in ran_out.items() if k != "act"}) is None
 
 
+def test_memory_neutral_parameters_are_not_compared() -> None:
+    predictor = OomPredictor(["batch_size"], memory_neutral=["lr"])
+    predictor.add(OomCase(0, {"batch_size": 256, "lr": 0.01, "act": "relu"}))
+    assert predictor.predict({"batch_size": 256, "lr": 0.003, "act": "relu"}) is not None
+    assert predictor.predict({"batch_size": 256, "lr": 0.003, "act": "gelu"}) is None
+
+
 def test_predictor_respects_memory_caps() -> None:
     predictor = OomPredictor(["batch_size"])
     predictor.add(OomCase(1, {"batch_size": 64}, memory_cap_mb=3000.0))

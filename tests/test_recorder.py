@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from optuna.trial import TrialState
 
 from hpsearch import attrs
+from hpsearch.cli import main
 from hpsearch.config import RunConfig, load_config
 from hpsearch.pruning import make_judge
 from hpsearch.recorder import TrialRecorder, TrialSummary, TrialTemplate
 from hpsearch.resources import Admission
+from hpsearch.results import load
 from hpsearch.study import BudgetCount, StudyHandle, count_budget, open_study
 from hpsearch.telemetry import GpuInfo, GpuMonitor, LoadModelBackend, TrialGpuMetrics
 from hpsearch.tracking import PARENT_TAG, TRIAL_NUMBER_TAG, MlflowTracker
@@ -450,3 +454,34 @@ def test_out_of_memory_is_pruned_retried_alone_then_infeasible_and_predicted(
     assert parent["trials_oom"] == 2
     assert parent["trials_predicted_oom"] == 1
     assert 0 < parent["oom_wasted_gpu_seconds_share"] <= 1
+
+    listed = CliRunner().invoke(main, ["best", config.source, "--oom", "--json"])
+    assert listed.exit_code == 0, listed.output
+    rows = json.loads(listed.output)
+    assert [r["trial_number"] for r in rows] == [0, 1, 2]
+    assert rows[1]["oom"]["infeasible"] is True
+    assert rows[2]["prune_reason"].startswith("predicted_oom")
+    assert [t.number for t in load(config.source).oom_trials()] == [0, 1, 2]
+
+
+def test_a_worker_killed_for_host_memory_is_pruned_not_failed(
+    harness: Harness,
+) -> None:
+    recorder = harness.recorder
+    recorder.open_trial("t0", ADMISSION)
+    recorder.trial_started("t0")
+    recorder.trial_event("t0", _report(0, score=0.5))
+    crash = (
+        "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on "
+        "memory. Memory on the node was 23.1GB / 24GB (0.96)"
+    )
+    assert recorder.trial_ended("t0", crash=crash) is Outcome.PRUNED
+    trial = harness.handle.study.trials[0]
+    assert trial.state == TrialState.PRUNED
+    assert trial.user_attrs[attrs.OOM]["kind"] == "host"
+    assert trial.user_attrs[attrs.OOM]["infeasible"] is True  # sharing a GPU is not the cause
+    assert (
+        "Ray reported host memory exhaustion (OutOfMemoryError)"
+        in (trial.user_attrs[attrs.PRUNE_REASON])
+    )
+    assert not recorder.next_runs_alone()

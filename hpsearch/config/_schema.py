@@ -293,6 +293,9 @@ class OomSpec(_Section):
         grows_memory: parameters whose larger values need more memory; a
             suggestion equal to a configuration that ran out except for greater
             or equal values of these is not launched (pruned as ``predicted_oom``).
+        memory_neutral: parameters that do not change the memory a trial needs
+            (e.g. ``lr``, ``weight_decay``); the prediction ignores them, so a
+            suggestion that differs from one that ran out only in these is not launched.
         retry_alone: a trial that ran out under a shared GPU's memory cap runs
             once more alone on a whole GPU before its configuration is judged
             infeasible (packing must not cost the search a good configuration).
@@ -301,6 +304,7 @@ class OomSpec(_Section):
     action: Literal["prune", "retry_smaller_batch"] = "prune"
     max_halvings: PositiveInt = 2
     grows_memory: list[str] = Field(default_factory=lambda: ["batch_size"])
+    memory_neutral: list[str] = Field(default_factory=list)
     retry_alone: bool = True
 
 
@@ -348,13 +352,13 @@ class RunConfig(_Section):
             raise ValueError("objectives is empty; list at least one {metric, direction}")
         if len(set(metrics)) != len(metrics):
             raise ValueError("objectives repeats a metric; list each metric once")
-        explicit = "grows_memory" in self.oom.model_fields_set
-        unknown = [name for name in self.oom.grows_memory if name not in self.space]
-        if explicit and unknown:
-            raise ValueError(
-                f"oom.grows_memory names {unknown}, which are not in space; "
-                f"list parameters of the space ({', '.join(self.space)})"
-            )
+        for key in ("grows_memory", "memory_neutral"):
+            unknown = [n for n in getattr(self.oom, key) if n not in self.space]
+            if key in self.oom.model_fields_set and unknown:
+                raise ValueError(
+                    f"oom.{key} names {unknown}, which are not in space; "
+                    f"list parameters of the space ({', '.join(self.space)})"
+                )
         if self.study.n_trials is None and self.study.timeout is None:
             raise ValueError("the search has no end; set study.n_trials or study.timeout")
         return self

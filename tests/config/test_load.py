@@ -148,3 +148,10 @@ def test_until_needs_exactly_one_level(write_config: ConfigWriter) -> None:
         },
     )
     assert "at_least or at_most" in str(error)
+
+
+def test_oom_grows_memory_must_name_searched_parameters(write_config: ConfigWriter) -> None:
+    error = _error(write_config, {"oom": {"grows_memory": ["batchsize"]}})
+    assert "oom.grows_memory names ['batchsize'], which are not in space" in str(error)
+    error = _error(write_config, {"oom": {"action": "halve"}})
+    assert "oom.action" in str(error)

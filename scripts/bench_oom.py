@@ -1,0 +1,183 @@
+"""A search whose space has configurations that do not fit: does it learn to stay out?
+
+Runs the simulated-memory workload (``hpsearch.workloads.simulated_gpu``) on a
+simulated 1 GB GPU with real Ray, Optuna and MLflow, over a space where the
+large batch x width x depth corners (32% of its grid) need more memory than
+the GPU has. It reports the trials that ran out of memory in the first and second
+half of the search, the share of GPU-seconds they used, and the suggestions
+not launched because they were predicted to run out.
+
+Targets: the OOM share of the second half under half the first half's; wasted
+GPU-seconds under 5%.
+
+    python scripts/bench_oom.py                      # benchmarks/results/oom-<date>-simulated.json
+    python scripts/bench_oom.py --trials 60 --share 2   # two trials per GPU (memory caps)
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+from rich.console import Console
+
+REPO = Path(__file__).resolve().parents[1]
+GPU_MB = 1024.0
+
+
+def config(trials: int, share: int, sampler: str, seed: int) -> dict[str, Any]:
+    """The search: model and batch size over a space with infeasible corners."""
+    return {
+        "study": {
+            "name": f"bench-oom-{sampler}",
+            "sampler": {"type": sampler, "seed": seed},
+            "n_trials": trials,
+        },
+        "objective": {"metric": "val_accuracy", "direction": "maximize"},
+        "train": "hpsearch.workloads.simulated_gpu:train",
+        "space": {
+            "batch_size": [64, 128, 256, 512, 1024, 2048, 4096, 8192],
+            "width": [256, 512, 1024, 2048, 4096, 8192],
+            "depth": {"type": "int", "low": 1, "high": 4},
+            "lr": {"type": "float", "low": 1e-4, "high": 3e-2, "log": True},
+            "epochs": 3,
+            "steps_per_epoch": 20,
+            "time_scale": 0.1,
+            "memory_budget_mb": GPU_MB,
+        },
+        "execution": {"trials_per_gpu": share, "cpus_per_trial": 1},
+        "telemetry": {
+            "backend": "simulated",
+            "interval_s": 0.5,
+            "simulated": {"name": "Simulated 1 GB GPU", "memory_total_mb": GPU_MB},
+        },
+        "oom": {"grows_memory": ["batch_size", "width", "depth"], "memory_neutral": ["lr"]},
+    }
+
+
+def infeasible_share() -> float:
+    """The share of the space's (batch, width, depth) grid that does not fit the GPU."""
+    from hpsearch.workloads.simulated_gpu import gpu_profile
+
+    space = config(1, 1, "tpe", 0)["space"]
+    grid = [(b, w, d) for b in space["batch_size"] for w in space["width"] for d in range(1, 5)]
+    return sum(gpu_profile(b, w, d).memory_mb > GPU_MB for b, w, d in grid) / len(grid)
+
+
+def summarize(study: Any) -> dict[str, Any]:
+    """OOM counts per half, wasted GPU-seconds and predicted skips, from the study."""
+    from hpsearch import attrs
+    from hpsearch.recorder import oom_summary
+
+    trials = [t for t in study.trials if t.state.is_finished()]
+    half = len(trials) // 2
+    halves = (trials[:half], trials[half:])
+
+    def ran_out(trial: Any) -> bool:
+        oom = trial.user_attrs.get(attrs.OOM)
+        return oom is not None and "predicted_from" not in oom
+
+    launched = [
+        [t for t in h if "predicted_from" not in t.user_attrs.get(attrs.OOM, {})] for h in halves
+    ]
+    oom = [sum(ran_out(t) for t in h) for h in halves]
+    shares = [o / len(h) if h else 0.0 for o, h in zip(oom, launched, strict=True)]
+    summary = oom_summary(trials)
+    best = max((t.value for t in trials if t.value is not None), default=None)
+    return {
+        "trials": len(trials),
+        "complete": sum(t.state.name == "COMPLETE" for t in trials),
+        "failed": sum(t.state.name == "FAIL" for t in trials),
+        "oom_first_half": oom[0],
+        "oom_second_half": oom[1],
+        "launched_first_half": len(launched[0]),
+        "launched_second_half": len(launched[1]),
+        "oom_share_first_half": shares[0],
+        "oom_share_second_half": shares[1],
+        "predicted_oom_skips": int(summary["trials_predicted_oom"]),
+        "wasted_gpu_seconds_share": summary.get("oom_wasted_gpu_seconds_share", 0.0),
+        "best_val_accuracy": best,
+        "target_second_half_under_half_of_first": shares[1] < shares[0] / 2,
+        "target_wasted_under_5pct": summary.get("oom_wasted_gpu_seconds_share", 0.0) < 0.05,
+    }
+
+
+def totals(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per sampler, over its seeds: OOM trials per half, skips, mean wasted share."""
+    out: dict[str, Any] = {}
+    for sampler in sorted({r["sampler"] for r in runs}):
+        mine = [r for r in runs if r["sampler"] == sampler]
+        first = sum(r["oom_first_half"] for r in mine)
+        second = sum(r["oom_second_half"] for r in mine)
+        out[sampler] = {
+            "runs": len(mine),
+            "oom_first_half": first,
+            "oom_second_half": second,
+            "second_over_first": second / first if first else None,
+            "predicted_oom_skips": sum(r["predicted_oom_skips"] for r in mine),
+            "mean_wasted_gpu_seconds_share": sum(r["wasted_gpu_seconds_share"] for r in mine)
+            / len(mine),
+            "failed": sum(r["failed"] for r in mine),
+        }
+    return out
+
+
+def run(trials: int, share: int, sampler: str, seed: int) -> dict[str, Any]:
+    import hpsearch
+
+    with tempfile.TemporaryDirectory() as folder:
+        previous = os.getcwd()
+        os.chdir(folder)
+        try:
+            path = Path(folder) / "oom.yaml"
+            path.write_text(yaml.safe_dump(config(trials, share, sampler, seed)))
+            started = time.perf_counter()
+            outcome = hpsearch.run(path, console=Console(file=io.StringIO()))
+            wall = time.perf_counter() - started
+            result = summarize(outcome.results.study)
+        finally:
+            os.chdir(previous)
+    return {"sampler": sampler, "trials_per_gpu": share, "wall_s": wall, **result}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trials", type=int, default=60)
+    parser.add_argument("--share", type=int, default=1, help="trials per GPU (2+: memory caps)")
+    parser.add_argument("--seeds", default="0,1,2", help="comma-separated sampler seeds")
+    parser.add_argument(
+        "--samplers", default="tpe,random", help="comma-separated; random shows no learning"
+    )
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    runs = []
+    for sampler in args.samplers.split(","):
+        for seed in (int(s) for s in args.seeds.split(",")):
+            result = {"seed": seed, **run(args.trials, args.share, sampler.strip(), seed)}
+            runs.append(result)
+            print(json.dumps(result, indent=2), flush=True)
+    out = args.out or REPO / "benchmarks" / "results" / (
+        f"oom-{time.strftime('%Y-%m-%d')}-simulated-share{args.share}.json"
+    )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "date": time.strftime("%Y-%m-%d"),
+        "device": f"simulated GPU, {GPU_MB:.0f} MiB (no GPU on this machine)",
+        "infeasible_share_of_space": infeasible_share(),
+        "cpu_count": os.cpu_count(),
+        "runs": runs,
+        "totals": totals(runs),
+    }
+    out.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
