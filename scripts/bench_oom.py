@@ -49,7 +49,7 @@ def config(trials: int, share: int, sampler: str, seed: int) -> dict[str, Any]:
             "lr": {"type": "float", "low": 1e-4, "high": 3e-2, "log": True},
             "epochs": 3,
             "steps_per_epoch": 20,
-            "time_scale": 0.1,
+            "time_scale": 0.5,
             "memory_budget_mb": GPU_MB,
         },
         "execution": {"trials_per_gpu": share, "cpus_per_trial": 1},
@@ -149,9 +149,9 @@ def run(trials: int, share: int, sampler: str, seed: int) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--trials", type=int, default=60)
+    parser.add_argument("--trials", type=int, default=100)
     parser.add_argument("--share", type=int, default=1, help="trials per GPU (2+: memory caps)")
-    parser.add_argument("--seeds", default="0,1,2", help="comma-separated sampler seeds")
+    parser.add_argument("--seeds", default="0,1", help="comma-separated sampler seeds")
     parser.add_argument(
         "--samplers", default="tpe,random", help="comma-separated; random shows no learning"
     )
