@@ -10,7 +10,7 @@ not launched because they were predicted to run out.
 Targets: the OOM share of the second half under half the first half's; wasted
 GPU-seconds under 5%.
 
-    python scripts/bench_oom.py                      # benchmarks/results/oom-<date>-simulated.json
+    python scripts/bench_oom.py          # benchmarks/results/oom-<date>-simulated-share1.json
     python scripts/bench_oom.py --trials 60 --share 2   # two trials per GPU (memory caps)
 """
 
