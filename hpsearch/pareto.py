@@ -5,11 +5,25 @@ from __future__ import annotations
 
 import csv
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 from optuna.trial import TrialState
 
 from hpsearch.results import StudyResults, TrialResult
+
+
+def dominates(
+    a: Sequence[float], b: Sequence[float], directions: Sequence[str] | None = None
+) -> bool:
+    """Whether ``a`` is at least as good as ``b`` on every objective and better on one.
+
+    ``directions`` (``maximize``/``minimize`` per objective) default to maximising all.
+    """
+    signs = [1.0 if d == "maximize" else -1.0 for d in directions or ["maximize"] * len(a)]
+    pairs = [(s * x, s * y) for s, x, y in zip(signs, a, b, strict=True)]
+    return all(x >= y for x, y in pairs) and any(x > y for x, y in pairs)
+
 
 PLOT_FILE = "pareto_front.png"
 CSV_FILE = "pareto_front.csv"
@@ -26,10 +40,10 @@ def write_pareto_files(results: StudyResults, folder: Path) -> list[Path]:
     if not complete:
         return []
     front = results.pareto_front()
-    return [_plot(results, folder / PLOT_FILE), _csv(results, front, folder / CSV_FILE)]
+    return [_plot(results, front, folder / PLOT_FILE), _csv(results, front, folder / CSV_FILE)]
 
 
-def _plot(results: StudyResults, path: Path) -> Path:
+def _plot(results: StudyResults, front_trials: list[TrialResult], path: Path) -> Path:
     # Figure + Agg canvas, not pyplot: no global backend state in the driver.
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -42,7 +56,7 @@ def _plot(results: StudyResults, path: Path) -> Path:
         for t in results.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
         if all(math.isfinite(v) for v in t.values[:2])
     ]
-    on_front = {t.number for t in results.pareto_front()}
+    on_front = {t.number for t in front_trials}
     figure = Figure(figsize=(7, 5), dpi=120)
     FigureCanvasAgg(figure)
     axes = figure.add_subplot()

@@ -13,6 +13,7 @@ from rich.live import Live
 from rich.text import Text
 
 from hpsearch.config import ObjectiveSpec
+from hpsearch.pareto import dominates
 from hpsearch.recorder import TrialSummary
 from hpsearch.resources import Admission
 from hpsearch.study import BudgetCount
@@ -124,10 +125,11 @@ class ProgressView:
             if better:
                 self._best = (number, value)
         else:
-            signs = [1.0 if o.direction == "maximize" else -1.0 for o in self._objectives]
-            point = tuple(s * v for s, v in zip(signs, values, strict=True))
-            if not any(_dominates(p, point) for p in self._front):
-                self._front = [p for p in self._front if not _dominates(point, p)] + [point]
+            directions = [o.direction for o in self._objectives]
+            if not any(dominates(p, values, directions) for p in self._front):
+                self._front = [p for p in self._front if not dominates(values, p, directions)] + [
+                    values
+                ]
 
     def _status_line(self) -> Text:
         total = f"/{self._n_trials}" if self._n_trials else ""
@@ -168,10 +170,3 @@ class ProgressView:
             (summary.outcome.value.upper(), style),
             f" {detail} ({summary.duration_s:.1f}s)",
         )
-
-
-def _dominates(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
-    """Whether ``a`` is at least as good as ``b`` everywhere and better somewhere (maximising)."""
-    return all(x >= y for x, y in zip(a, b, strict=True)) and any(
-        x > y for x, y in zip(a, b, strict=True)
-    )

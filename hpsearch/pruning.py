@@ -31,6 +31,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hpsearch import attrs
 from hpsearch.config import ObjectiveSpec, PrunerSpec
+from hpsearch.pareto import dominates
 
 OPTUNA_PRUNERS = ("median", "percentile", "successive_halving", "hyperband")
 
@@ -211,6 +212,7 @@ class DominatedJudge:
         self, objectives: Sequence[ObjectiveSpec], rule: DominatedRule, study: optuna.Study
     ) -> None:
         self._objectives = list(objectives)
+        self._directions = [o.direction for o in objectives]
         self._rule = rule
         self._history: dict[int, dict[int, tuple[float, ...]]] = {}
         self._finished = 0
@@ -236,7 +238,9 @@ class DominatedJudge:
         better = [
             (number, steps[step])
             for number, steps in sorted(self._history.items())
-            if number != trial.number and step in steps and self._dominates(steps[step], vector)
+            if number != trial.number
+            and step in steps
+            and dominates(steps[step], vector, self._directions)
         ]
         if len(better) < self._rule.min_dominating:
             return KEEP
@@ -260,12 +264,6 @@ class DominatedJudge:
         if any(v is None or not math.isfinite(v) for v in values):
             return None
         return tuple(float(v) for v in values if v is not None)
-
-    def _dominates(self, a: tuple[float, ...], b: tuple[float, ...]) -> bool:
-        """Whether ``a`` is at least as good as ``b`` everywhere and better somewhere."""
-        signs = [1.0 if o.direction == "maximize" else -1.0 for o in self._objectives]
-        no_worse = all(s * x >= s * y for s, x, y in zip(signs, a, b, strict=True))
-        return no_worse and any(s * x > s * y for s, x, y in zip(signs, a, b, strict=True))
 
 
 def explain(

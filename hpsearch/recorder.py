@@ -205,9 +205,15 @@ class TrialRecorder:
         )
         return {PARAMS_KEY: params, SPEC_KEY: spec.to_dict()}
 
-    def next_runs_alone(self) -> bool:
-        """Whether the next trial Optuna hands out re-runs, alone on a whole GPU, an OOM."""
-        waiting = self._handle.study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+    def next_runs_alone(self, trials: Sequence[optuna.trial.FrozenTrial] | None = None) -> bool:
+        """Whether the next trial Optuna hands out re-runs, alone on a whole GPU, an OOM.
+
+        Args:
+            trials: the study's trials when the caller has just read them.
+        """
+        if trials is None:
+            trials = self.study_trials()
+        waiting = [t for t in trials if t.state == TrialState.WAITING]
         return (
             bool(waiting)
             and attrs.ALONE_RETRY_OF in min(waiting, key=lambda t: t.number).user_attrs

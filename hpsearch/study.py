@@ -45,8 +45,6 @@ _PRUNERS: dict[str, Callable[..., optuna.pruners.BasePruner]] = {
     "percentile": optuna.pruners.PercentilePruner,
     "successive_halving": optuna.pruners.SuccessiveHalvingPruner,
     "hyperband": optuna.pruners.HyperbandPruner,
-    # The dominated rule is applied by hpsearch.pruning, not by the study.
-    "dominated": optuna.pruners.NopPruner,
 }
 
 

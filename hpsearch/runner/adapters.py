@@ -64,7 +64,8 @@ class AdmissionSearcher(Searcher):
         admission = self._policy.admit(running, capacity)
         if admission is None:
             return None
-        if admission.gpus > 0 and recorder.next_runs_alone():
+        trials = recorder.study_trials()  # read once for both questions below
+        if admission.gpus > 0 and recorder.next_runs_alone(trials):
             # A configuration that ran out of memory under a shared GPU's cap gets
             # one run on a whole GPU before it is judged infeasible.
             if sum(t.gpus for t in running) + 1.0 > capacity.gpus + 1e-9:
@@ -74,7 +75,7 @@ class AdmissionSearcher(Searcher):
                 gpus=1.0,
                 reason="alone on a whole GPU: it ran out of memory under a shared cap",
             )
-        decision = self._budget.decide(count_budget(recorder.study_trials()))
+        decision = self._budget.decide(count_budget(trials))
         if decision is BudgetDecision.FINISHED:
             return Searcher.FINISHED
         if decision is BudgetDecision.WAIT:

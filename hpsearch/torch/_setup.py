@@ -6,6 +6,7 @@ import contextlib
 import logging
 import shutil
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
@@ -284,8 +285,6 @@ class TrainingSetup:
         self._window_samples = 0
 
     def _downgrade(self, name: str, value: Any, why: str) -> None:
-        from dataclasses import replace
-
         note = f"{name}: {getattr(self.knobs, name)!r} -> {value!r} ({why})"
         logger.warning("knob %s", note)
         self.notes.append(note)
