@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import json
 import logging
 import math
 import os
@@ -11,16 +13,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
 from hpsearch.config import ExecutionSpec, RunConfig, load_config, parse_simulate
 from hpsearch.entrypoint import ensure_importable_from, resolve_train_function
 from hpsearch.errors import HpsearchError
+from hpsearch.packing import GpuDecision, PackingPolicy, PackingSettings
 from hpsearch.pruning import make_judge
 from hpsearch.recorder import TrialRecorder, TrialTemplate, reclaim_stale_trials
-from hpsearch.resources import ResourcePolicy, StaticPolicy
+from hpsearch.resources import ClusterCapacity, ResourcePolicy, StaticPolicy
 from hpsearch.results import StudyResults
 from hpsearch.study import BudgetDecision, TrialBudget, count_budget, open_study
 from hpsearch.telemetry import (
@@ -31,6 +34,10 @@ from hpsearch.telemetry import (
     render_report,
 )
 from hpsearch.tracking import STUDY_TAG, MlflowTracker, RunStatus
+
+if TYPE_CHECKING:
+    from hpsearch.progress import ProgressView
+    from hpsearch.runner.placement import PackingAdmission
 
 RAY_RESULTS_DIR = Path("mlruns") / "ray"
 """Where Ray Tune keeps trial folders (stdout/stderr of each trial), under the working directory."""
@@ -140,13 +147,7 @@ def _search(
         )
         return RunOutcome(StudyResults(handle.study), None, 0, 0)
 
-    run_name = f"{handle.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-    parent_run_id = tracker.start_run(
-        run_name,
-        params=_flatten(config.model_dump(mode="json")),
-        tags={STUDY_TAG: handle.name, "hpsearch.config": config.source},
-    )
-    _attach_config(tracker, parent_run_id, config)
+    run_name, parent_run_id = _start_parent_run(config, handle.name, tracker)
     console.print(
         telemetry_line if backend is not None else f"{telemetry_line}; trials run on CPU",
         highlight=False,
@@ -181,6 +182,11 @@ def _search(
                 best_before=_best_so_far(handle.study),
                 console=console,
             )
+            placing: PackingAdmission | None = None
+            if policy is None:
+                policy, placing = _resource_policy(
+                    config, execution, capacity, monitor, view, tracker, parent_run_id
+                )
             recorder = TrialRecorder(
                 handle,
                 space=config.search_space,
@@ -199,11 +205,7 @@ def _search(
                 gpu=gpu,
                 oom=config.oom,
                 gpu_memory_mb=_gpu_memory_mb(backend),
-            )
-            policy = policy or StaticPolicy(
-                cpus_per_trial=execution.cpus_per_trial,
-                trials_per_gpu=execution.trials_per_gpu,
-                max_concurrent=execution.max_concurrent,
+                oom_listener=placing,
             )
             searcher = AdmissionSearcher(recorder, policy, budget, current_capacity)
             max_pending = execution.max_concurrent or max(
@@ -227,6 +229,8 @@ def _search(
                     board.close()
                 if monitor is not None:
                     _record_gpu_report(tracker, parent_run_id, monitor)
+                if placing is not None:
+                    _record_packing(tracker, parent_run_id, placing)
                 _record_pareto(tracker, parent_run_id, StudyResults(handle.study))
         status = RunStatus.KILLED if interrupted else RunStatus.FINISHED
     except KeyboardInterrupt:
@@ -320,6 +324,67 @@ def _record_gpu_report(tracker: MlflowTracker, run_id: str, monitor: GpuMonitor)
     tracker.log_text(run_id, report, "gpu_report.txt")
 
 
+def _resource_policy(  # noqa: PLR0917 - the composition root hands over what it built
+    config: RunConfig,
+    execution: ExecutionSpec,
+    capacity: ClusterCapacity,
+    monitor: GpuMonitor | None,
+    view: ProgressView,
+    tracker: MlflowTracker,
+    run_id: str,
+) -> tuple[ResourcePolicy, PackingAdmission | None]:
+    """The policy a config asks for: CPU-only trials, or GPUs packed per ``packing``."""
+    from hpsearch.runner.cluster import cluster_gpus, local_node_id
+    from hpsearch.runner.placement import PackingAdmission
+
+    packing = config.packing_in_effect
+    if packing is None or capacity.gpus <= 0:
+        cpu_only = StaticPolicy(
+            cpus_per_trial=execution.cpus_per_trial,
+            trials_per_gpu=0,
+            max_concurrent=execution.max_concurrent,
+        )
+        return cpu_only, None
+    settings = PackingSettings(
+        mode=packing.mode,
+        trials_per_gpu=packing.trials_per_gpu,
+        target_util=packing.target_util,
+        saturation_util=packing.saturation_util,
+        max_trials_per_gpu=packing.max_trials_per_gpu,
+        memory_headroom=packing.memory_headroom,
+        probe_seconds=packing.probe_seconds,
+        cooldown_seconds=packing.cooldown_seconds,
+    )
+    most = {"off": 1, "fixed": packing.trials_per_gpu, "auto": packing.max_trials_per_gpu}
+    local = {g.index: g.memory_total_mb for g in monitor.gpus} if monitor is not None else None
+    node = local_node_id()
+    steps = itertools.count()
+
+    def on_decision(gpu: str, decision: GpuDecision) -> None:
+        view.packing_changed(gpu, decision.limit, decision.previous, decision.reason)
+
+    def on_series(points: dict[str, float]) -> None:
+        tracker.log_metrics(run_id, points, next(steps))
+
+    placing = PackingAdmission(
+        PackingPolicy(settings),
+        nodes=lambda: cluster_gpus(local, node),
+        cpus_per_trial=execution.cpus_per_trial,
+        max_concurrent=execution.max_concurrent,
+        ray_gpus=1.0 / most[packing.mode],
+        monitor=monitor,
+        on_decision=[on_decision],
+        on_series=on_series,
+    )
+    return placing, placing
+
+
+def _record_packing(tracker: MlflowTracker, run_id: str, placing: PackingAdmission) -> None:
+    """Every packing decision of the search, with its reason, on the parent run."""
+    tracker.log_text(run_id, json.dumps(placing.decisions, indent=2), "packing_decisions.json")
+    tracker.set_tags(run_id, {"hpsearch.packing_mode": placing.policy.settings.mode})
+
+
 def _gpu_memory_mb(backend: TelemetryBackend | None) -> float | None:
     """The smallest GPU's memory, to turn a GPU share into a memory cap (``None``: unknown)."""
     if backend is None:
@@ -366,6 +431,18 @@ def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, str]:
         elif value is not None:
             flat[name] = str(value)
     return flat
+
+
+def _start_parent_run(config: RunConfig, study: str, tracker: MlflowTracker) -> tuple[str, str]:
+    """The MLflow run of this search (its name and id), with the config's values and file."""
+    run_name = f"{study}-{time.strftime('%Y%m%d-%H%M%S')}"
+    run_id = tracker.start_run(
+        run_name,
+        params=_flatten(config.model_dump(mode="json")),
+        tags={STUDY_TAG: study, "hpsearch.config": config.source},
+    )
+    _attach_config(tracker, run_id, config)
+    return run_name, run_id
 
 
 def _attach_config(tracker: MlflowTracker, run_id: str, config: RunConfig) -> None:

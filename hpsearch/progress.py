@@ -110,6 +110,17 @@ class ProgressView:
         if self._live is None:
             self._console.print(Text.assemble(line, "  ", self._status_line()), soft_wrap=True)
 
+    def packing_changed(self, gpu: str, limit: int, previous: int | None, reason: str) -> None:
+        """A GPU's trial count was set or changed: one line with the reason."""
+        was = f"{previous} → " if previous is not None else ""
+        line = Text.assemble(
+            ("packing ", "bold blue"), f"{gpu}: {was}{limit} trial(s) · {reason}"[:220]
+        )
+        with self._lock:
+            self._recent.append(line)
+        if self._live is None:
+            self._console.print(line, soft_wrap=True)
+
     def __rich__(self) -> RenderableType:
         with self._lock:
             return Group(*self._recent, self._status_line())

@@ -96,6 +96,16 @@ class _OpenTrial:
     end: WorkerEvent | None = None
     assigned: dict[str, Any] = field(default_factory=dict)
     oom: OomVerdict | None = None
+    admitted_at: float = field(default_factory=time.time)
+    warm_at: float | None = None
+    busy_cpus: float | None = None
+
+
+class OomListener(Protocol):
+    """Told of each trial that ran out of GPU memory on a placed GPU (the packing policy)."""
+
+    def trial_ran_out(self, gpu_index: int, node: str, at: float, sharing: int) -> None:
+        """A trial on GPU ``gpu_index`` of ``node`` ran out while ``sharing`` trials ran there."""
 
 
 class PruneBoard(Protocol):
@@ -124,6 +134,7 @@ class TrialRecorder:
         gpu: per-trial GPU series from the monitor; ``None`` without GPU telemetry.
         oom: the config's ``oom`` section (default: prune, predict from ``batch_size``).
         gpu_memory_mb: each GPU's memory, when known, to cap trials that share one.
+        oom_listener: told of OOMs on placed GPUs (the packing policy lowers their count).
     """
 
     def __init__(
@@ -141,8 +152,10 @@ class TrialRecorder:
         gpu: TrialGpuMetrics | None = None,
         oom: OomSpec | None = None,
         gpu_memory_mb: float | None = None,
+        oom_listener: OomListener | None = None,
     ) -> None:
         self._handle = handle
+        self._oom_listener = oom_listener
         self._oom = OomBook(oom or OomSpec(), handle.study, gpu_memory_mb)
         self._oom_kills = cgroup_oom_kills()
         self._space = space
@@ -163,9 +176,20 @@ class TrialRecorder:
     # -- asked by the searcher ------------------------------------------------
 
     def running(self) -> list[RunningTrial]:
-        """Trials holding resources now."""
+        """Trials holding resources now, with where they run and how far they got."""
         return [
-            RunningTrial(t.trial.number, t.admission.cpus, t.admission.gpus)
+            RunningTrial(
+                t.trial.number,
+                t.admission.cpus,
+                t.admission.gpus,
+                gpu_index=t.admission.gpu_index,
+                node=t.admission.node,
+                started_at=t.admitted_at,
+                warm_at=t.warm_at,
+                pid=t.assigned.get("pid"),
+                busy_cpus=t.busy_cpus,
+                alone=attrs.ALONE_RETRY_OF in t.trial.user_attrs,
+            )
             for t in self._open.values()
         ]
 
@@ -181,10 +205,16 @@ class TrialRecorder:
         """
         trial = self._handle.ask(self._distributions)
         params = self._space.trial_params(trial.params)
-        trial.set_user_attr(
-            attrs.RESOURCES,
-            {"cpus": admission.cpus, "gpus": admission.gpus, "reason": admission.reason},
-        )
+        resources: dict[str, Any] = {
+            "cpus": admission.cpus,
+            "gpus": admission.gpus,
+            "reason": admission.reason,
+        }
+        if admission.gpu_index is not None:
+            resources.update(
+                gpu=admission.gpu_index, node=admission.node, co_tenants=list(admission.co_tenants)
+            )
+        trial.set_user_attr(attrs.RESOURCES, resources)
         record = _OpenTrial(trial, params, admission)
         known = self._oom.predicted(trial.params, admission.gpus)
         if known is not None:
@@ -202,6 +232,9 @@ class TrialRecorder:
             memory_cap_mb=self._oom.cap_mb(admission.gpus),
             oom_action=self._oom.spec.action,
             max_halvings=self._oom.spec.max_halvings,
+            gpu_index=admission.gpu_index,
+            node=admission.node,
+            ray_gpus=admission.ray_gpus,
         )
         return {PARAMS_KEY: params, SPEC_KEY: spec.to_dict()}
 
@@ -253,6 +286,8 @@ class TrialRecorder:
             record.end = event
             return
         assert event.step is not None  # reports always carry a step
+        if record.warm_at is None:
+            record.warm_at = time.time()  # past its warm-up: packing may measure it
         record.metrics.update(event.metrics)
         record.last_step = event.step
         self._note_targets(record)
@@ -376,6 +411,7 @@ class TrialRecorder:
                 "hpsearch.cpus": str(record.admission.cpus),
                 "hpsearch.gpus": str(record.admission.gpus),
                 "hpsearch.policy": record.admission.reason,
+                **_placement_tags(record.admission),
             },
             parent_run_id=self._parent_run_id,
         )
@@ -409,6 +445,11 @@ class TrialRecorder:
             and ids & set(other.assigned.get("gpu_ids", []))
         )
         alone_of = record.trial.user_attrs.get(attrs.ALONE_RETRY_OF)
+        admission = record.admission
+        if self._oom_listener is not None and admission.gpu_index is not None:
+            self._oom_listener.trial_ran_out(
+                admission.gpu_index, admission.node or "", time.time(), co_tenants + 1
+            )
         record.oom = self._oom.judge(
             number=record.trial.number,
             params=record.trial.params,
@@ -459,6 +500,9 @@ class TrialRecorder:
         """
         effective = dict(info.get("effective", {}))
         notes = [str(n) for n in info.get("notes", [])]
+        workers = effective.get("num_workers")
+        if isinstance(workers, int):
+            record.busy_cpus = float(1 + workers)  # the loop's process and its loader workers
         record.trial.set_user_attr(attrs.KNOBS, {"effective": effective, "notes": notes})
         if record.run_id is None:
             self._start_mlflow_run(record)
@@ -670,6 +714,18 @@ def reclaim_stale_trials(handle: StudyHandle, tracker: MlflowTracker) -> int:
         if run_id:
             tracker.end_if_running(str(run_id), RunStatus.KILLED)
     return len(reclaimed)
+
+
+def _placement_tags(admission: Admission) -> dict[str, str]:
+    """Where a placing policy put the trial: its GPU, its share and its co-tenants at start."""
+    if admission.gpu_index is None:
+        return {}
+    return {
+        "hpsearch.gpu": str(admission.gpu_index),
+        "hpsearch.node": admission.node or "",
+        "hpsearch.gpu_share": f"{admission.gpus:.3g}",
+        "hpsearch.co_tenants_at_start": ",".join(map(str, admission.co_tenants)) or "none",
+    }
 
 
 def _assigned_tags(assigned: dict[str, Any]) -> dict[str, str]:

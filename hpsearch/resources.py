@@ -27,28 +27,72 @@ class ClusterCapacity:
 
 @dataclass(frozen=True)
 class Admission:
-    """The resources a new trial runs with, and why."""
+    """The resources a new trial runs with, and why.
+
+    Attributes:
+        cpus: CPUs reserved in Ray.
+        gpus: the share of one GPU the trial may use (its memory cap follows from it).
+        reason: why, for the records.
+        gpu_index: the GPU it runs on, when the policy places trials itself
+            (``None``: wherever Ray puts it).
+        node: the Ray node address of that GPU.
+        ray_gpus: the GPU amount asked of Ray when it differs from ``gpus`` (a
+            placing policy keeps its own account; Ray's is bookkeeping).
+        co_tenants: trials already on that GPU when this one was admitted.
+    """
 
     cpus: float
     gpus: float
     reason: str
+    gpu_index: int | None = None
+    node: str | None = None
+    ray_gpus: float | None = None
+    co_tenants: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
 class RunningTrial:
-    """A trial holding resources now."""
+    """A trial holding resources now.
+
+    Attributes:
+        number: the Optuna trial number.
+        cpus, gpus: what it was admitted with (``gpus``: its share of one GPU).
+        gpu_index, node: where a placing policy put it.
+        started_at: when it was admitted (Unix time).
+        warm_at: when its first report came (past its warm-up); ``None``: not yet.
+        pid: its worker process, once known.
+        busy_cpus: CPUs it keeps busy (1 plus its DataLoader workers), once known.
+        alone: it runs alone on a whole GPU (an OOM retry).
+    """
 
     number: int
     cpus: float
     gpus: float
+    gpu_index: int | None = None
+    node: str | None = None
+    started_at: float = 0.0
+    warm_at: float | None = None
+    pid: int | None = None
+    busy_cpus: float | None = None
+    alone: bool = False
 
 
 class ResourcePolicy(ABC):
     """Decides whether another trial may start now, and with what resources."""
 
     @abstractmethod
-    def admit(self, running: Sequence[RunningTrial], capacity: ClusterCapacity) -> Admission | None:
-        """Resources for one more trial next to ``running``, or ``None`` to wait."""
+    def admit(
+        self,
+        running: Sequence[RunningTrial],
+        capacity: ClusterCapacity,
+        *,
+        whole_gpu: bool = False,
+    ) -> Admission | None:
+        """Resources for one more trial next to ``running``, or ``None`` to wait.
+
+        ``whole_gpu``: the trial must have a GPU to itself (it ran out of memory
+        under a shared GPU's cap and runs once more alone).
+        """
 
 
 class StaticPolicy(ResourcePolicy):
@@ -92,10 +136,18 @@ class StaticPolicy(ResourcePolicy):
         with self._lock:
             self._trials_per_gpu = value
 
-    def admit(self, running: Sequence[RunningTrial], capacity: ClusterCapacity) -> Admission | None:
+    def admit(
+        self,
+        running: Sequence[RunningTrial],
+        capacity: ClusterCapacity,
+        *,
+        whole_gpu: bool = False,
+    ) -> Admission | None:
         with self._lock:
             per_gpu = self._trials_per_gpu
         gpus = 1.0 / per_gpu if per_gpu and capacity.gpus > 0 else 0.0
+        if whole_gpu and gpus:
+            per_gpu, gpus = 1, 1.0
         limits = [math.floor(capacity.cpus / self._cpus + _EPSILON)]
         if gpus:
             limits.append(math.floor(capacity.gpus * per_gpu + _EPSILON))
@@ -112,7 +164,9 @@ class StaticPolicy(ResourcePolicy):
             return None
         if used_gpus + gpus > capacity.gpus + _EPSILON:
             return None
-        if gpus:
+        if whole_gpu and gpus:
+            reason = "alone on a whole GPU: it ran out of memory under a shared cap"
+        elif gpus:
             reason = f"static: {per_gpu} trial(s) per GPU, {limit} at once"
         else:
             reason = f"static: CPU only, {limit} at once"

@@ -36,8 +36,14 @@ class SwitchAfter(ResourcePolicy):
         self.n = n
         self.admitted = 0
 
-    def admit(self, running: Sequence[RunningTrial], capacity: ClusterCapacity) -> Admission | None:
-        admission = self.inner.admit(running, capacity)
+    def admit(
+        self,
+        running: Sequence[RunningTrial],
+        capacity: ClusterCapacity,
+        *,
+        whole_gpu: bool = False,
+    ) -> Admission | None:
+        admission = self.inner.admit(running, capacity, whole_gpu=whole_gpu)
         if admission is not None:
             self.admitted += 1
             if self.admitted == self.n:

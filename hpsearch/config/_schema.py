@@ -143,7 +143,8 @@ class ExecutionSpec(_Section):
             none starts a local Ray bound to 127.0.0.1 for the duration of the run.
         max_concurrent: most trials at once; none lets the resources decide.
         cpus_per_trial: CPUs Ray reserves for each trial.
-        trials_per_gpu: trials sharing one GPU (each gets ``1/N`` of it); 0 runs on CPU only.
+        trials_per_gpu: 0 runs trials on CPU only; a number N is the same as
+            ``packing: {mode: fixed, trials_per_gpu: N}``. Left out, ``packing`` decides.
         num_cpus, num_gpus: resources of the local Ray (ignored with ``address``);
             ``num_gpus`` declares logical GPUs, useful to test placement without one.
         reuse_workers: keep trial worker processes between trials of the same shape,
@@ -155,7 +156,7 @@ class ExecutionSpec(_Section):
     address: str | None = None
     max_concurrent: PositiveInt | None = None
     cpus_per_trial: PositiveFloat = 1.0
-    trials_per_gpu: int = Field(default=1, ge=0)
+    trials_per_gpu: int | None = Field(default=None, ge=0)
     num_cpus: PositiveInt | None = None
     num_gpus: int | None = Field(default=None, ge=0)
     reuse_workers: bool = True
@@ -308,6 +309,46 @@ class OomSpec(_Section):
     retry_alone: bool = True
 
 
+class PackingSpec(_Section):
+    """How many trials share each GPU (see :mod:`hpsearch.packing` for the rules).
+
+    Attributes:
+        mode: ``auto``: measure and decide per GPU (one trial until the search's
+            trials are measured, more while utilisation stays under ``target_util``
+            and memory fits); ``off``: one trial per GPU; ``fixed``: ``trials_per_gpu``.
+        trials_per_gpu: the count of ``fixed``.
+        target_util: the aggregate utilisation (%) a GPU is filled up to.
+        saturation_util: the measured utilisation (%) from which the count falls;
+            above ``target_util`` (the gap is the hysteresis).
+        max_trials_per_gpu: the most trials on one GPU.
+        memory_headroom: the share of a GPU's memory left free.
+        probe_seconds: how long a GPU is measured, past its trials' warm-up,
+            before one more trial is added.
+        cooldown_seconds: after the count falls, how long before it may rise.
+        mps: ``auto`` starts NVIDIA MPS for the search where it is installed (and
+            stops it after); ``off`` never does.
+    """
+
+    mode: Literal["auto", "off", "fixed"] = "auto"
+    trials_per_gpu: PositiveInt = 2
+    target_util: float = Field(default=85.0, gt=0, le=100)
+    saturation_util: float = Field(default=95.0, gt=0, le=100)
+    max_trials_per_gpu: PositiveInt = 8
+    memory_headroom: float = Field(default=0.10, ge=0, lt=0.9)
+    probe_seconds: Seconds = 10.0
+    cooldown_seconds: float = Field(default=30.0, ge=0)
+    mps: Literal["auto", "off"] = "off"
+
+    @model_validator(mode="after")
+    def _band(self) -> PackingSpec:
+        if self.saturation_util <= self.target_util:
+            raise ValueError(
+                f"saturation_util ({self.saturation_util:g}) must be above target_util "
+                f"({self.target_util:g}): the count falls only above saturation_util"
+            )
+        return self
+
+
 def _expand_space(value: Any) -> Any:
     if isinstance(value, dict):
         return {name: expand_shorthand(entry) for name, entry in value.items()}
@@ -326,6 +367,7 @@ class RunConfig(_Section):
     tracking: TrackingSpec = Field(default_factory=TrackingSpec)
     telemetry: TelemetrySpec = Field(default_factory=TelemetrySpec)
     oom: OomSpec = Field(default_factory=OomSpec)
+    packing: PackingSpec = Field(default_factory=PackingSpec)
 
     _source: str = PrivateAttr(default="<config>")
 
@@ -359,6 +401,11 @@ class RunConfig(_Section):
                     f"oom.{key} names {unknown}, which are not in space; "
                     f"list parameters of the space ({', '.join(self.space)})"
                 )
+        if self.execution.trials_per_gpu is not None and "packing" in self.model_fields_set:
+            raise ValueError(
+                "execution.trials_per_gpu and packing are both set; keep packing "
+                "(packing: {mode: fixed, trials_per_gpu: N} for a fixed count)"
+            )
         if self.study.n_trials is None and self.study.timeout is None:
             raise ValueError("the search has no end; set study.n_trials or study.timeout")
         return self
@@ -374,6 +421,16 @@ class RunConfig(_Section):
         if self.objective is not None:
             return [self.objective]
         return list(self.objectives or [])
+
+    @property
+    def packing_in_effect(self) -> PackingSpec | None:
+        """The packing that applies; ``None``: CPU-only trials (``execution.trials_per_gpu: 0``)."""
+        per_gpu = self.execution.trials_per_gpu
+        if per_gpu is None:
+            return self.packing
+        if per_gpu == 0:
+            return None
+        return PackingSpec(mode="fixed", trials_per_gpu=per_gpu)
 
     @property
     def search_space(self) -> SearchSpace:

@@ -22,7 +22,7 @@ from ray.tune.experiment import Trial
 from ray.tune.search import Searcher
 
 from hpsearch.recorder import TrialRecorder
-from hpsearch.resources import Admission, ClusterCapacity, ResourcePolicy
+from hpsearch.resources import ClusterCapacity, ResourcePolicy
 from hpsearch.study import BudgetDecision, TrialBudget, count_budget
 from hpsearch.trial.protocol import WorkerEvent
 
@@ -68,13 +68,9 @@ class AdmissionSearcher(Searcher):
         if admission.gpus > 0 and recorder.next_runs_alone(trials):
             # A configuration that ran out of memory under a shared GPU's cap gets
             # one run on a whole GPU before it is judged infeasible.
-            if sum(t.gpus for t in running) + 1.0 > capacity.gpus + 1e-9:
+            admission = self._policy.admit(running, capacity, whole_gpu=True)
+            if admission is None:
                 return None
-            admission = Admission(
-                cpus=admission.cpus,
-                gpus=1.0,
-                reason="alone on a whole GPU: it ran out of memory under a shared cap",
-            )
         decision = self._budget.decide(count_budget(trials))
         if decision is BudgetDecision.FINISHED:
             return Searcher.FINISHED

@@ -15,6 +15,7 @@ import ray
 from hpsearch.config import ExecutionSpec
 from hpsearch.errors import HpsearchError
 from hpsearch.resources import ClusterCapacity
+from hpsearch.runner.placement import NodeGpus
 
 # Read by Ray in the driver and the trial workers. Set only where the user has
 # not: a tool that starts Ray for its users keeps Ray's usage reporting off on
@@ -164,3 +165,39 @@ def local_node_id() -> str | None:
     except Exception:  # a Ray client has no node of its own
         return None
     return node_id
+
+
+def cluster_gpus(
+    local_gpus: dict[int, float | None] | None, local_node: str | None
+) -> list[NodeGpus]:
+    """Every alive Ray node with GPUs: its address, CPUs and GPU indices.
+
+    Args:
+        local_gpus: the driver's monitored GPUs (index to memory in MiB), when a
+            monitor runs; used for the driver's node when their count matches Ray's.
+        local_node: the driver's Ray node id.
+    """
+    nodes = []
+    for entry in ray.nodes():  # type: ignore[no-untyped-call]
+        if not entry.get("Alive"):
+            continue
+        resources = entry.get("Resources", {})
+        count = int(resources.get("GPU", 0))
+        if count <= 0:
+            continue
+        local = local_node is not None and entry.get("NodeID") == local_node
+        if local and local_gpus is not None and len(local_gpus) == count:
+            memory = dict(local_gpus)
+        else:
+            local = False
+            memory = dict.fromkeys(range(count))
+        nodes.append(
+            NodeGpus(
+                node=str(entry["NodeManagerAddress"]),
+                cpus=float(resources.get("CPU", 0)),
+                gpus=tuple(sorted(memory)),
+                memory_mb=memory,
+                local=local,
+            )
+        )
+    return sorted(nodes, key=lambda n: (not n.local, n.node))

@@ -55,6 +55,10 @@ class TrialSpec:
             (``None``: the whole GPU, or unknown).
         oom_action: ``prune`` or ``retry_smaller_batch`` (``oom.action``).
         max_halvings: the most times ``retry_smaller_batch`` halves the batch.
+        gpu_index: the GPU the packing policy chose on the trial's node (the worker
+            makes it the only visible one); ``None``: the GPU Ray assigned.
+        node: the Ray node address the trial is pinned to (with ``gpu_index``).
+        ray_gpus: the GPU amount asked of Ray when it differs from ``gpus``.
     """
 
     number: int
@@ -67,6 +71,9 @@ class TrialSpec:
     memory_cap_mb: float | None = None
     oom_action: str = "prune"
     max_halvings: int = 2
+    gpu_index: int | None = None
+    node: str | None = None
+    ray_gpus: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for the Tune config."""

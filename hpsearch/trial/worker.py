@@ -40,6 +40,8 @@ def run_trial(config: dict[str, Any]) -> None:
     spec = TrialSpec.from_dict(config[SPEC_KEY])
     params = dict(config[PARAMS_KEY])
     assigned = _assigned_resources(ray)
+    if spec.gpu_index is not None:
+        _use_gpu(spec.gpu_index, assigned)
     sent_assigned = False
 
     def send(event: WorkerEvent) -> None:
@@ -253,6 +255,30 @@ def _assigned_resources(ray: Any) -> dict[str, Any]:
     assigned["node_id"] = context.get_node_id()
     assigned["pid"] = os.getpid()
     return assigned
+
+
+def _use_gpu(index: int, assigned: dict[str, Any]) -> None:
+    """Run on GPU ``index`` of this node, the one the packing policy chose.
+
+    Ray fills its GPU 0 first; the policy spreads trials, so its choice replaces
+    Ray's before CUDA starts in this process. A reused worker keeps the GPU CUDA
+    first saw, which is why a placed trial's Ray request names its GPU (see
+    ``trial_resources``) and Tune reuses workers only within one GPU.
+    """
+    torch = sys.modules.get("torch")
+    started = torch is not None and torch.cuda.is_initialized()
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if started and visible != str(index):
+        logger.warning(
+            "CUDA already started on GPU(s) %s in this worker; the trial stays there, "
+            "not on GPU %d",
+            visible,
+            index,
+        )
+        return
+    os.environ["CUDA_VISIBLE_DEVICES"] = str(index)
+    assigned["ray_gpu_ids"] = assigned.get("gpu_ids", [])
+    assigned["gpu_ids"] = [str(index)]
 
 
 def _device(assigned: dict[str, Any]) -> str:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from hpsearch.trial.context import TrialContext, TrialPruned
@@ -45,10 +45,14 @@ DEFAULTS: dict[str, Any] = {
     "seed": 0,
     "time_scale": 1.0,
     "memory_budget_mb": 6141.0,
+    "utilization_pct": None,
+    "memory_mb": None,
 }
 """Every parameter the workload reads, and its value when the space leaves it out.
 
 ``time_scale`` multiplies the time actually slept (0.5 runs twice as fast as modelled).
+``utilization_pct`` and ``memory_mb``, when given, replace the modelled ones (a
+scripted load: the seeds' 11% and 167 MiB, a saturating job, a memory-heavy one).
 """
 
 _MIB = 1024 * 1024
@@ -100,6 +104,10 @@ def train(params: dict[str, Any], ctx: TrialContext) -> None:
     batch, width, depth = int(p["batch_size"]), int(p["width"]), int(p["depth"])
     lr, epochs, steps = float(p["lr"]), int(p["epochs"]), int(p["steps_per_epoch"])
     profile = gpu_profile(batch, width, depth)
+    if p["utilization_pct"] is not None:
+        profile = replace(profile, utilization_pct=float(p["utilization_pct"]))
+    if p["memory_mb"] is not None:
+        profile = replace(profile, memory_mb=float(p["memory_mb"]))
     limit = float(p["memory_budget_mb"])
     if ctx.memory_cap_mb is not None:
         limit = min(limit, ctx.memory_cap_mb)
