@@ -160,7 +160,11 @@ def _search(
     status = RunStatus.FAILED
     finished_before = before.finished
     try:
-        with ray_cluster(execution, workdir) as capacity, _monitoring(config, backend) as monitor:
+        with (
+            _mps(config, backend, tracker, parent_run_id),
+            ray_cluster(execution, workdir) as capacity,
+            _monitoring(config, backend) as monitor,
+        ):
             from hpsearch.runner.adapters import AdmissionSearcher, RecorderCallback
             from hpsearch.runner.decision_board import DecisionBoardHandle
             from hpsearch.runner.tuner import run_trials
@@ -286,6 +290,23 @@ def _execution_for(config: RunConfig, backend: TelemetryBackend | None) -> Execu
             "per simulated GPU) or simulate as many GPUs as Ray has"
         )
     return execution
+
+
+@contextmanager
+def _mps(
+    config: RunConfig, backend: TelemetryBackend | None, tracker: MlflowTracker, run_id: str
+) -> Iterator[None]:
+    """MPS for the search where ``packing.mps`` allows it; the parent run says what happened."""
+    from hpsearch.runner.mps import mps_daemon
+
+    packing = config.packing_in_effect
+    with mps_daemon(
+        packing.mps if packing is not None else "off",
+        real_gpus=backend is not None and not backend.simulated,
+        cluster=bool(config.execution.address),
+    ) as state:
+        tracker.set_tags(run_id, {"hpsearch.mps": state.detail})
+        yield
 
 
 @contextmanager

@@ -99,6 +99,7 @@ class _OpenTrial:
     admitted_at: float = field(default_factory=time.time)
     warm_at: float | None = None
     busy_cpus: float | None = None
+    alone: bool = False
 
 
 class OomListener(Protocol):
@@ -188,7 +189,7 @@ class TrialRecorder:
                 warm_at=t.warm_at,
                 pid=t.assigned.get("pid"),
                 busy_cpus=t.busy_cpus,
-                alone=attrs.ALONE_RETRY_OF in t.trial.user_attrs,
+                alone=t.alone,
             )
             for t in self._open.values()
         ]
@@ -215,7 +216,9 @@ class TrialRecorder:
                 gpu=admission.gpu_index, node=admission.node, co_tenants=list(admission.co_tenants)
             )
         trial.set_user_attr(attrs.RESOURCES, resources)
-        record = _OpenTrial(trial, params, admission)
+        # Read once here: a live trial's user_attrs is a storage query each time.
+        alone = attrs.ALONE_RETRY_OF in trial.user_attrs
+        record = _OpenTrial(trial, params, admission, alone=alone)
         known = self._oom.predicted(trial.params, admission.gpus)
         if known is not None:
             self._skip_predicted(record, known)

@@ -15,6 +15,7 @@ import ray
 from hpsearch.config import ExecutionSpec
 from hpsearch.errors import HpsearchError
 from hpsearch.resources import ClusterCapacity
+from hpsearch.runner.mps import MPS_ENV
 from hpsearch.runner.placement import NodeGpus
 
 # Read by Ray in the driver and the trial workers. Set only where the user has
@@ -148,6 +149,9 @@ def _runtime_env(user_env: dict[str, Any], workdir: str) -> dict[str, Any]:
     env_vars["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     for name in _WORKER_ENV:
         env_vars.setdefault(name, os.environ[name])
+    for name in MPS_ENV:  # set while hpsearch runs an MPS daemon for this search
+        if name in os.environ:
+            env_vars.setdefault(name, os.environ[name])
     env["env_vars"] = env_vars
     return env
 

@@ -155,3 +155,37 @@ def test_oom_grows_memory_must_name_searched_parameters(write_config: ConfigWrit
     assert "oom.grows_memory names ['batchsize'], which are not in space" in str(error)
     error = _error(write_config, {"oom": {"action": "halve"}})
     assert "oom.action" in str(error)
+
+
+def test_packing_defaults_to_auto_and_trials_per_gpu_means_fixed(
+    write_config: ConfigWriter,
+) -> None:
+    packing = load_config(write_config({})).packing_in_effect
+    assert packing is not None
+    assert packing.mode == "auto"
+    fixed = load_config(write_config({"execution": {"trials_per_gpu": 3}})).packing_in_effect
+    assert fixed is not None
+    assert (fixed.mode, fixed.trials_per_gpu) == ("fixed", 3)
+    assert load_config(write_config({"execution": {"trials_per_gpu": 0}})).packing_in_effect is None
+
+
+@pytest.mark.parametrize(
+    ("update", "message"),
+    [
+        (
+            {"execution": {"trials_per_gpu": 2}, "packing": {"mode": "auto"}},
+            "execution.trials_per_gpu and packing are both set",
+        ),
+        (
+            {"packing": {"target_util": 90, "saturation_util": 80}},
+            "saturation_util (80) must be above target_util (90)",
+        ),
+        ({"packing": {"mode": "dynamic"}}, "packing.mode"),
+        ({"packing": {"max_trials_per_gpu": 0}}, "packing.max_trials_per_gpu"),
+        ({"packing": {"mps": "on"}}, "packing.mps"),
+    ],
+)
+def test_packing_mistakes_are_one_line(
+    write_config: ConfigWriter, update: dict[str, object], message: str
+) -> None:
+    assert message in str(_error(write_config, update))

@@ -86,7 +86,7 @@ def _decisions(project: Path, run_id: str) -> list[dict[str, Any]]:
 
 
 def test_trials_that_leave_the_gpu_idle_are_packed_and_spread_over_two_gpus(
-    write_config: ConfigWriter, project: Path
+    write_config: ConfigWriter, project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # The seeds' RTX 4050 case: 11% utilisation, 167 MiB of 6 GiB per trial.
     path = write_config(_config(util=11, memory=167, trials=20, seconds=8, gpus=2))
@@ -95,6 +95,9 @@ def test_trials_that_leave_the_gpu_idle_are_packed_and_spread_over_two_gpus(
 
     study = outcome.results.study
     assert [t.state.name for t in study.trials] == ["COMPLETE"] * 20
+    printed = capsys.readouterr().out
+    assert "packing gpu0: 1 trial(s) · no trial of this search measured yet" in printed
+    assert "packing gpu1: 1 → 2 trial(s) · room: " in printed
     first, second = (t.user_attrs[attrs.RESOURCES] for t in study.trials[:2])
     assert {first["gpu"], second["gpu"]} == {0, 1}  # spread, not GPU 0 first
     assert first["gpus"] == 1.0  # unmeasured: alone
@@ -103,6 +106,10 @@ def test_trials_that_leave_the_gpu_idle_are_packed_and_spread_over_two_gpus(
     shares = [t.user_attrs[attrs.RESOURCES]["gpus"] for t in study.trials]
     assert min(shares) <= 1 / 3  # later trials got smaller shares as counts rose
     assert any(t.user_attrs[attrs.RESOURCES]["co_tenants"] for t in study.trials)
+    for trial in study.trials:  # the worker ran on the GPU the policy chose, not Ray's
+        assert trial.user_attrs[attrs.ASSIGNED]["gpu_ids"] == [
+            str(trial.user_attrs[attrs.RESOURCES]["gpu"])
+        ]
 
     client = MlflowClient(f"sqlite:///{project / 'mlruns' / 'mlflow.db'}")
     assert outcome.mlflow_parent_run_id is not None

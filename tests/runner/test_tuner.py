@@ -1,0 +1,41 @@
+"""What Ray is asked for per trial: CPUs, a GPU amount, and the node of the GPU it is placed on."""
+
+from __future__ import annotations
+
+from hpsearch.runner.tuner import trial_resources
+from hpsearch.trial.protocol import SPEC_KEY, TrialSpec
+
+
+def _config(
+    gpu_index: int | None = None, node: str | None = None, ray_gpus: float | None = None
+) -> dict[str, object]:
+    spec = TrialSpec(
+        number=0,
+        train="m:f",
+        source="c.yaml",
+        objectives=("a",),
+        cpus=2.0,
+        gpus=0.25,
+        gpu_index=gpu_index,
+        node=node,
+        ray_gpus=ray_gpus,
+    )
+    return {SPEC_KEY: spec.to_dict()}
+
+
+def test_a_trial_ray_places_asks_for_its_share() -> None:
+    assert trial_resources(_config()).required_resources == {"CPU": 2.0, "GPU": 0.25}
+
+
+def test_a_placed_trial_is_pinned_to_its_node_and_asks_ray_for_bookkeeping_only() -> None:
+    request = trial_resources(_config(gpu_index=2, node="10.0.0.2", ray_gpus=0.125))
+    assert request.required_resources == {"CPU": 2.0, "GPU": 0.125, "node:10.0.0.2": 0.003}
+
+
+def test_trials_on_different_gpus_never_share_a_reused_worker() -> None:
+    # Tune reuses a worker only for an equal request; a worker keeps the GPU CUDA saw first.
+    on_gpu0 = trial_resources(_config(gpu_index=0, node="10.0.0.2", ray_gpus=0.125))
+    on_gpu1 = trial_resources(_config(gpu_index=1, node="10.0.0.2", ray_gpus=0.125))
+    again_gpu0 = trial_resources(_config(gpu_index=0, node="10.0.0.2", ray_gpus=0.125))
+    assert on_gpu0 != on_gpu1
+    assert on_gpu0 == again_gpu0
