@@ -12,6 +12,11 @@ GPU-seconds under 5%.
 
     python scripts/bench_oom.py          # benchmarks/results/oom-<date>-simulated-share1.json
     python scripts/bench_oom.py --trials 60 --share 2   # two trials per GPU (memory caps)
+    python scripts/bench_oom.py --real --share 2 --trials 40 --seeds 0 --samplers tpe
+                                   # an NVIDIA GPU: the digits MLP, widths that do not fit
+
+Each run also counts the trials that shared a GPU with one that ran out of
+memory (``neighbours_of_ooms``) and how many of them failed (target: none).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import argparse
 import io
 import json
 import os
+import re
 import tempfile
 import time
 from pathlib import Path
@@ -32,33 +38,74 @@ REPO = Path(__file__).resolve().parents[1]
 GPU_MB = 1024.0
 
 
+def _search(
+    name: str, trials: int, sampler: str, seed: int, *, train: str, space: dict[str, Any]
+) -> dict[str, Any]:
+    """What both searches share: the study, the objective and the OOM settings."""
+    return {
+        "study": {"name": name, "sampler": {"type": sampler, "seed": seed}, "n_trials": trials},
+        "objective": {"metric": "val_accuracy", "direction": "maximize"},
+        "train": train,
+        "space": space,
+        "oom": {"grows_memory": ["batch_size", "width", "depth"], "memory_neutral": ["lr"]},
+    }
+
+
 def config(trials: int, share: int, sampler: str, seed: int) -> dict[str, Any]:
     """The search: model and batch size over a space with infeasible corners."""
+    space = {
+        "batch_size": [64, 128, 256, 512, 1024, 2048, 4096, 8192],
+        "width": [256, 512, 1024, 2048, 4096, 8192],
+        "depth": {"type": "int", "low": 1, "high": 4},
+        "lr": {"type": "float", "low": 1e-4, "high": 3e-2, "log": True},
+        "epochs": 3,
+        "steps_per_epoch": 20,
+        "time_scale": 0.5,
+        "memory_budget_mb": GPU_MB,
+    }
     return {
-        "study": {
-            "name": f"bench-oom-{sampler}",
-            "sampler": {"type": sampler, "seed": seed},
-            "n_trials": trials,
-        },
-        "objective": {"metric": "val_accuracy", "direction": "maximize"},
-        "train": "hpsearch.workloads.simulated_gpu:train",
-        "space": {
-            "batch_size": [64, 128, 256, 512, 1024, 2048, 4096, 8192],
-            "width": [256, 512, 1024, 2048, 4096, 8192],
-            "depth": {"type": "int", "low": 1, "high": 4},
-            "lr": {"type": "float", "low": 1e-4, "high": 3e-2, "log": True},
-            "epochs": 3,
-            "steps_per_epoch": 20,
-            "time_scale": 0.5,
-            "memory_budget_mb": GPU_MB,
-        },
+        **_search(
+            f"bench-oom-{sampler}",
+            trials,
+            sampler,
+            seed,
+            train="hpsearch.workloads.simulated_gpu:train",
+            space=space,
+        ),
         "execution": {"trials_per_gpu": share, "cpus_per_trial": 1},
         "telemetry": {
             "backend": "simulated",
             "interval_s": 0.5,
             "simulated": {"name": "Simulated 1 GB GPU", "memory_total_mb": GPU_MB},
         },
-        "oom": {"grows_memory": ["batch_size", "width", "depth"], "memory_neutral": ["lr"]},
+    }
+
+
+def real_config(trials: int, share: int, sampler: str, seed: int) -> dict[str, Any]:
+    """On an NVIDIA GPU: the digits MLP with widths whose largest really do not fit.
+
+    A hidden layer of width w holds w² weights, 16 bytes each with Adam: width
+    131072 at depth 2 needs about 275 GB (out of memory on any GPU), 65536 about
+    69 GB (fits an 80 GB GPU alone, not half of it: the retry alone), 32768 17 GB.
+    """
+    space = {
+        "width": [256, 4096, 32768, 65536, 131072],
+        "depth": {"type": "int", "low": 1, "high": 3},
+        "batch_size": [64, 256],
+        "lr": {"type": "float", "low": 1e-4, "high": 3e-2, "log": True},
+        "epochs": 3,
+    }
+    return {
+        **_search(
+            f"bench-oom-real-{sampler}",
+            trials,
+            sampler,
+            seed,
+            train="hpsearch.workloads.digits:train",
+            space=space,
+        ),
+        "packing": {"mode": "fixed", "trials_per_gpu": share},
+        "telemetry": {"backend": "nvml", "interval_s": 0.5},
     }
 
 
@@ -91,6 +138,7 @@ def summarize(study: Any) -> dict[str, Any]:
     shares = [o / len(h) if h else 0.0 for o, h in zip(oom, launched, strict=True)]
     summary = oom_summary(trials)
     best = max((t.value for t in trials if t.value is not None), default=None)
+    neighbours = _neighbours_of_ooms(trials)
     return {
         "trials": len(trials),
         "complete": sum(t.state.name == "COMPLETE" for t in trials),
@@ -104,9 +152,41 @@ def summarize(study: Any) -> dict[str, Any]:
         "predicted_oom_skips": int(summary["trials_predicted_oom"]),
         "wasted_gpu_seconds_share": summary.get("oom_wasted_gpu_seconds_share", 0.0),
         "best_val_accuracy": best,
+        "oom_while_sharing": sum(
+            ran_out(t) and t.user_attrs[attrs.OOM].get("co_tenants", 0) > 0 for t in trials
+        ),
+        "neighbours_of_ooms": len(neighbours),
+        "neighbours_failed": sum(t.state.name == "FAIL" for t in neighbours),
         "target_second_half_under_half_of_first": shares[1] < shares[0] / 2,
         "target_wasted_under_5pct": summary.get("oom_wasted_gpu_seconds_share", 0.0) < 0.05,
     }
+
+
+def _neighbours_of_ooms(trials: list[Any]) -> list[Any]:
+    """Trials that ran on the same GPU at the same time as a trial that ran out of memory."""
+    from hpsearch import attrs
+
+    def span(trial: Any) -> tuple[float, float] | None:
+        if trial.datetime_start is None or trial.datetime_complete is None:
+            return None
+        return trial.datetime_start.timestamp(), trial.datetime_complete.timestamp()
+
+    def gpu(trial: Any) -> Any:
+        return trial.user_attrs.get(attrs.RESOURCES, {}).get("gpu")
+
+    found = {}
+    for oom in trials:
+        record = oom.user_attrs.get(attrs.OOM, {})
+        if "predicted_from" in record or attrs.OOM not in oom.user_attrs:
+            continue
+        window = span(oom)
+        for other in trials:
+            there = span(other)
+            if other is oom or window is None or there is None or gpu(other) != gpu(oom):
+                continue
+            if there[0] < window[1] and window[0] < there[1]:
+                found[other.number] = other
+    return list(found.values())
 
 
 def totals(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -125,11 +205,12 @@ def totals(runs: list[dict[str, Any]]) -> dict[str, Any]:
             "mean_wasted_gpu_seconds_share": sum(r["wasted_gpu_seconds_share"] for r in mine)
             / len(mine),
             "failed": sum(r["failed"] for r in mine),
+            "neighbours_failed": sum(r["neighbours_failed"] for r in mine),
         }
     return out
 
 
-def run(trials: int, share: int, sampler: str, seed: int) -> dict[str, Any]:
+def run(trials: int, share: int, sampler: str, seed: int, *, real: bool) -> dict[str, Any]:
     import hpsearch
 
     with tempfile.TemporaryDirectory() as folder:
@@ -137,7 +218,8 @@ def run(trials: int, share: int, sampler: str, seed: int) -> dict[str, Any]:
         os.chdir(folder)
         try:
             path = Path(folder) / "oom.yaml"
-            path.write_text(yaml.safe_dump(config(trials, share, sampler, seed)))
+            make = real_config if real else config
+            path.write_text(yaml.safe_dump(make(trials, share, sampler, seed)))
             started = time.perf_counter()
             outcome = hpsearch.run(path, console=Console(file=io.StringIO()))
             wall = time.perf_counter() - started
@@ -155,28 +237,45 @@ def main() -> None:
     parser.add_argument(
         "--samplers", default="tpe,random", help="comma-separated; random shows no learning"
     )
+    parser.add_argument("--real", action="store_true", help="the digits MLP on an NVIDIA GPU")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     runs = []
     for sampler in args.samplers.split(","):
         for seed in (int(s) for s in args.seeds.split(",")):
-            result = {"seed": seed, **run(args.trials, args.share, sampler.strip(), seed)}
+            result = {
+                "seed": seed,
+                **run(args.trials, args.share, sampler.strip(), seed, real=args.real),
+            }
             runs.append(result)
             print(json.dumps(result, indent=2), flush=True)
+    device = gpu_name() if args.real else f"simulated GPU, {GPU_MB:.0f} MiB (no GPU here)"
+    where = re.sub(r"[^a-z0-9]+", "-", device.lower()).strip("-") if args.real else "simulated"
     out = args.out or REPO / "benchmarks" / "results" / (
-        f"oom-{time.strftime('%Y-%m-%d')}-simulated-share{args.share}.json"
+        f"oom-{time.strftime('%Y-%m-%d')}-{where}-share{args.share}.json"
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     payload = {
         "date": time.strftime("%Y-%m-%d"),
-        "device": f"simulated GPU, {GPU_MB:.0f} MiB (no GPU on this machine)",
-        "infeasible_share_of_space": infeasible_share(),
+        "device": device,
+        "infeasible_share_of_space": None if args.real else infeasible_share(),
         "cpu_count": os.cpu_count(),
         "runs": runs,
         "totals": totals(runs),
     }
     out.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
     print(f"wrote {out}")
+
+
+def gpu_name() -> str:
+    """The first NVIDIA GPU's name, from NVML."""
+    from hpsearch.telemetry import NvmlBackend
+
+    backend = NvmlBackend()
+    try:
+        return backend.gpus()[0].name
+    finally:
+        backend.close()
 
 
 if __name__ == "__main__":

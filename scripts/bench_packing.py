@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from bench_oom import gpu_name  # scripts/ is on the path when a script runs
 from rich.console import Console
 
 REPO = Path(__file__).resolve().parents[1]
@@ -113,7 +114,8 @@ def run(config: dict[str, Any], trials: int) -> dict[str, Any]:
             started = time.perf_counter()
             outcome = hpsearch.run(path, console=Console(file=io.StringIO()))
             wall = time.perf_counter() - started
-            client = MlflowClient("sqlite:///mlruns/mlflow.db")
+            # An absolute URI: MLflow caches stores by URI, and each search has its own folder.
+            client = MlflowClient(f"sqlite:///{Path(folder) / 'mlruns' / 'mlflow.db'}")
             run_id = outcome.mlflow_parent_run_id
             assert run_id is not None
             metrics = client.get_run(run_id).data.metrics
@@ -182,18 +184,6 @@ def main() -> None:
     }
     out.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
     print(f"wrote {out}")
-
-
-def gpu_name() -> str:
-    """The first NVIDIA GPU's name, from NVML."""
-    import pynvml
-
-    pynvml.nvmlInit()
-    try:
-        name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0))
-    finally:
-        pynvml.nvmlShutdown()
-    return name if isinstance(name, str) else name.decode()
 
 
 if __name__ == "__main__":

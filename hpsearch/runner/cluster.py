@@ -178,7 +178,7 @@ def cluster_gpus(
 
     Args:
         local_gpus: the driver's monitored GPUs (index to memory in MiB), when a
-            monitor runs; used for the driver's node when their count matches Ray's.
+            monitor runs; the driver's node is read through them when they cover its GPUs.
         local_node: the driver's Ray node id.
     """
     nodes = []
@@ -190,11 +190,16 @@ def cluster_gpus(
         if count <= 0:
             continue
         local = local_node is not None and entry.get("NodeID") == local_node
-        if local and local_gpus is not None and len(local_gpus) == count:
-            memory = dict(local_gpus)
+        indices = list(range(count))
+        visible = _visible_devices() if local else None
+        if visible is not None and len(visible) == count:
+            # Ray on this machine sees only these GPUs; NVML (the monitor) numbers all.
+            indices = visible
+        if local and local_gpus is not None and all(i in local_gpus for i in indices):
+            memory = {i: local_gpus[i] for i in indices}
         else:
             local = False
-            memory = dict.fromkeys(range(count))
+            memory = dict.fromkeys(indices)
         nodes.append(
             NodeGpus(
                 node=str(entry["NodeManagerAddress"]),
@@ -205,3 +210,12 @@ def cluster_gpus(
             )
         )
     return sorted(nodes, key=lambda n: (not n.local, n.node))
+
+
+def _visible_devices() -> list[int] | None:
+    """The GPU indices ``CUDA_VISIBLE_DEVICES`` restricts this machine to (``None``: all)."""
+    value = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if value is None or not value.strip():
+        return None
+    parts = [p.strip() for p in value.split(",")]
+    return [int(p) for p in parts] if all(p.isdigit() for p in parts) else None

@@ -10,7 +10,7 @@ import ray
 from ray._private import ray_constants
 
 from hpsearch.config import ExecutionSpec
-from hpsearch.runner.cluster import ray_cluster
+from hpsearch.runner.cluster import cluster_gpus, local_node_id, ray_cluster
 
 pytestmark = pytest.mark.slow
 
@@ -37,3 +37,19 @@ def test_local_ray_listens_on_loopback_only(project: Path) -> None:
         assert ray.util.get_node_ip_address() == "127.0.0.1"  # type: ignore[no-untyped-call]
     assert not ray.is_initialized()
     assert ray_constants.ENABLE_RAY_CLUSTER is single_node_before
+
+
+def test_the_gpus_of_the_local_node_are_the_visible_ones_read_by_the_monitor(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # This machine shows GPUs 2 and 3 to CUDA (and Ray); the monitor reads all four.
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    monitored: dict[int, float | None] = {0: 81559.0, 1: 81559.0, 2: 81559.0, 3: 40000.0}
+    with ray_cluster(ExecutionSpec(num_cpus=4, num_gpus=2), str(project)):
+        nodes = cluster_gpus(monitored, local_node_id())
+        not_read = cluster_gpus(None, local_node_id())
+    assert len(nodes) == 1
+    assert nodes[0].node == "127.0.0.1"
+    assert (nodes[0].gpus, nodes[0].cpus, nodes[0].local) == ((2, 3), 4.0, True)
+    assert nodes[0].memory_mb == {2: 81559.0, 3: 40000.0}
+    assert not not_read[0].local

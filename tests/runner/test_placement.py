@@ -126,6 +126,9 @@ def test_trials_that_leave_the_gpu_idle_are_packed_and_spread_over_two_gpus(
     )[0]
     assert run.data.tags["hpsearch.gpu"] in {"0", "1"}
     assert "hpsearch.co_tenants_at_start" in run.data.tags
+    parent = client.get_run(outcome.mlflow_parent_run_id).data.tags
+    assert parent["hpsearch.mps"] == "off (packing.mps)"
+    assert parent["hpsearch.packing_mode"] == "auto"
 
 
 @pytest.mark.parametrize(
