@@ -366,16 +366,7 @@ def _resource_policy(  # noqa: PLR0917 - the composition root hands over what it
             max_concurrent=execution.max_concurrent,
         )
         return cpu_only, None
-    settings = PackingSettings(
-        mode=packing.mode,
-        trials_per_gpu=packing.trials_per_gpu,
-        target_util=packing.target_util,
-        saturation_util=packing.saturation_util,
-        max_trials_per_gpu=packing.max_trials_per_gpu,
-        memory_headroom=packing.memory_headroom,
-        probe_seconds=packing.probe_seconds,
-        cooldown_seconds=packing.cooldown_seconds,
-    )
+    settings = PackingSettings(**packing.model_dump(exclude={"mps"}))
     most = {"off": 1, "fixed": packing.trials_per_gpu, "auto": packing.max_trials_per_gpu}
     local = {g.index: g.memory_total_mb for g in monitor.gpus} if monitor is not None else None
     node = local_node_id()

@@ -258,6 +258,7 @@ class PackingPolicy:
 
     def decide(self, view: PackingView) -> dict[GpuKey, GpuDecision]:
         """Each GPU's limit now, with the share a new trial gets and the reason."""
+        previous = {key: state.limit for key, state in self._state.items()}
         for oom in view.ooms:
             state = self._state.get(oom.gpu)
             if state is not None and oom.sharing > 1:
@@ -277,7 +278,6 @@ class PackingPolicy:
             gpus_per_node[gpu.key.node] = gpus_per_node.get(gpu.key.node, 0) + 1
         decisions = {}
         for gpu in view.gpus:
-            previous = self._state[gpu.key].limit if gpu.key in self._state else None
             limit, reason = self._limit(gpu, view, gpus_per_node[gpu.key.node])
             state = self._state.get(gpu.key)
             if state is None:
@@ -288,7 +288,7 @@ class PackingPolicy:
                     state.lowered_at = view.now
                 state.limit, state.changed_at = limit, view.now
             state.reason = reason
-            decisions[gpu.key] = GpuDecision(limit, 1.0 / limit, reason, previous)
+            decisions[gpu.key] = GpuDecision(limit, 1.0 / limit, reason, previous.get(gpu.key))
         return decisions
 
     def _limit(  # noqa: PLR0911 - one return per rule reads better than a chain of flags

@@ -150,7 +150,7 @@ def test_an_oom_under_packing_lowers_the_count_and_holds_it_for_the_cool_down() 
     assert machine.run(6) == 6
     oom = OomEvent(GPU0, machine.now, sharing=6)
     decision = machine.policy.decide(machine.view(ooms=(oom,)))[GPU0]
-    assert decision.limit == 5
+    assert (decision.previous, decision.limit) == (6, 5)
     assert "ran out of memory with 6 trials" in decision.reason
     # A trial ends; within the cool-down the freed place is not refilled past 5.
     machine.trials[GPU0].pop()
