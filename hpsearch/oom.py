@@ -146,18 +146,60 @@ class OomPredictor:
         return None
 
     def _at_least(self, params: Mapping[str, Any], known: Mapping[str, Any]) -> bool:
-        if set(params) != set(known):
-            return False
-        for name, value in params.items():
-            if name in self._neutral:
-                continue
-            other = known[name]
-            if name in self._grows and _is_number(value) and _is_number(other):
-                if value < other:
-                    return False
-            elif value != other:
+        return needs_at_least(params, known, self._grows, self._neutral)
+
+
+class MeasuredConfigs:
+    """Configurations seen running past their warm-up, to tell a new kind of trial from a known one.
+
+    A suggestion is of a known kind when some measured configuration has values
+    at least as large for every parameter that grows memory (``oom.grows_memory``;
+    the others are not compared: a learning rate does not make a new kind).
+    Otherwise it is larger than anything measured, and the packing policy gives
+    its GPU no new neighbours until it has been measured too.
+    """
+
+    def __init__(self, grows_memory: Sequence[str]) -> None:
+        self._grows = tuple(grows_memory)
+        self._known: list[dict[str, Any]] = []
+
+    def add(self, params: Mapping[str, Any]) -> None:
+        """A configuration ran past its warm-up."""
+        if not self.covers(params):
+            self._known.append({n: params[n] for n in self._grows if n in params})
+
+    def covers(self, params: Mapping[str, Any]) -> bool:
+        """Whether a measured configuration is at least as large as ``params`` in memory."""
+        mine = {n: params[n] for n in self._grows if n in params}
+        return any(
+            needs_at_least(known, mine, frozenset(self._grows), frozenset())
+            for known in self._known
+        )
+
+
+def needs_at_least(
+    params: Mapping[str, Any],
+    known: Mapping[str, Any],
+    grows_memory: frozenset[str],
+    memory_neutral: frozenset[str],
+) -> bool:
+    """Whether ``params`` needs at least the memory of ``known``.
+
+    The same parameters; equal values except those that grow memory (greater or
+    equal, numbers only) and those that are memory-neutral (not compared).
+    """
+    if set(params) != set(known):
+        return False
+    for name, value in params.items():
+        if name in memory_neutral:
+            continue
+        other = known[name]
+        if name in grows_memory and _is_number(value) and _is_number(other):
+            if value < other:
                 return False
-        return True
+        elif value != other:
+            return False
+    return True
 
 
 def _is_number(value: Any) -> bool:

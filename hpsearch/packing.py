@@ -79,6 +79,8 @@ class TrialOnGpu:
         share: the share of the GPU it was given (1.0: the whole GPU).
         memory_mb: its own peak GPU memory since warm-up, when measured.
         alone: it runs alone on a whole GPU (an OOM under a shared cap, run again).
+        new_kind: it is larger, in the parameters that grow memory, than any trial
+            measured so far: its GPU takes no new neighbour until it is measured.
     """
 
     number: int
@@ -88,6 +90,7 @@ class TrialOnGpu:
     share: float = 1.0
     memory_mb: float | None = None
     alone: bool = False
+    new_kind: bool = False
 
 
 @dataclass(frozen=True)
@@ -160,12 +163,15 @@ class GpuDecision:
         share: the share of the GPU (and of its memory) a trial admitted now gets.
         reason: the arithmetic or the event behind the limit.
         previous: the limit before this decision (``None`` for the first one).
+        open: whether the GPU takes a new trial now if it has room (not while a
+            trial of a new kind on it waits to be measured).
     """
 
     limit: int
     share: float
     reason: str
     previous: int | None = None
+    open: bool = True
 
     @property
     def changed(self) -> bool:
@@ -288,8 +294,27 @@ class PackingPolicy:
                     state.lowered_at = view.now
                 state.limit, state.changed_at = limit, view.now
             state.reason = reason
-            decisions[gpu.key] = GpuDecision(limit, 1.0 / limit, reason, previous.get(gpu.key))
+            waiting = self._new_kind_waiting(gpu, view.now)
+            if waiting is not None:
+                reason = (
+                    f"{reason}; no new neighbour until trial {waiting.number} (larger than "
+                    f"any trial measured) has run {self.settings.probe_seconds:g} s past warm-up"
+                )
+            decisions[gpu.key] = GpuDecision(
+                limit, 1.0 / limit, reason, previous.get(gpu.key), open=waiting is None
+            )
         return decisions
+
+    def _new_kind_waiting(self, gpu: GpuView, now: float) -> TrialOnGpu | None:
+        """A trial of a new kind on the GPU not yet measured (``auto`` only)."""
+        if self.settings.mode != "auto":
+            return None
+        for trial in gpu.trials:
+            if trial.new_kind and (
+                trial.warm_at is None or now - trial.warm_at < self.settings.probe_seconds
+            ):
+                return trial
+        return None
 
     def _limit(  # noqa: PLR0911 - one return per rule reads better than a chain of flags
         self, gpu: GpuView, view: PackingView, gpus_on_node: int
@@ -451,7 +476,7 @@ class PackingPolicy:
                 continue
             if whole_gpu and n:
                 continue
-            if not whole_gpu and n >= decision.limit:
+            if not whole_gpu and (n >= decision.limit or not decision.open):
                 continue
             if not self._cpus_free(gpu.key.node, view):
                 continue

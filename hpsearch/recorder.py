@@ -18,7 +18,7 @@ from optuna.trial import TrialState
 
 from hpsearch import attrs
 from hpsearch.config import ObjectiveSpec, OomSpec
-from hpsearch.oom import OomCase, cgroup_oom_kills, host_oom_evidence
+from hpsearch.oom import MeasuredConfigs, OomCase, cgroup_oom_kills, host_oom_evidence
 from hpsearch.oom_records import OomBook, OomVerdict, is_oom
 from hpsearch.pruning import PruneJudge
 from hpsearch.resources import Admission, RunningTrial
@@ -100,6 +100,7 @@ class _OpenTrial:
     warm_at: float | None = None
     busy_cpus: float | None = None
     alone: bool = False
+    new_kind: bool = False
 
 
 class OomListener(Protocol):
@@ -159,6 +160,10 @@ class TrialRecorder:
         self._oom_listener = oom_listener
         self._oom = OomBook(oom or OomSpec(), handle.study, gpu_memory_mb)
         self._oom_kills = cgroup_oom_kills()
+        # Configurations seen running: a larger one is a new kind for packing.
+        self._measured = MeasuredConfigs(self._oom.spec.grows_memory)
+        for done in handle.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+            self._measured.add(done.params)
         self._space = space
         self._objectives = list(objectives)
         self._tracker = tracker
@@ -190,6 +195,7 @@ class TrialRecorder:
                 pid=t.assigned.get("pid"),
                 busy_cpus=t.busy_cpus,
                 alone=t.alone,
+                new_kind=t.new_kind,
             )
             for t in self._open.values()
         ]
@@ -218,7 +224,8 @@ class TrialRecorder:
         trial.set_user_attr(attrs.RESOURCES, resources)
         # Read once here: a live trial's user_attrs is a storage query each time.
         alone = attrs.ALONE_RETRY_OF in trial.user_attrs
-        record = _OpenTrial(trial, params, admission, alone=alone)
+        new_kind = not self._measured.covers(trial.params)
+        record = _OpenTrial(trial, params, admission, alone=alone, new_kind=new_kind)
         known = self._oom.predicted(trial.params, admission.gpus)
         if known is not None:
             self._skip_predicted(record, known)
@@ -291,6 +298,7 @@ class TrialRecorder:
         assert event.step is not None  # reports always carry a step
         if record.warm_at is None:
             record.warm_at = time.time()  # past its warm-up: packing may measure it
+            self._measured.add(record.trial.params)
         record.metrics.update(event.metrics)
         record.last_step = event.step
         self._note_targets(record)

@@ -63,6 +63,8 @@ class RunningTrial:
         pid: its worker process, once known.
         busy_cpus: CPUs it keeps busy (1 plus its DataLoader workers), once known.
         alone: it runs alone on a whole GPU (an OOM retry).
+        new_kind: it is larger, in the parameters that grow memory, than any
+            trial measured so far.
     """
 
     number: int
@@ -75,6 +77,7 @@ class RunningTrial:
     pid: int | None = None
     busy_cpus: float | None = None
     alone: bool = False
+    new_kind: bool = False
 
 
 class ResourcePolicy(ABC):

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from hpsearch.oom import (
+    MeasuredConfigs,
     OomCase,
     OomPredictor,
     cgroup_oom_kills,
@@ -121,3 +122,13 @@ def test_predictor_respects_memory_caps() -> None:
     assert predictor.predict({"batch_size": 64}, memory_cap_mb=2000.0) is not None
     predictor.add(OomCase(2, {"batch_size": 128}))  # ran out on a whole GPU
     assert predictor.predict({"batch_size": 256}, memory_cap_mb=1500.0) is not None
+
+
+def test_a_configuration_larger_than_any_measured_is_a_new_kind() -> None:
+    seen = MeasuredConfigs(["batch_size", "width"])
+    assert not seen.covers({"batch_size": 64, "width": 256, "lr": 0.01})
+    seen.add({"batch_size": 128, "width": 512, "lr": 0.01})
+    # Smaller or equal in every memory-growing parameter: known, whatever the lr.
+    assert seen.covers({"batch_size": 64, "width": 512, "lr": 0.3})
+    assert not seen.covers({"batch_size": 256, "width": 256, "lr": 0.01})
+    assert not seen.covers({"batch_size": 64, "width": 1024, "lr": 0.01})

@@ -238,3 +238,23 @@ def test_a_gpu_without_telemetry_holds_one_trial() -> None:
 def test_hysteresis_band_must_be_positive() -> None:
     with pytest.raises(ValueError, match="saturation_util must be above target_util"):
         PackingPolicy(PackingSettings(target_util=90, saturation_util=85))
+
+
+def test_a_trial_of_a_new_kind_gets_no_neighbour_until_it_is_measured() -> None:
+    machine = Machine(PackingPolicy(FAST), util=10, memory=200, gpus=(GPU0, GPU1))
+    machine.run(4)
+    assert min(len(machine.trials[g]) for g in (GPU0, GPU1)) >= 2
+    # A larger configuration than any measured lands on GPU 0; one trial there ends.
+    machine.trials[GPU0][0] = TrialOnGpu(90, machine.now, new_kind=True)
+    machine.trials[GPU1].pop()
+    view = machine.view()
+    decisions = machine.policy.decide(view)
+    assert not decisions[GPU0].open
+    assert "no new neighbour until trial 90" in decisions[GPU0].reason
+    placement = machine.policy.place(view, decisions)
+    assert placement is not None
+    assert placement.gpu == GPU1
+    # Measured past its warm-up, it takes neighbours again.
+    machine.trials[GPU0][0] = replace(machine.trials[GPU0][0], warm_at=machine.now)
+    machine.now += FAST.probe_seconds
+    assert machine.policy.decide(machine.view())[GPU0].open

@@ -194,6 +194,7 @@ class PackingAdmission(ResourcePolicy):
                     share=trial.gpus,
                     memory_mb=max(own) if own else None,
                     alone=trial.alone,
+                    new_kind=trial.new_kind,
                 )
             )
         return GpuView(
