@@ -43,14 +43,21 @@ _RECENT_PROFILES = 20
 
 @dataclass(frozen=True)
 class GpuKey:
-    """One GPU of the cluster: its Ray node (address) and its index on that node."""
+    """One GPU of the cluster: its Ray node and its index on that node.
+
+    Attributes:
+        node: the Ray node id (unique; several nodes may share an address).
+        index: the GPU's index on the node.
+        address: the node's address, for people (not part of the key).
+    """
 
     node: str
     index: int
+    address: str = field(default="", compare=False)
 
     def label(self, single_node: bool = True) -> str:
-        """``gpu0``, or ``10.0.0.2/gpu0`` when the cluster has several nodes."""
-        return f"gpu{self.index}" if single_node else f"{self.node}/gpu{self.index}"
+        """``gpu0``, or ``<node id prefix>/gpu0`` when the cluster has several nodes."""
+        return f"gpu{self.index}" if single_node else f"{self.node[:8]}/gpu{self.index}"
 
 
 @dataclass(frozen=True)

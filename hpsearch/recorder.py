@@ -219,7 +219,10 @@ class TrialRecorder:
         }
         if admission.gpu_index is not None:
             resources.update(
-                gpu=admission.gpu_index, node=admission.node, co_tenants=list(admission.co_tenants)
+                gpu=admission.gpu_index,
+                node=admission.node_address,
+                node_id=admission.node,
+                co_tenants=list(admission.co_tenants),
             )
         trial.set_user_attr(attrs.RESOURCES, resources)
         # Read once here: a live trial's user_attrs is a storage query each time.
@@ -244,6 +247,7 @@ class TrialRecorder:
             max_halvings=self._oom.spec.max_halvings,
             gpu_index=admission.gpu_index,
             node=admission.node,
+            node_address=admission.node_address,
             ray_gpus=admission.ray_gpus,
         )
         return {PARAMS_KEY: params, SPEC_KEY: spec.to_dict()}
@@ -733,7 +737,8 @@ def _placement_tags(admission: Admission) -> dict[str, str]:
         return {}
     return {
         "hpsearch.gpu": str(admission.gpu_index),
-        "hpsearch.node": admission.node or "",
+        "hpsearch.node": admission.node_address or "",
+        "hpsearch.node_id": admission.node or "",
         "hpsearch.gpu_share": f"{admission.gpus:.3g}",
         "hpsearch.co_tenants_at_start": ",".join(map(str, admission.co_tenants)) or "none",
     }

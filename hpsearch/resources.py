@@ -35,7 +35,8 @@ class Admission:
         reason: why, for the records.
         gpu_index: the GPU it runs on, when the policy places trials itself
             (``None``: wherever Ray puts it).
-        node: the Ray node address of that GPU.
+        node: the Ray node id of that GPU.
+        node_address: that node's address (for people).
         ray_gpus: the GPU amount asked of Ray when it differs from ``gpus`` (a
             placing policy keeps its own account; Ray's is bookkeeping).
         co_tenants: trials already on that GPU when this one was admitted.
@@ -46,6 +47,7 @@ class Admission:
     reason: str
     gpu_index: int | None = None
     node: str | None = None
+    node_address: str | None = None
     ray_gpus: float | None = None
     co_tenants: tuple[int, ...] = ()
 
@@ -57,7 +59,7 @@ class RunningTrial:
     Attributes:
         number: the Optuna trial number.
         cpus, gpus: what it was admitted with (``gpus``: its share of one GPU).
-        gpu_index, node: where a placing policy put it.
+        gpu_index, node: where a placing policy put it (the GPU's index, the Ray node id).
         started_at: when it was admitted (Unix time).
         warm_at: when its first report came (past its warm-up); ``None``: not yet.
         pid: its worker process, once known.

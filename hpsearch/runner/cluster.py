@@ -202,6 +202,7 @@ def cluster_gpus(
             memory = dict.fromkeys(indices)
         nodes.append(
             NodeGpus(
+                node_id=str(entry["NodeID"]),
                 node=str(entry["NodeManagerAddress"]),
                 cpus=float(resources.get("CPU", 0)),
                 gpus=tuple(sorted(memory)),
@@ -209,7 +210,7 @@ def cluster_gpus(
                 local=local,
             )
         )
-    return sorted(nodes, key=lambda n: (not n.local, n.node))
+    return sorted(nodes, key=lambda n: (not n.local, n.node, n.node_id))
 
 
 def _visible_devices() -> list[int] | None:

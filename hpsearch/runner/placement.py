@@ -36,13 +36,15 @@ class NodeGpus:
     """One Ray node's GPUs and CPUs.
 
     Attributes:
-        node: the node's address (what ``node:<address>`` pins to).
+        node_id: the Ray node id (what a trial is pinned to).
+        node: the node's address.
         cpus: its CPUs.
         gpus: the indices of its GPUs (CUDA order, which the runner sets to PCI bus order).
         memory_mb: each GPU's memory where the monitor reads it.
         local: whether the driver's monitor reads this node's GPUs.
     """
 
+    node_id: str
     node: str
     cpus: float
     gpus: tuple[int, ...]
@@ -107,10 +109,10 @@ class PackingAdmission(ResourcePolicy):
 
     # -- told by the recorder ----------------------------------------------------
 
-    def trial_ran_out(self, gpu_index: int, node: str, at: float, sharing: int) -> None:
+    def trial_ran_out(self, gpu_index: int, node_id: str, at: float, sharing: int) -> None:
         """A trial on a placed GPU ran out of memory; the next decision lowers that GPU."""
         with self._lock:
-            self._ooms.append(OomEvent(GpuKey(node, gpu_index), at, sharing))
+            self._ooms.append(OomEvent(GpuKey(node_id, gpu_index), at, sharing))
 
     # -- asked by the searcher ---------------------------------------------------
 
@@ -135,6 +137,7 @@ class PackingAdmission(ResourcePolicy):
             reason=placement.reason,
             gpu_index=placement.gpu.index,
             node=placement.gpu.node,
+            node_address=placement.gpu.address,
             ray_gpus=self._ray_gpus,
             co_tenants=placement.co_tenants,
         )
@@ -147,14 +150,14 @@ class PackingAdmission(ResourcePolicy):
             ooms, self._ooms = tuple(self._ooms), []
         busy = [t.busy_cpus for t in running if t.busy_cpus is not None]
         gpus = [
-            self._gpu_view(node, index, [t for t in running if _on(t, node.node, index)])
+            self._gpu_view(node, index, [t for t in running if _on(t, node.node_id, index)])
             for node in nodes
             for index in node.gpus
         ]
         return PackingView(
             now=now,
             gpus=tuple(gpus),
-            node_cpus={node.node: node.cpus for node in nodes},
+            node_cpus={node.node_id: node.cpus for node in nodes},
             new_trial_cpus=max([self._cpus, *busy]),
             ooms=ooms,
         )
@@ -168,7 +171,7 @@ class PackingAdmission(ResourcePolicy):
         return self._nodes
 
     def _gpu_view(self, node: NodeGpus, index: int, trials: list[RunningTrial]) -> GpuView:
-        key = GpuKey(node.node, index)
+        key = GpuKey(node.node_id, index, address=node.node)
         read = node.local and self._monitor is not None
         warm = [t.warm_at for t in trials if t.warm_at is not None]
         since = max(warm) if warm else None
@@ -220,6 +223,7 @@ class PackingAdmission(ResourcePolicy):
                 {
                     "time": round(view.now, 3),
                     "gpu": gpu.key.label(single_node),
+                    "node": gpu.key.address,
                     "limit": decision.limit,
                     "previous": self._limits.get(gpu.key),
                     "running": len(gpu.trials),
@@ -253,5 +257,5 @@ class PackingAdmission(ResourcePolicy):
         return summary.utilization.mean if summary and summary.utilization else None
 
 
-def _on(trial: RunningTrial, node: str, index: int) -> bool:
-    return trial.gpu_index == index and trial.node == node
+def _on(trial: RunningTrial, node_id: str, index: int) -> bool:
+    return trial.gpu_index == index and trial.node == node_id

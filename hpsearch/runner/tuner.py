@@ -15,6 +15,8 @@ from hpsearch.trial.protocol import SPEC_KEY, TrialSpec
 from hpsearch.trial.worker import run_trial
 
 _MAX_PENDING = "TUNE_MAX_PENDING_TRIALS_PG"
+NODE_ID_LABEL = "ray.io/node-id"
+"""The label every Ray node carries with its id (placement groups select on it)."""
 NODE_PIN = 0.001
 """Amount of a node's ``node:<address>`` resource a placed trial asks for, per GPU index + 1."""
 
@@ -31,12 +33,15 @@ def trial_resources(config: dict[str, Any]) -> PlacementGroupFactory:
     gpus = spec.ray_gpus if spec.ray_gpus is not None else spec.gpus
     if gpus > 0:
         bundle["GPU"] = gpus
-    if spec.node is not None and spec.gpu_index is not None:
-        # Pinned to the node of the GPU the packing policy chose. The amount also
-        # names the GPU, so Tune reuses a worker only for trials of the same GPU
-        # (a process keeps the GPU CUDA first saw); 1000 trials fit a node's 1.0.
-        bundle[f"node:{spec.node}"] = NODE_PIN * (spec.gpu_index + 1)
-    return PlacementGroupFactory([bundle])
+    if spec.node is None or spec.gpu_index is None:
+        return PlacementGroupFactory([bundle])
+    if spec.node_address:
+        # The amount names the GPU, so Tune reuses a worker only for trials of the
+        # same GPU (a process keeps the GPU CUDA first saw); 1000 trials fit in 1.0.
+        bundle[f"node:{spec.node_address}"] = NODE_PIN * (spec.gpu_index + 1)
+    # Pinned to the node of the GPU the packing policy chose, by node id: several
+    # nodes may share an address (raylets of one machine).
+    return PlacementGroupFactory([bundle], bundle_label_selector=[{NODE_ID_LABEL: spec.node}])
 
 
 def _trial_name(trial: Trial) -> str:

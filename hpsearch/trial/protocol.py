@@ -57,7 +57,8 @@ class TrialSpec:
         max_halvings: the most times ``retry_smaller_batch`` halves the batch.
         gpu_index: the GPU the packing policy chose on the trial's node (the worker
             makes it the only visible one); ``None``: the GPU Ray assigned.
-        node: the Ray node address the trial is pinned to (with ``gpu_index``).
+        node: the Ray node id the trial is pinned to (with ``gpu_index``).
+        node_address: that node's address (its ``node:<address>`` resource).
         ray_gpus: the GPU amount asked of Ray when it differs from ``gpus``.
     """
 
@@ -73,6 +74,7 @@ class TrialSpec:
     max_halvings: int = 2
     gpu_index: int | None = None
     node: str | None = None
+    node_address: str | None = None
     ray_gpus: float | None = None
 
     def to_dict(self) -> dict[str, Any]:

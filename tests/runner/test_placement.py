@@ -4,6 +4,7 @@ real Optuna and MLflow. Each search starts its own Ray (as ``hpsearch run`` does
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -176,3 +177,54 @@ def test_an_oom_under_packing_lowers_the_count(write_config: ConfigWriter, proje
     retried = [t for t in study.trials if t.user_attrs.get(attrs.ALONE_RETRY_OF) == 6]
     assert [t.state.name for t in retried] == ["COMPLETE"]
     assert retried[0].user_attrs[attrs.RESOURCES]["gpus"] == 1.0
+
+
+@pytest.fixture
+def two_nodes(project: Path) -> Iterator[list[str]]:
+    """A Ray cluster of two nodes on this machine, one logical GPU each; yields their ids."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 4, "num_gpus": 1})
+    cluster.add_node(num_cpus=4, num_gpus=1)
+    ray.init(address=cluster.address, log_to_driver=False)
+    cluster.wait_for_nodes()
+    try:
+        yield [n["NodeID"] for n in ray.nodes() if n["Alive"]]  # type: ignore[no-untyped-call]
+    finally:
+        ray.shutdown()
+        cluster.shutdown()  # type: ignore[no-untyped-call]
+
+
+def test_each_node_of_a_cluster_gets_its_own_decisions(
+    write_config: ConfigWriter, project: Path, two_nodes: list[str]
+) -> None:
+    # The monitor reads the driver's node (the head): its GPU is packed; the other
+    # node's GPU, which no monitor reads, holds one trial at a time.
+    import ray
+
+    head = ray.get_runtime_context().get_node_id()
+    other = next(n for n in two_nodes if n != head)
+    path = write_config(_config(util=11, memory=167, trials=12, seconds=6))
+
+    outcome = hpsearch.run(path)
+
+    study = outcome.results.study
+    assert [t.state.name for t in study.trials] == ["COMPLETE"] * 12
+    placed = {
+        n: [t for t in study.trials if t.user_attrs[attrs.RESOURCES]["node_id"] == n]
+        for n in (head, other)
+    }
+    assert placed[head]
+    assert placed[other]
+    for trial in study.trials:  # each ran on the node it was placed on
+        assert (
+            trial.user_attrs[attrs.ASSIGNED]["node_id"]
+            == trial.user_attrs[attrs.RESOURCES]["node_id"]
+        )
+    assert outcome.mlflow_parent_run_id is not None
+    decisions = _decisions(project, outcome.mlflow_parent_run_id)
+    by_node = {n: [d for d in decisions if d["gpu"].startswith(n[:8])] for n in (head, other)}
+    assert max(d["limit"] for d in by_node[head]) >= 2
+    assert [d["limit"] for d in by_node[other]] == [1]
+    assert "no telemetry reads this GPU" in by_node[other][0]["reason"]

@@ -10,7 +10,8 @@ from hpsearch.resources import ClusterCapacity, RunningTrial
 from hpsearch.runner.placement import NodeGpus, PackingAdmission
 from hpsearch.telemetry import GpuInfo, GpuMonitor, LoadModelBackend, TrialLoad
 
-NODE = "127.0.0.1"
+NODE = "3f2a9c0d1e"  # a Ray node id
+ADDRESS = "127.0.0.1"
 CAPACITY = ClusterCapacity(cpus=16, gpus=2)
 
 
@@ -38,7 +39,9 @@ class Rig:
 
         self.admission = PackingAdmission(
             PackingPolicy(settings),
-            nodes=lambda: [NodeGpus(NODE, 16.0, (0, 1), {0: 6141.0, 1: 6141.0}, local=True)],
+            nodes=lambda: [
+                NodeGpus(NODE, ADDRESS, 16.0, (0, 1), {0: 6141.0, 1: 6141.0}, local=True)
+            ],
             cpus_per_trial=1.0,
             max_concurrent=None,
             ray_gpus=0.125,

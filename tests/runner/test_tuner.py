@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from ray.tune.execution.placement_groups import PlacementGroupFactory
+
 from hpsearch.runner.tuner import trial_resources
 from hpsearch.trial.protocol import SPEC_KEY, TrialSpec
 
 
 def _config(
-    gpu_index: int | None = None, node: str | None = None, ray_gpus: float | None = None
+    gpu_index: int | None = None,
+    node: str | None = None,
+    node_address: str | None = None,
+    ray_gpus: float | None = None,
 ) -> dict[str, object]:
     spec = TrialSpec(
         number=0,
@@ -18,6 +23,7 @@ def _config(
         gpus=0.25,
         gpu_index=gpu_index,
         node=node,
+        node_address=node_address,
         ray_gpus=ray_gpus,
     )
     return {SPEC_KEY: spec.to_dict()}
@@ -28,14 +34,21 @@ def test_a_trial_ray_places_asks_for_its_share() -> None:
 
 
 def test_a_placed_trial_is_pinned_to_its_node_and_asks_ray_for_bookkeeping_only() -> None:
-    request = trial_resources(_config(gpu_index=2, node="10.0.0.2", ray_gpus=0.125))
-    assert request.required_resources == {"CPU": 2.0, "GPU": 0.125, "node:10.0.0.2": 0.003}
+    request = trial_resources(
+        _config(gpu_index=2, node="ab12", node_address="10.0.0.2", ray_gpus=0.125)
+    )
+    # By node id (nodes may share an address), and the node's address for the GPU's index.
+    assert request == PlacementGroupFactory(
+        [{"CPU": 2.0, "GPU": 0.125, "node:10.0.0.2": 0.003}],
+        bundle_label_selector=[{"ray.io/node-id": "ab12"}],
+    )
 
 
 def test_trials_on_different_gpus_never_share_a_reused_worker() -> None:
     # Tune reuses a worker only for an equal request; a worker keeps the GPU CUDA saw first.
-    on_gpu0 = trial_resources(_config(gpu_index=0, node="10.0.0.2", ray_gpus=0.125))
-    on_gpu1 = trial_resources(_config(gpu_index=1, node="10.0.0.2", ray_gpus=0.125))
-    again_gpu0 = trial_resources(_config(gpu_index=0, node="10.0.0.2", ray_gpus=0.125))
+    on_gpu0, on_gpu1, again_gpu0 = (
+        trial_resources(_config(gpu_index=i, node="ab12", node_address="10.0.0.2", ray_gpus=0.125))
+        for i in (0, 1, 0)
+    )
     assert on_gpu0 != on_gpu1
     assert on_gpu0 == again_gpu0
