@@ -247,6 +247,12 @@ def test_joins_a_running_cluster_by_address(
     assert [t.state.name for t in trials] == ["COMPLETE"] * 4
     assert {t.user_attrs[attrs.ASSIGNED]["node_id"] for t in trials} == {node}
 
+    # Without an address, a search starts a Ray of its own, even with one running here.
+    own = write_config({"study": {"name": "own-ray"}, "execution": {"num_cpus": 1}}, "own.yaml")
+    local = hpsearch_cli("run", str(own), env=env)
+    assert local.returncode == 0, local.stderr
+    assert node not in {t.user_attrs[attrs.ASSIGNED]["node_id"] for t in _study("own-ray").trials}
+
 
 def test_wrong_address_is_a_one_line_error(write_config: ConfigWriter) -> None:
     with socket.socket() as probe:

@@ -63,6 +63,9 @@ def ray_cluster(spec: ExecutionSpec, workdir: str) -> Iterator[ClusterCapacity]:
             else:
                 with _loopback_only():
                     ray.init(
+                        # A Ray of its own, even where `ray start` runs one on this machine
+                        # (Ray would otherwise join that one, which was not asked for).
+                        address="local",
                         num_cpus=spec.num_cpus,
                         num_gpus=spec.num_gpus,
                         include_dashboard=False,
