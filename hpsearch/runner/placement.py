@@ -103,7 +103,6 @@ class PackingAdmission(ResourcePolicy):
         self._ooms: list[OomEvent] = []
         self._limits: dict[GpuKey, int] = {}
         self._series_at = -float("inf")
-        self._series_step = 0
         self.decisions: list[dict[str, object]] = []
         """Every first or changed limit: time, GPU, limit, previous, reason (for the parent run)."""
 
