@@ -9,7 +9,9 @@ view (:mod:`hpsearch.runner.placement`) and the tests write it by hand.
 The rules, per GPU, in ``auto`` mode:
 
 * Until a trial of the search has been measured past its warm-up, a GPU holds
-  one trial (a trial of unknown size gets no neighbours).
+  one trial (a trial of unknown size gets no neighbours). Later, a trial of a
+  new kind (larger than any measured, see ``TrialOnGpu.new_kind``) closes its
+  GPU to new neighbours until it has been measured too.
 * From a measured profile (a trial's share of the GPU's utilisation and its
   peak memory) a new trial is estimated; the count rises by one when the GPU's
   utilisation plus the estimate stays under ``target_util`` and its memory plus
