@@ -46,15 +46,17 @@ class OomBook:
 
     Args:
         spec: the config's ``oom`` section.
-        study: the study (its earlier infeasible trials seed the predictor).
+        trials: the study's trials so far (its earlier infeasible ones seed the predictor).
         gpu_memory_mb: each GPU's memory, when known (to turn a GPU share into a cap).
     """
 
-    def __init__(self, spec: OomSpec, study: optuna.Study, gpu_memory_mb: float | None) -> None:
+    def __init__(
+        self, spec: OomSpec, trials: Sequence[FrozenTrial], gpu_memory_mb: float | None
+    ) -> None:
         self.spec = spec
         self._gpu_memory_mb = gpu_memory_mb
         self._predictor = OomPredictor(spec.grows_memory, spec.memory_neutral)
-        for trial in study.get_trials(deepcopy=False):
+        for trial in trials:
             if trial.user_attrs.get(attrs.INFEASIBLE):
                 oom = trial.user_attrs.get(attrs.OOM, {})
                 self._predictor.add(OomCase(trial.number, dict(trial.params), oom.get("cap_mb")))

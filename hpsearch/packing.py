@@ -82,10 +82,8 @@ class TrialOnGpu:
 
     Attributes:
         number: the Optuna trial number.
-        started_at: when it was admitted.
         warm_at: when it was past its warm-up (its first report); ``None``: not yet.
         cpus: CPUs it keeps busy (1 plus its DataLoader workers, when known).
-        share: the share of the GPU it was given (1.0: the whole GPU).
         memory_mb: its own peak GPU memory since warm-up, when measured.
         alone: it runs alone on a whole GPU (an OOM under a shared cap, run again).
         new_kind: it is larger, in the parameters that grow memory, than any trial
@@ -93,10 +91,8 @@ class TrialOnGpu:
     """
 
     number: int
-    started_at: float
     warm_at: float | None = None
     cpus: float = 1.0
-    share: float = 1.0
     memory_mb: float | None = None
     alone: bool = False
     new_kind: bool = False
@@ -223,11 +219,6 @@ class PackingPolicy:
         self._profiled: set[int] = set()
 
     # -- profiles -----------------------------------------------------------------
-
-    @property
-    def profiles(self) -> list[TrialProfile]:
-        """The recent trial profiles the estimate comes from."""
-        return list(self._profiles)
 
     def estimate(self) -> TrialProfile | None:
         """A new trial's needs: the 75th percentile of recent utilisation shares, the largest peak.

@@ -96,7 +96,6 @@ class _OpenTrial:
     end: WorkerEvent | None = None
     assigned: dict[str, Any] = field(default_factory=dict)
     oom: OomVerdict | None = None
-    admitted_at: float = field(default_factory=time.time)
     warm_at: float | None = None
     busy_cpus: float | None = None
     alone: bool = False
@@ -158,12 +157,14 @@ class TrialRecorder:
     ) -> None:
         self._handle = handle
         self._oom_listener = oom_listener
-        self._oom = OomBook(oom or OomSpec(), handle.study, gpu_memory_mb)
+        earlier = handle.study.get_trials(deepcopy=False)  # read once for both books below
+        self._oom = OomBook(oom or OomSpec(), earlier, gpu_memory_mb)
         self._oom_kills = cgroup_oom_kills()
         # Configurations seen running: a larger one is a new kind for packing.
         self._measured = MeasuredConfigs(self._oom.spec.grows_memory)
-        for done in handle.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-            self._measured.add(done.params)
+        for done in earlier:
+            if done.state == TrialState.COMPLETE:
+                self._measured.add(done.params)
         self._space = space
         self._objectives = list(objectives)
         self._tracker = tracker
@@ -190,7 +191,6 @@ class TrialRecorder:
                 t.admission.gpus,
                 gpu_index=t.admission.gpu_index,
                 node=t.admission.node,
-                started_at=t.admitted_at,
                 warm_at=t.warm_at,
                 pid=t.assigned.get("pid"),
                 busy_cpus=t.busy_cpus,

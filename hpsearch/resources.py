@@ -60,7 +60,6 @@ class RunningTrial:
         number: the Optuna trial number.
         cpus, gpus: what it was admitted with (``gpus``: its share of one GPU).
         gpu_index, node: where a placing policy put it (the GPU's index, the Ray node id).
-        started_at: when it was admitted (Unix time).
         warm_at: when its first report came (past its warm-up); ``None``: not yet.
         pid: its worker process, once known.
         busy_cpus: CPUs it keeps busy (1 plus its DataLoader workers), once known.
@@ -74,7 +73,6 @@ class RunningTrial:
     gpus: float
     gpu_index: int | None = None
     node: str | None = None
-    started_at: float = 0.0
     warm_at: float | None = None
     pid: int | None = None
     busy_cpus: float | None = None

@@ -251,10 +251,7 @@ def main() -> None:
             runs.append(result)
             print(json.dumps(result, indent=2), flush=True)
     device = gpu_name() if args.real else f"simulated GPU, {GPU_MB:.0f} MiB (no GPU here)"
-    where = re.sub(r"[^a-z0-9]+", "-", device.lower()).strip("-") if args.real else "simulated"
-    out = args.out or REPO / "benchmarks" / "results" / (
-        f"oom-{time.strftime('%Y-%m-%d')}-{where}-share{args.share}.json"
-    )
+    out = args.out or result_path("oom", device if args.real else None, f"-share{args.share}")
     out.parent.mkdir(parents=True, exist_ok=True)
     payload = {
         "date": time.strftime("%Y-%m-%d"),
@@ -266,6 +263,14 @@ def main() -> None:
     }
     out.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
     print(f"wrote {out}")
+
+
+def result_path(name: str, gpu: str | None, suffix: str = "") -> Path:
+    """``benchmarks/results/<name>-<date>-<gpu or simulated><suffix>.json``."""
+    where = re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-") if gpu else "simulated"
+    return (
+        REPO / "benchmarks" / "results" / f"{name}-{time.strftime('%Y-%m-%d')}-{where}{suffix}.json"
+    )
 
 
 def gpu_name() -> str:

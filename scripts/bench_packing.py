@@ -22,17 +22,15 @@ import argparse
 import io
 import json
 import os
-import re
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import yaml
-from bench_oom import gpu_name  # scripts/ is on the path when a script runs
+from bench_oom import gpu_name, result_path  # scripts/ is on the path when a script runs
 from rich.console import Console
 
-REPO = Path(__file__).resolve().parents[1]
 STEP_S = 0.0036  # the simulated workload's step at batch 64, width 256, depth 1
 
 SIMULATED: dict[str, dict[str, Any]] = {
@@ -170,10 +168,7 @@ def main() -> None:
             "speedup_auto_over_off": round(off["wall_s"] / auto["wall_s"], 3),
         }
     device = gpu_name() if args.real else "simulated RTX 4050 Laptop GPU (6 GB), no GPU here"
-    slug = re.sub(r"[^a-z0-9]+", "-", device.lower()).strip("-") if args.real else "simulated"
-    out = args.out or REPO / "benchmarks" / "results" / (
-        f"packing-{time.strftime('%Y-%m-%d')}-{slug}.json"
-    )
+    out = args.out or result_path("packing", device if args.real else None)
     out.parent.mkdir(parents=True, exist_ok=True)
     payload = {
         "date": time.strftime("%Y-%m-%d"),

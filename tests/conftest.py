@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
+from mlflow.tracking import MlflowClient
 
 from hpsearch.config import RunConfig, load_config
 from hpsearch.tracking import MlflowTracker
@@ -26,6 +27,21 @@ BASE_CONFIG: dict[str, Any] = {
 }
 
 ConfigWriter = Callable[..., Path]
+
+
+def mlflow_client(project: Path) -> MlflowClient:
+    """A client of the project's MLflow store (the default ``sqlite:///mlruns/mlflow.db``)."""
+    return MlflowClient(f"sqlite:///{project / 'mlruns' / 'mlflow.db'}")
+
+
+def max_overlap(intervals: list[tuple[float, float]]) -> int:
+    """The most intervals ``(start, end)`` open at one time."""
+    events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
+    level = peak = 0
+    for _, change in events:
+        level += change
+        peak = max(peak, level)
+    return peak
 
 
 def merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mlflow.tracking import MlflowClient
 from rich.console import Console
 
 import hpsearch
@@ -23,7 +22,7 @@ from hpsearch.resources import (
 )
 from hpsearch.study import open_study
 from hpsearch.workloads.simulated_gpu import gpu_profile
-from tests.conftest import ConfigWriter
+from tests.conftest import ConfigWriter, max_overlap, mlflow_client
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ray_one_gpu")]
 
@@ -51,19 +50,6 @@ class SwitchAfter(ResourcePolicy):
         return admission
 
 
-def _mlflow(project: Path) -> MlflowClient:
-    return MlflowClient(f"sqlite:///{project / 'mlruns' / 'mlflow.db'}")
-
-
-def _max_overlap(intervals: list[tuple[float, float]]) -> int:
-    events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
-    level = peak = 0
-    for _, change in events:
-        level += change
-        peak = max(peak, level)
-    return peak
-
-
 def test_policy_change_mid_search_reaches_the_next_trials(write_config: ConfigWriter) -> None:
     path = write_config(
         {
@@ -87,8 +73,8 @@ def test_policy_change_mid_search_reaches_the_next_trials(write_config: ConfigWr
     assert assigned == requested
     assert seen_by_worker == requested
     intervals = [(t.metrics["started"], t.metrics["ended"]) for t in trials]
-    assert _max_overlap(intervals[:3]) == 1  # a whole GPU each: one at a time
-    assert _max_overlap(intervals[3:]) == 2  # half a GPU each: two at once
+    assert max_overlap(intervals[:3]) == 1  # a whole GPU each: one at a time
+    assert max_overlap(intervals[3:]) == 2  # half a GPU each: two at once
 
 
 def test_every_way_a_trial_ends_is_recorded(write_config: ConfigWriter, project: Path) -> None:
@@ -113,7 +99,7 @@ def test_every_way_a_trial_ends_is_recorded(write_config: ConfigWriter, project:
     assert by_number[3].state == "FAIL"
     assert "without reporting the objective metric 'score'" in (by_number[3].error or "")
 
-    client = _mlflow(project)
+    client = mlflow_client(project)
     statuses = {n: client.get_run(t.mlflow_run_id or "").info.status for n, t in by_number.items()}
     assert statuses == {0: "FINISHED", 1: "FAILED", 2: "FINISHED", 3: "FAILED"}
     failed = client.get_run(by_number[1].mlflow_run_id or "")
@@ -143,7 +129,7 @@ def test_pruner_stops_trials_through_should_prune(
 
     pruned = [t for t in outcome.results.study.trials if t.state.name == "PRUNED"]
     assert pruned, "the median pruner should stop the trials below the median"
-    client = _mlflow(project)
+    client = mlflow_client(project)
     for trial in pruned:
         step = trial.user_attrs[attrs.PRUNED_AT]
         assert 1 <= step < 5
@@ -190,7 +176,7 @@ def test_accuracy_against_speed_prunes_dominated_trials_and_plots_the_front(
     )
     outcome = hpsearch.run(path)
     study = outcome.results.study
-    client = _mlflow(project)
+    client = mlflow_client(project)
 
     pruned = [t for t in study.trials if t.state.name == "PRUNED"]
     assert pruned, "a handicapped trial is beaten on both objectives by an earlier one"
@@ -253,7 +239,7 @@ def test_search_on_simulated_gpus_gives_every_trial_gpu_series(
     outcome = hpsearch.run(path, console=console)
     assert "GPU telemetry: simulated: 1 GPU" in console.file.getvalue()  # type: ignore[attr-defined]
 
-    client = _mlflow(project)
+    client = mlflow_client(project)
     trials = outcome.results.study.trials
     assert [t.state.name for t in trials] == ["COMPLETE"] * 4
     sharing = []
@@ -301,7 +287,7 @@ def test_search_without_a_gpu_says_so_once_and_records_no_gpu_metrics(
     output = console.file.getvalue()  # type: ignore[attr-defined]
     assert output.count("GPU telemetry off: no NVIDIA driver here") == 1
     assert "trials run on CPU" in output
-    client = _mlflow(project)
+    client = mlflow_client(project)
     for trial in outcome.results.trials:
         run = client.get_run(trial.mlflow_run_id or "")
         assert not [name for name in run.data.metrics if name.startswith("gpu")]
@@ -342,7 +328,7 @@ def test_out_of_memory_trials_are_pruned_and_shared_ones_retried_alone(
         queued.enqueue_trial({"batch_size": batch, "width": width})
     outcome = hpsearch.run(path)
     trials = outcome.results.study.trials
-    client = _mlflow(project)
+    client = mlflow_client(project)
 
     assert not [t for t in trials if t.state.name == "FAIL"]  # no OOM counted as a crash
     by_params: dict[tuple[int, int], list[Any]] = {}
@@ -426,7 +412,7 @@ def test_retry_smaller_batch_keeps_the_effective_batch(
             "retry_grad_accum_steps": 2,
         }
     ]
-    run = _mlflow(project).get_run(trial.user_attrs[attrs.MLFLOW_RUN])
+    run = mlflow_client(project).get_run(trial.user_attrs[attrs.MLFLOW_RUN])
     assert run.data.tags["hpsearch.ran_with_batch_size"] == "8192"
     assert run.data.tags["hpsearch.ran_with_grad_accum_steps"] == "2"
 

@@ -16,11 +16,10 @@ from typing import Any
 
 import optuna
 import pytest
-from mlflow.tracking import MlflowClient
 
 import hpsearch
 from hpsearch import attrs
-from tests.conftest import ConfigWriter
+from tests.conftest import ConfigWriter, mlflow_client
 
 pytestmark = pytest.mark.slow
 
@@ -43,7 +42,7 @@ def _study(name: str) -> optuna.Study:
 
 
 def _runs(project: Path, experiment: str) -> tuple[list[Any], list[Any]]:
-    client = MlflowClient(f"sqlite:///{project / 'mlruns' / 'mlflow.db'}")
+    client = mlflow_client(project)
     found = client.get_experiment_by_name(experiment)
     assert found is not None
     runs = client.search_runs([found.experiment_id], max_results=1000)
@@ -70,7 +69,7 @@ def test_debug_config_runs_resumes_and_agrees(repo_configs: Path, project: Path)
     parents, children = _runs(project, "digits-debug")
     assert len(parents) == 1
     assert len(children) == 4
-    client = MlflowClient(f"sqlite:///{project / 'mlruns' / 'mlflow.db'}")
+    client = mlflow_client(project)
     by_id = {r.info.run_id: r for r in children}
     for trial in study.trials:
         run = by_id[trial.user_attrs[attrs.MLFLOW_RUN]]
@@ -137,7 +136,7 @@ def test_phase1_searches_accuracy_against_speed(repo_configs: Path, project: Pat
         effective = trial.user_attrs[attrs.KNOBS]["effective"]
         assert effective["batch_size"] == trial.params["batch_size"]
     parents, _ = _runs(project, "digits-phase1")
-    client = MlflowClient(f"sqlite:///{project / 'mlruns' / 'mlflow.db'}")
+    client = mlflow_client(project)
     files = {f.path for f in client.list_artifacts(parents[0].info.run_id, "pareto")}
     assert "pareto/pareto_front.png" in files
 

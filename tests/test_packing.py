@@ -72,9 +72,7 @@ class Machine:
             if placement is None:
                 self.limits.append(decisions[self.gpus[0]].limit)
                 return placed
-            self.trials[placement.gpu].append(
-                TrialOnGpu(self.next_number, self.now, share=placement.share)
-            )
+            self.trials[placement.gpu].append(TrialOnGpu(self.next_number))
             self.next_number += 1
             placed.append(placement.gpu)
 
@@ -191,7 +189,7 @@ def test_memory_of_trials_not_yet_measured_counts_at_the_estimate() -> None:
     assert machine.limits[-1] == 2
     view = machine.view()
     # The GPU shows one warm trial's 2000 MiB, but a second one was just admitted.
-    fresh = TrialOnGpu(99, machine.now)
+    fresh = TrialOnGpu(99)
     gpu = replace(view.gpus[0], trials=(view.gpus[0].trials[0], fresh), memory_used_mb=2000.0)
     decision = policy.decide(replace(view, gpus=(gpu,)))[GPU0]
     assert decision.limit == 2
@@ -210,13 +208,13 @@ def test_off_and_fixed_modes() -> None:
 def test_a_whole_gpu_goes_to_an_empty_gpu_only() -> None:
     policy = PackingPolicy(PackingSettings(mode="fixed", trials_per_gpu=2))
     machine = Machine(policy, util=5, memory=100, gpus=(GPU0, GPU1))
-    machine.trials[GPU0].append(TrialOnGpu(0, 0.0))
+    machine.trials[GPU0].append(TrialOnGpu(0))
     view = machine.view()
     placement = policy.place(view, policy.decide(view), whole_gpu=True)
     assert placement is not None
     assert placement.gpu == GPU1
     assert placement.share == 1.0
-    machine.trials[GPU1].append(TrialOnGpu(1, 0.0, alone=True))
+    machine.trials[GPU1].append(TrialOnGpu(1, alone=True))
     view = machine.view()
     assert policy.place(view, policy.decide(view), whole_gpu=True) is None
     # The alone trial's GPU takes no neighbour either.
@@ -245,7 +243,7 @@ def test_a_trial_of_a_new_kind_gets_no_neighbour_until_it_is_measured() -> None:
     machine.run(4)
     assert min(len(machine.trials[g]) for g in (GPU0, GPU1)) >= 2
     # A larger configuration than any measured lands on GPU 0; one trial there ends.
-    machine.trials[GPU0][0] = TrialOnGpu(90, machine.now, new_kind=True)
+    machine.trials[GPU0][0] = TrialOnGpu(90, new_kind=True)
     machine.trials[GPU1].pop()
     view = machine.view()
     decisions = machine.policy.decide(view)

@@ -190,10 +190,8 @@ class PackingAdmission(ResourcePolicy):
             on_gpu.append(
                 TrialOnGpu(
                     number=trial.number,
-                    started_at=trial.started_at,
                     warm_at=trial.warm_at,
                     cpus=trial.busy_cpus if trial.busy_cpus is not None else trial.cpus,
-                    share=trial.gpus,
                     memory_mb=max(own) if own else None,
                     alone=trial.alone,
                     new_kind=trial.new_kind,

@@ -9,14 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mlflow.tracking import MlflowClient
 
 import hpsearch
 from hpsearch import attrs
 from hpsearch.config import load_config
 from hpsearch.study import open_study
 from hpsearch.tracking import TRIAL_NUMBER_TAG
-from tests.conftest import ConfigWriter
+from tests.conftest import ConfigWriter, max_overlap, mlflow_client
 
 pytestmark = pytest.mark.slow
 
@@ -59,15 +58,6 @@ def _config(
     }
 
 
-def _overlap(intervals: list[tuple[float, float]]) -> int:
-    events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
-    level = peak = 0
-    for _, change in events:
-        level += change
-        peak = max(peak, level)
-    return peak
-
-
 def _per_gpu_overlap(study: Any) -> dict[int, int]:
     """The most trials that ran at once on each GPU (from the workers' own reports)."""
     spans: dict[int, list[tuple[float, float]]] = {}
@@ -76,11 +66,11 @@ def _per_gpu_overlap(study: Any) -> dict[int, int]:
         if trial.datetime_start and trial.datetime_complete and gpu is not None:
             span = (trial.datetime_start.timestamp(), trial.datetime_complete.timestamp())
             spans.setdefault(gpu, []).append(span)
-    return {gpu: _overlap(s) for gpu, s in spans.items()}
+    return {gpu: max_overlap(s) for gpu, s in spans.items()}
 
 
 def _decisions(project: Path, run_id: str) -> list[dict[str, Any]]:
-    client = MlflowClient(f"sqlite:///{project / 'mlruns' / 'mlflow.db'}")
+    client = mlflow_client(project)
     path = client.download_artifacts(run_id, "packing_decisions.json", str(project))
     decisions: list[dict[str, Any]] = json.loads(Path(path).read_text())
     return decisions
@@ -112,7 +102,7 @@ def test_trials_that_leave_the_gpu_idle_are_packed_and_spread_over_two_gpus(
             str(trial.user_attrs[attrs.RESOURCES]["gpu"])
         ]
 
-    client = MlflowClient(f"sqlite:///{project / 'mlruns' / 'mlflow.db'}")
+    client = mlflow_client(project)
     assert outcome.mlflow_parent_run_id is not None
     allowed = client.get_metric_history(outcome.mlflow_parent_run_id, "packing_gpu0_trials_allowed")
     assert max(m.value for m in allowed) >= 3

@@ -62,7 +62,6 @@ class Rig:
             gpus=admission.gpus,
             gpu_index=admission.gpu_index,
             node=admission.node,
-            started_at=self.clock.now,
             pid=5000 + len(self.running),
         )
         self.running.append(trial)
