@@ -1,46 +1,66 @@
-"""``hpsearch.run``: the composition root, the one place where the parts of a search are wired."""
+"""``hpsearch.run``: the composition root, the one place where the parts of a search are wired.
+
+A search is three steps: :func:`build_search` wires the parts (pure wiring:
+nothing runs, nothing is started), the runner's session runs them, and
+:func:`close_out` records what is left when the search ends, however it ends.
+The runner is a part like any other: Ray Tune by default, a simulated-time
+runner when one is given.
+"""
 
 from __future__ import annotations
 
-import itertools
-import json
 import logging
 import math
 import os
-import re
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.console import Console
 
+from hpsearch.backends import OpenedTelemetry, open_backend
 from hpsearch.config import ExecutionSpec, RunConfig, load_config, parse_simulate
 from hpsearch.entrypoint import ensure_importable_from, resolve_train_function
 from hpsearch.errors import HpsearchError
-from hpsearch.packing import GpuDecision, PackingPolicy, PackingSettings
-from hpsearch.pruning import make_judge
-from hpsearch.recorder import TrialRecorder, TrialTemplate, reclaim_stale_trials
-from hpsearch.resources import ClusterCapacity, ResourcePolicy, StaticPolicy
-from hpsearch.results import StudyResults
-from hpsearch.study import BudgetDecision, TrialBudget, count_budget, open_study
-from hpsearch.telemetry import (
-    GpuMonitor,
-    TelemetryBackend,
-    TrialGpuMetrics,
-    open_backend,
-    render_report,
+from hpsearch.lifecycle import (
+    GpuSeries,
+    MlflowMirror,
+    ObjectiveValues,
+    OomHandling,
+    ParentRun,
+    RunningTrials,
+    TrialLedger,
+    TrialListener,
+    TrialTemplate,
+    VerdictPoster,
+    reclaim_stale_trials,
 )
-from hpsearch.tracking import STUDY_TAG, MlflowTracker, RunStatus
-
-if TYPE_CHECKING:
-    from hpsearch.progress import ProgressView
-    from hpsearch.runner.placement import PackingAdmission
-
-RAY_RESULTS_DIR = Path("mlruns") / "ray"
-"""Where Ray Tune keeps trial folders (stdout/stderr of each trial), under the working directory."""
+from hpsearch.oom import OomBook
+from hpsearch.placement import (
+    AdmissionRequest,
+    PackingAdmission,
+    PackingObserver,
+    PackingPolicy,
+    PackingSettings,
+    ResourcePolicy,
+    StaticPolicy,
+)
+from hpsearch.progress import ProgressView
+from hpsearch.pruning import VerdictBoard, make_judge
+from hpsearch.results import StudyResults
+from hpsearch.runner import RunnerSession, TrialRunner, mps_daemon
+from hpsearch.scheduler import Scheduler
+from hpsearch.study import (
+    BudgetCount,
+    BudgetDecision,
+    StudyHandle,
+    TrialBudget,
+    count_budget,
+    open_study,
+)
+from hpsearch.telemetry import GpuMonitor, TelemetryBackend, TrialGpuMetrics
+from hpsearch.tracking import MlflowTracker, RunStatus
 
 
 @dataclass(frozen=True)
@@ -60,6 +80,29 @@ class RunOutcome:
     interrupted: int
 
 
+@dataclass(frozen=True)
+class SearchParts:
+    """The parts of one search, wired and ready to run.
+
+    Attributes:
+        ledger: the open trials and Optuna's ask/tell; the runner tells it what happens.
+        scheduler: what the runner asks before each trial.
+        running: the trials holding resources now, as the resource policy sees them.
+        view: the progress view (a context manager while the search runs).
+        max_pending: most trials that may be starting at once.
+        board: where pruning verdicts go (``None``: no pruner).
+        placing: the packing policy's admission, when GPUs are packed.
+    """
+
+    ledger: TrialLedger
+    scheduler: Scheduler
+    running: RunningTrials
+    view: ProgressView
+    max_pending: int
+    board: VerdictBoard | None = None
+    placing: PackingAdmission | None = None
+
+
 def run(
     config: RunConfig | str | os.PathLike[str],
     *,
@@ -69,6 +112,7 @@ def run(
     policy: ResourcePolicy | None = None,
     console: Console | None = None,
     simulate: str | None = None,
+    runner: TrialRunner | None = None,
 ) -> RunOutcome:
     """Run (or continue) the search a config describes, until its budget is spent.
 
@@ -77,10 +121,11 @@ def run(
         address: a Ray cluster to join (overrides ``execution.address``).
         n_trials: total trials the study should reach (overrides ``study.n_trials``).
         timeout: seconds after which no new trial starts (overrides ``study.timeout``).
-        policy: the resource policy; default: a static policy from ``execution``.
+        policy: the resource policy; default: from ``execution`` and ``packing``.
         console: where the progress view draws.
         simulate: run against simulated GPUs (overrides ``telemetry``): a built-in
             trace name, a CSV trace, or ``load[:key=value,...]``/``constant[:...]``.
+        runner: where trials run; default: Ray Tune (``hpsearch.runner.RayTuneRunner``).
 
     Raises:
         HpsearchError: anything the user can fix (the CLI exits with code 2).
@@ -96,49 +141,45 @@ def run(
     config = config.with_overrides(
         n_trials=n_trials, timeout=timeout, address=address, simulate=simulated
     )
-    console = console or Console()
+    if runner is None:
+        from hpsearch.runner import RayTuneRunner
+
+        runner = RayTuneRunner()
     with _quiet_libraries():
-        return _run(config, policy, console)
+        return _run(config, policy, console or Console(), runner)
 
 
-def _run(config: RunConfig, policy: ResourcePolicy | None, console: Console) -> RunOutcome:
+def _run(
+    config: RunConfig, policy: ResourcePolicy | None, console: Console, runner: TrialRunner
+) -> RunOutcome:
     workdir = os.getcwd()
     ensure_importable_from(workdir)
     # Fail here, with a one-line error, rather than in every trial worker.
     resolve_train_function(config.train, source=config.source)
-    backend, telemetry_line = open_backend(config.telemetry)
+    telemetry = open_backend(config.telemetry)  # opening a backend is the root's job
     try:
-        return _search(
-            config,
-            policy,
-            console,
-            workdir=workdir,
-            backend=backend,
-            telemetry_line=telemetry_line,
-        )
+        return _search(config, policy, console, runner, telemetry, workdir)
     finally:
-        if backend is not None:
-            backend.close()
+        if telemetry.backend is not None:
+            telemetry.backend.close()
 
 
-def _search(
+def _search(  # noqa: PLR0917 - the root hands over what it opened
     config: RunConfig,
     policy: ResourcePolicy | None,
     console: Console,
-    *,
+    runner: TrialRunner,
+    telemetry: OpenedTelemetry,
     workdir: str,
-    backend: TelemetryBackend | None,
-    telemetry_line: str,
 ) -> RunOutcome:
-    execution = _execution_for(config, backend)
-
+    execution = _execution_for(config, telemetry.backend)
     handle = open_study(config)
     tracker = MlflowTracker(
         config.tracking.uri, config.experiment_name, config.tracking.artifact_location
     )
     reclaim_stale_trials(handle, tracker)
-    budget = TrialBudget(config.study.n_trials, config.study.timeout)
     before = count_budget(handle.study.get_trials(deepcopy=False))
+    budget = TrialBudget(config.study.n_trials, config.study.timeout)
     if budget.decide(before) is BudgetDecision.FINISHED and before.running == 0:
         console.print(
             f"study '{handle.name}' already has {before.finished} finished trials "
@@ -147,106 +188,217 @@ def _search(
         )
         return RunOutcome(StudyResults(handle.study), None, 0, 0)
 
-    run_name, parent_run_id = _start_parent_run(config, handle.name, tracker)
-    console.print(
-        telemetry_line if backend is not None else f"{telemetry_line}; trials run on CPU",
-        highlight=False,
-        markup=False,
+    parent = ParentRun.start(config, handle, tracker)
+    line = (
+        telemetry.line if telemetry.backend is not None else f"{telemetry.line}; trials run on CPU"
     )
-
-    from hpsearch.progress import ProgressView
-    from hpsearch.runner.cluster import current_capacity, local_node_id, ray_cluster
-
-    status = RunStatus.FAILED
-    finished_before = before.finished
+    console.print(line, highlight=False, markup=False)
+    status, interrupted = RunStatus.FAILED, 0
     try:
         with (
-            _mps(config, backend, tracker, parent_run_id),
-            ray_cluster(execution, workdir) as capacity,
-            _monitoring(config, backend) as monitor,
+            _mps(config, telemetry.backend, parent),
+            runner.connect(execution, workdir) as session,
+            _monitoring(config, telemetry.backend, session) as monitor,
         ):
-            from hpsearch.runner.adapters import AdmissionSearcher, RecorderCallback
-            from hpsearch.runner.decision_board import DecisionBoardHandle
-            from hpsearch.runner.tuner import run_trials
-
-            gpu = (
-                TrialGpuMetrics(monitor, local_node_id=local_node_id())
-                if monitor is not None
-                else None
-            )
-            judge = make_judge(
-                config.study.pruner, config.objective_list, handle.study, config.source
-            )
-            board = DecisionBoardHandle() if judge is not None else None
-            view = ProgressView(
-                handle.name,
-                config.objective_list,
-                n_trials=config.study.n_trials,
-                already=before,
-                best_before=_best_so_far(handle.study),
+            parts = build_search(
+                config,
+                handle=handle,
+                parent=parent,
+                session=session,
+                monitor=monitor,
+                telemetry=telemetry,
                 console=console,
-            )
-            placing: PackingAdmission | None = None
-            if policy is None:
-                policy, placing = _resource_policy(
-                    config, execution, capacity, monitor, view, tracker, parent_run_id
-                )
-            recorder = TrialRecorder(
-                handle,
-                space=config.search_space,
-                objectives=config.objective_list,
-                tracker=tracker,
-                parent_run_id=parent_run_id,
-                template=TrialTemplate(
-                    train=config.train,
-                    source=config.source,
-                    objectives=tuple(o.metric for o in config.objective_list),
-                    decision_board=board.name if board else "",
-                ),
-                board=board,
-                judge=judge,
-                listeners=[view],
-                gpu=gpu,
-                oom=config.oom,
-                gpu_memory_mb=_gpu_memory_mb(backend),
-                oom_listener=placing,
-            )
-            searcher = AdmissionSearcher(recorder, policy, budget, current_capacity)
-            max_pending = execution.max_concurrent or max(
-                1, math.floor(capacity.cpus / execution.cpus_per_trial)
+                policy=policy,
+                before=before,
             )
             try:
-                with view:
-                    run_trials(
-                        searcher,
-                        RecorderCallback(recorder),
-                        storage_path=RAY_RESULTS_DIR,
-                        experiment=re.sub(r"[^\w.-]+", "_", run_name),
-                        reuse_workers=execution.reuse_workers,
-                        max_pending=max_pending,
+                with parts.view:
+                    session.run(
+                        parts.scheduler,
+                        parts.ledger,
+                        name=parent.name,
+                        max_pending=parts.max_pending,
                     )
             finally:
-                # However the search ended, while Ray (and the decision board) still runs:
-                # record every trial still open, so nothing already run is lost.
-                interrupted = recorder.interrupt_open_trials()
-                if board is not None:
-                    board.close()
-                if monitor is not None:
-                    _record_gpu_report(tracker, parent_run_id, monitor)
-                if placing is not None:
-                    _record_packing(tracker, parent_run_id, placing)
-                _record_pareto(tracker, parent_run_id, StudyResults(handle.study))
+                # However the search ended, while the runner still runs: record every
+                # trial still open, so nothing already run is lost.
+                interrupted = close_out(parts, parent, monitor, handle)
         status = RunStatus.KILLED if interrupted else RunStatus.FINISHED
     except KeyboardInterrupt:
         status = RunStatus.KILLED
         raise
     finally:
-        tracker.end_run(parent_run_id, status)
+        parent.end(status)
 
     after = count_budget(handle.study.get_trials(deepcopy=False))
     return RunOutcome(
-        StudyResults(handle.study), parent_run_id, after.finished - finished_before, interrupted
+        StudyResults(handle.study), parent.run_id, after.finished - before.finished, interrupted
     )
+
+
+def build_search(
+    config: RunConfig,
+    *,
+    handle: StudyHandle,
+    parent: ParentRun,
+    session: RunnerSession,
+    monitor: GpuMonitor | None,
+    telemetry: OpenedTelemetry,
+    console: Console,
+    policy: ResourcePolicy | None = None,
+    before: BudgetCount | None = None,
+) -> SearchParts:
+    """Wire the parts of a search: the ledger, its listeners, the policy and the scheduler.
+
+    Pure wiring: nothing runs and nothing is started (the runner's session is
+    asked for its clock, its resources and a verdict board).
+    """
+    objectives = config.objective_list
+    earlier = handle.study.get_trials(deepcopy=False)  # read once for every part below
+    judge = make_judge(config.study.pruner, objectives, handle.study, config.source)
+    board = session.verdict_board() if judge is not None else None
+    view = ProgressView(
+        handle.name,
+        objectives,
+        n_trials=config.study.n_trials,
+        already=before or BudgetCount(0, 0),
+        best_before=_best_so_far(handle.study),
+        console=console,
+    )
+    placing = None
+    if policy is None:
+        policy, placing = _resource_policy(config, session, monitor, [view, parent])
+    gpu_memory_mb = _gpu_memory_mb(telemetry.backend)
+    oom = OomHandling(OomBook(config.oom, earlier, gpu_memory_mb), handle)
+    running = RunningTrials(
+        config.oom.grows_memory,
+        earlier,
+        ran_out=placing.trial_ran_out if placing is not None else None,
+        clock=session.clock,
+    )
+    mirror = MlflowMirror(parent.tracker, handle.name, parent.run_id, objectives)
+    # The order listeners are told in: the mirror's run exists before GPU series use it.
+    listeners: list[TrialListener] = [mirror, oom, running]
+    if monitor is not None:
+        gpu = TrialGpuMetrics(
+            monitor, local_node_id=session.local_node_id, load_sink=telemetry.load_sink
+        )
+        listeners.append(GpuSeries(gpu, parent.tracker, mirror, session.clock))
+    if board is not None:
+        listeners.append(VerdictPoster(board))
+    listeners += [parent, view]
+    template = TrialTemplate(
+        train=config.train,
+        source=config.source,
+        objectives=tuple(o.metric for o in objectives),
+        decision_board=board.name if board is not None else "",
+        oom_action=config.oom.action,
+        max_halvings=config.oom.max_halvings,
+        gpu_memory_mb=gpu_memory_mb,
+    )
+    ledger = TrialLedger(
+        handle,
+        space=config.search_space,
+        objectives=ObjectiveValues(objectives, config.source),
+        template=template,
+        judge=judge,
+        listeners=listeners,
+        clock=session.clock,
+    )
+    budget = TrialBudget(config.study.n_trials, config.study.timeout, clock=session.clock)
+    scheduler = Scheduler(
+        ledger,
+        running=running,
+        policy=policy,
+        budget=budget,
+        capacity=session.capacity,
+        runs_alone=oom.next_runs_alone,
+        clock=session.clock,
+    )
+    execution = config.execution
+    max_pending = execution.max_concurrent or max(
+        1, math.floor(session.capacity().cpus / execution.cpus_per_trial)
+    )
+    return SearchParts(ledger, scheduler, running, view, max_pending, board, placing)
+
+
+def close_out(
+    parts: SearchParts, parent: ParentRun, monitor: GpuMonitor | None, handle: StudyHandle
+) -> int:
+    """Record what is left when a search ends; return how many trials were interrupted."""
+    interrupted = parts.ledger.interrupt_open()
+    if parts.board is not None:
+        parts.board.close()
+    if monitor is not None:
+        monitor.stop()
+        parent.record_gpu_report(monitor)
+    if parts.placing is not None:
+        parent.record_packing(parts.placing.decisions, parts.placing.policy.settings.mode)
+    parent.record_pareto(StudyResults(handle.study))
+    return interrupted
+
+
+def _resource_policy(
+    config: RunConfig,
+    session: RunnerSession,
+    monitor: GpuMonitor | None,
+    observers: list[PackingObserver],
+) -> tuple[ResourcePolicy, PackingAdmission | None]:
+    """The policy a config asks for: CPU-only trials, or GPUs packed per ``packing``."""
+    execution = config.execution
+    packing = config.packing_in_effect
+    if packing is None or session.capacity().gpus <= 0:
+        cpu_only = StaticPolicy(
+            cpus_per_trial=execution.cpus_per_trial,
+            trials_per_gpu=0,
+            max_concurrent=execution.max_concurrent,
+        )
+        return cpu_only, None
+    settings = PackingSettings(**packing.model_dump(exclude={"mps"}))
+    most = {"off": 1, "fixed": packing.trials_per_gpu, "auto": packing.max_trials_per_gpu}
+    local = {g.index: g.memory_total_mb for g in monitor.gpus} if monitor is not None else None
+    placing = PackingAdmission(
+        PackingPolicy(settings),
+        nodes=lambda: session.gpu_nodes(local),
+        request=AdmissionRequest(
+            cpus_per_trial=execution.cpus_per_trial,
+            max_concurrent=execution.max_concurrent,
+            ray_gpus=1.0 / most[packing.mode],
+        ),
+        monitor=monitor,
+        observers=observers,
+        clock=session.clock,
+    )
+    return placing, placing
+
+
+@contextmanager
+def _mps(config: RunConfig, backend: TelemetryBackend | None, parent: ParentRun) -> Iterator[None]:
+    """MPS for the search where ``packing.mps`` allows it; the parent run says what happened."""
+    packing = config.packing_in_effect
+    with mps_daemon(
+        packing.mps if packing is not None else "off",
+        real_gpus=backend is not None and not backend.simulated,
+        cluster=bool(config.execution.address),
+    ) as state:
+        parent.set_tags({"hpsearch.mps": state.detail})
+        yield
+
+
+@contextmanager
+def _monitoring(
+    config: RunConfig, backend: TelemetryBackend | None, session: RunnerSession
+) -> Iterator[GpuMonitor | None]:
+    """The GPU monitor, sampling for the whole search on the runner's clock (none without GPUs)."""
+    if backend is None:
+        yield None
+        return
+    telemetry = config.telemetry
+    monitor = GpuMonitor(
+        backend, interval_s=telemetry.interval_s, window_s=telemetry.window_s, clock=session.clock
+    )
+    with session.sampling(monitor):
+        yield monitor
 
 
 # Loggers that narrate what the progress view already shows, or warn about
@@ -292,135 +444,12 @@ def _execution_for(config: RunConfig, backend: TelemetryBackend | None) -> Execu
     return execution
 
 
-@contextmanager
-def _mps(
-    config: RunConfig, backend: TelemetryBackend | None, tracker: MlflowTracker, run_id: str
-) -> Iterator[None]:
-    """MPS for the search where ``packing.mps`` allows it; the parent run says what happened."""
-    from hpsearch.runner.mps import mps_daemon
-
-    packing = config.packing_in_effect
-    with mps_daemon(
-        packing.mps if packing is not None else "off",
-        real_gpus=backend is not None and not backend.simulated,
-        cluster=bool(config.execution.address),
-    ) as state:
-        tracker.set_tags(run_id, {"hpsearch.mps": state.detail})
-        yield
-
-
-@contextmanager
-def _monitoring(config: RunConfig, backend: TelemetryBackend | None) -> Iterator[GpuMonitor | None]:
-    """The GPU monitor, sampling in the background for the whole search (none without GPUs)."""
-    if backend is None:
-        yield None
-        return
-    telemetry = config.telemetry
-    with GpuMonitor(
-        backend, interval_s=telemetry.interval_s, window_s=telemetry.window_s
-    ) as monitor:
-        yield monitor
-
-
-def _record_gpu_report(tracker: MlflowTracker, run_id: str, monitor: GpuMonitor) -> None:
-    """The monitor's report and per-GPU summaries on the parent run."""
-    monitor.stop()
-    summaries = monitor.summaries(since=0.0)
-    metrics: dict[str, float] = {"gpu_monitor_cpu_share_pct": 0.0}
-    if monitor.wall_s:
-        metrics["gpu_monitor_cpu_share_pct"] = 100 * monitor.sampler_cpu_s / monitor.wall_s
-    for summary in summaries:
-        if summary.utilization is not None:
-            metrics[f"gpu{summary.index}_utilization_mean_pct"] = summary.utilization.mean
-        if summary.memory_used is not None:
-            metrics[f"gpu{summary.index}_memory_peak_mb"] = summary.memory_used.max
-    tracker.log_metrics(run_id, metrics, 0)
-    report = render_report(
-        summaries,
-        source=monitor.backend.describe(),
-        interval_s=monitor.interval_s,
-        sampler_cpu_s=monitor.sampler_cpu_s,
-        wall_s=monitor.wall_s,
-    )
-    tracker.log_text(run_id, report, "gpu_report.txt")
-
-
-def _resource_policy(  # noqa: PLR0917 - the composition root hands over what it built
-    config: RunConfig,
-    execution: ExecutionSpec,
-    capacity: ClusterCapacity,
-    monitor: GpuMonitor | None,
-    view: ProgressView,
-    tracker: MlflowTracker,
-    run_id: str,
-) -> tuple[ResourcePolicy, PackingAdmission | None]:
-    """The policy a config asks for: CPU-only trials, or GPUs packed per ``packing``."""
-    from hpsearch.runner.cluster import cluster_gpus, local_node_id
-    from hpsearch.runner.placement import PackingAdmission
-
-    packing = config.packing_in_effect
-    if packing is None or capacity.gpus <= 0:
-        cpu_only = StaticPolicy(
-            cpus_per_trial=execution.cpus_per_trial,
-            trials_per_gpu=0,
-            max_concurrent=execution.max_concurrent,
-        )
-        return cpu_only, None
-    settings = PackingSettings(**packing.model_dump(exclude={"mps"}))
-    most = {"off": 1, "fixed": packing.trials_per_gpu, "auto": packing.max_trials_per_gpu}
-    local = {g.index: g.memory_total_mb for g in monitor.gpus} if monitor is not None else None
-    node = local_node_id()
-    steps = itertools.count()
-
-    def on_decision(gpu: str, decision: GpuDecision) -> None:
-        view.packing_changed(gpu, decision.limit, decision.previous, decision.reason)
-
-    def on_series(points: dict[str, float]) -> None:
-        tracker.log_metrics(run_id, points, next(steps))
-
-    placing = PackingAdmission(
-        PackingPolicy(settings),
-        nodes=lambda: cluster_gpus(local, node),
-        cpus_per_trial=execution.cpus_per_trial,
-        max_concurrent=execution.max_concurrent,
-        ray_gpus=1.0 / most[packing.mode],
-        monitor=monitor,
-        on_decision=[on_decision],
-        on_series=on_series,
-    )
-    return placing, placing
-
-
-def _record_packing(tracker: MlflowTracker, run_id: str, placing: PackingAdmission) -> None:
-    """Every packing decision of the search, with its reason, on the parent run."""
-    tracker.log_text(run_id, json.dumps(placing.decisions, indent=2), "packing_decisions.json")
-    tracker.set_tags(run_id, {"hpsearch.packing_mode": placing.policy.settings.mode})
-
-
 def _gpu_memory_mb(backend: TelemetryBackend | None) -> float | None:
     """The smallest GPU's memory, to turn a GPU share into a memory cap (``None``: unknown)."""
     if backend is None:
         return None
     sizes = [g.memory_total_mb for g in backend.gpus() if g.memory_total_mb]
     return min(sizes) if sizes else None
-
-
-def _record_pareto(tracker: MlflowTracker, run_id: str, results: StudyResults) -> None:
-    """With several objectives: the Pareto plot and CSV on the parent run."""
-    if not results.is_multi_objective:
-        return
-    import tempfile
-
-    from hpsearch.pareto import write_pareto_files
-
-    try:
-        with tempfile.TemporaryDirectory() as folder:
-            for path in write_pareto_files(results, Path(folder)):
-                tracker.log_file(run_id, path, "pareto")
-    except Exception as exc:
-        # This runs while a search ends, maybe on an error of its own: a plot that
-        # cannot be drawn must not hide that error or lose the records.
-        logging.getLogger(__name__).warning("no Pareto plot on the parent run: %s", exc)
 
 
 def _best_so_far(study: Any) -> tuple[int, float] | None:
@@ -431,34 +460,3 @@ def _best_so_far(study: Any) -> tuple[int, float] | None:
     except ValueError:  # no complete trial yet
         return None
     return best.number, float(best.value)
-
-
-def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, str]:
-    """``{"study": {"name": "x"}}`` -> ``{"study.name": "x"}``, for MLflow params."""
-    flat: dict[str, str] = {}
-    for key, value in data.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict) and value:
-            flat.update(_flatten(value, f"{name}."))
-        elif value is not None:
-            flat[name] = str(value)
-    return flat
-
-
-def _start_parent_run(config: RunConfig, study: str, tracker: MlflowTracker) -> tuple[str, str]:
-    """The MLflow run of this search (its name and id), with the config's values and file."""
-    run_name = f"{study}-{time.strftime('%Y%m%d-%H%M%S')}"
-    run_id = tracker.start_run(
-        run_name,
-        params=_flatten(config.model_dump(mode="json")),
-        tags={STUDY_TAG: study, "hpsearch.config": config.source},
-    )
-    _attach_config(tracker, run_id, config)
-    return run_name, run_id
-
-
-def _attach_config(tracker: MlflowTracker, run_id: str, config: RunConfig) -> None:
-    """Keep the config file with the parent run, so the run says what was searched."""
-    source = Path(config.source)
-    if source.is_file():
-        tracker.log_text(run_id, source.read_text(encoding="utf-8"), f"config/{source.name}")

@@ -235,9 +235,9 @@ def monitor(
     per GPU: utilisation, memory and power, readings dropped as measurement
     errors, a verdict, and recommendations with their arithmetic.
     """
+    from hpsearch.backends import open_backend
     from hpsearch.config import TelemetrySpec, parse_simulate
-    from hpsearch.telemetry import open_backend
-    from hpsearch.telemetry._watch import watch
+    from hpsearch.telemetry import watch
 
     spec = load_config(config).telemetry if config is not None else TelemetrySpec()
     if simulate is not None:
@@ -246,7 +246,8 @@ def monitor(
         except ValueError as exc:
             raise HpsearchError(f"--simulate: {exc}") from None
         spec = spec.model_copy(update={"backend": "simulated", "simulated": simulated})
-    backend, line = open_backend(spec)
+    opened = open_backend(spec)
+    backend, line = opened.backend, opened.line
     console = Console()
     if backend is None:
         click.echo(f"{line}; nothing to monitor (try --simulate rtx4050-seed004)", err=True)
@@ -310,9 +311,11 @@ def _print_oom(trials: list[Any], as_json: bool) -> None:
     table = Table(title="trials pruned for memory", title_justify="left")
     for column in ("trial", "kind", "params", "reason"):
         table.add_column(column)
+    from hpsearch.oom import OomRecord
+
     for trial in trials:
         params = ", ".join(f"{k}={_short(v)}" for k, v in trial.params.items())
-        kind = "predicted" if "predicted_from" in trial.oom else "oom"
+        kind = "predicted" if OomRecord.from_dict(trial.oom).predicted else "oom"
         table.add_row(str(trial.number), kind, params, trial.prune_reason or "")
     Console().print(table)
 

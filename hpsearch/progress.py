@@ -13,9 +13,9 @@ from rich.live import Live
 from rich.text import Text
 
 from hpsearch.config import ObjectiveSpec
-from hpsearch.pareto import dominates
-from hpsearch.recorder import TrialSummary
-from hpsearch.resources import Admission
+from hpsearch.lifecycle import TrialEnded, TrialListener, TrialStarted
+from hpsearch.placement import GpuDecision
+from hpsearch.results import dominates
 from hpsearch.study import BudgetCount
 from hpsearch.trial.protocol import Outcome
 
@@ -27,8 +27,8 @@ _OUTCOME_STYLE = {
 }
 
 
-class ProgressView:
-    """Shows a search as it runs; a listener of the :class:`~hpsearch.recorder.TrialRecorder`.
+class ProgressView(TrialListener):
+    """Shows a search as it runs: a lifecycle listener and a packing observer.
 
     On a terminal it redraws one status block in place (rich ``Live``); elsewhere
     (CI logs, pipes) it prints one line per finished trial.
@@ -88,38 +88,42 @@ class ProgressView:
             self._live.__exit__(exc_type, exc, tb)
             self._live = None
 
-    def trial_started(self, number: int, admission: Admission) -> None:
+    def on_started(self, event: TrialStarted) -> None:
         """A trial began running."""
         with self._lock:
-            self._running.add(number)
+            self._running.add(event.number)
 
-    def trial_finished(self, summary: TrialSummary) -> None:
+    def on_ended(self, event: TrialEnded) -> None:
         """A trial ended; count it and remember the best."""
         with self._lock:
-            self._running.discard(summary.number)
-            if summary.outcome is not Outcome.INTERRUPTED:
+            self._running.discard(event.number)
+            if event.outcome is not Outcome.INTERRUPTED:
                 self._done += 1
-            if summary.outcome is Outcome.FAIL:
+            if event.outcome is Outcome.FAIL:
                 self._failed += 1
-            elif summary.outcome is Outcome.PRUNED:
+            elif event.outcome is Outcome.PRUNED:
                 self._pruned += 1
-            elif summary.outcome is Outcome.COMPLETE and summary.values is not None:
-                self._note_best(summary.number, summary.values)
-            line = self._trial_line(summary)
+            elif event.outcome is Outcome.COMPLETE and event.values is not None:
+                self._note_best(event.number, event.values)
+            line = self._trial_line(event)
             self._recent.append(line)
         if self._live is None:
             self._console.print(Text.assemble(line, "  ", self._status_line()), soft_wrap=True)
 
-    def packing_changed(self, gpu: str, limit: int, previous: int | None, reason: str) -> None:
+    def decided(self, gpu: str, decision: GpuDecision) -> None:
         """A GPU's trial count was set or changed: one line with the reason."""
-        was = f"{previous} → " if previous is not None else ""
+        was = f"{decision.previous} → " if decision.previous is not None else ""
         line = Text.assemble(
-            ("packing ", "bold blue"), f"{gpu}: {was}{limit} trial(s) · {reason}"[:220]
+            ("packing ", "bold blue"),
+            f"{gpu}: {was}{decision.limit} trial(s) · {decision.reason}"[:220],
         )
         with self._lock:
             self._recent.append(line)
         if self._live is None:
             self._console.print(line, soft_wrap=True)
+
+    def series(self, points: dict[str, float]) -> None:
+        """The per-GPU series go to the parent run, not to the view."""
 
     def __rich__(self) -> RenderableType:
         with self._lock:
@@ -164,7 +168,7 @@ class ProgressView:
         parts.append(f" · {elapsed // 60}:{elapsed % 60:02d}")
         return Text.assemble(*parts)
 
-    def _trial_line(self, summary: TrialSummary) -> Text:
+    def _trial_line(self, summary: TrialEnded) -> Text:
         style = _OUTCOME_STYLE[summary.outcome]
         detail = ""
         if summary.values is not None:

@@ -2,9 +2,11 @@
 
 The study in its storage is the single source of truth for what was tried and
 how it ended. Trials left RUNNING by a driver that died are found by Optuna's
-heartbeat, failed, and enqueued again with the same parameters (the new trial
-carries ``attrs.RETRY_OF``), so a restarted search finishes them and they do
-not count twice toward ``n_trials``.
+heartbeat, failed, and queued again with the same parameters by Optuna's
+``RetryHeartbeatStaleTrialCallback``; trials interrupted by a stopped search are
+queued again by the driver (the new trial carries ``attrs.RETRY_OF``). Either
+way a restarted search finishes them and they do not count twice toward
+``n_trials``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 
 import optuna
 from optuna.exceptions import ExperimentalWarning
-from optuna.storages import RDBStorage
+from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 from optuna.trial import FrozenTrial, TrialState
 
 from hpsearch import attrs
@@ -125,6 +127,8 @@ class StudyHandle:
         self._stale = stale
         self.heartbeat_interval_s = heartbeat_interval_s
         self.grace_period_s = grace_period_s
+        self._study_id = storage.get_study_id_from_name(study.study_name)
+        self._trial_ids: dict[int, int] = {}
 
     @property
     def name(self) -> str:
@@ -134,8 +138,15 @@ class StudyHandle:
     def stamp_alive(self, trials: Sequence[optuna.Trial]) -> None:
         """Record that the driver still runs ``trials`` (Optuna's heartbeat)."""
         for trial in trials:
-            # Optuna exposes no public trial id; its own heartbeat thread uses this one.
-            self._storage.record_heartbeat(trial._trial_id)
+            self._storage.record_heartbeat(self._trial_id(trial.number))
+
+    def _trial_id(self, number: int) -> int:
+        """The storage's id of trial ``number`` (its public lookup, kept once asked)."""
+        if number not in self._trial_ids:
+            self._trial_ids[number] = self._storage.get_trial_id_from_study_id_trial_number(
+                self._study_id, number
+            )
+        return self._trial_ids[number]
 
     def ask(self, distributions: dict[str, optuna.distributions.BaseDistribution]) -> optuna.Trial:
         """A new trial with its parameters sampled, stamped alive at once."""
@@ -148,7 +159,7 @@ class StudyHandle:
         return trial
 
     def reclaim_stale(self) -> list[FrozenTrial]:
-        """Fail trials whose driver stopped stamping them, and enqueue them again.
+        """Fail trials whose driver stopped stamping them; Optuna queues each again.
 
         Returns:
             The trials failed now (their MLflow runs still need ending).
@@ -157,10 +168,7 @@ class StudyHandle:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ExperimentalWarning)
             optuna.storages.fail_stale_trials(self.study)
-        reclaimed = list(self._stale)
-        for trial in reclaimed:
-            self.retry_later(trial.number, trial.params)
-        return reclaimed
+        return list(self._stale)
 
     def retry_later(self, number: int, params: dict[str, Any]) -> None:
         """Enqueue the parameters of interrupted trial ``number`` to run again."""
@@ -189,6 +197,16 @@ def open_study(
     sampler = make_sampler(spec.sampler, config.source)
     pruner = make_pruner(spec.pruner, config.source)
     stale: list[FrozenTrial] = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExperimentalWarning)
+        requeue = RetryHeartbeatStaleTrialCallback()
+
+    def stale_trial(study: optuna.Study, trial: FrozenTrial) -> None:
+        stale.append(trial)  # its MLflow run is ended by the caller
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ExperimentalWarning)
+            requeue(study, trial)
+
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ExperimentalWarning)
@@ -197,7 +215,7 @@ def open_study(
                 engine_kwargs=_engine_kwargs(spec.storage),
                 heartbeat_interval=heartbeat_interval_s,
                 grace_period=grace_period_s,
-                heartbeat_stale_trial_callback=lambda _study, trial: stale.append(trial),
+                heartbeat_stale_trial_callback=stale_trial,
             )
     except Exception as exc:
         raise StudyError(
@@ -271,14 +289,25 @@ class BudgetCount:
     running: int
 
 
+def retried_numbers(trials: Sequence[FrozenTrial]) -> set[int]:
+    """Numbers of failed trials that run again: interrupted ones, and those of a lost driver."""
+    retried = {t.user_attrs[attrs.RETRY_OF] for t in trials if attrs.RETRY_OF in t.user_attrs}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExperimentalWarning)
+        for trial in trials:
+            retried.update(RetryHeartbeatStaleTrialCallback.retry_history(trial))
+    return retried
+
+
 def count_budget(trials: Sequence[FrozenTrial]) -> BudgetCount:
     """Count finished trials and running ones.
 
     Finished: complete, pruned (out-of-memory ones included), and failed; but not
-    a trial that runs again: one failed by an interruption, or one that ran out
-    of memory under a shared GPU's cap and re-runs alone. Its re-run counts.
+    a trial that runs again: one failed by an interruption or lost with its
+    driver, or one that ran out of memory under a shared GPU's cap and re-runs
+    alone. Its re-run counts.
     """
-    retried = {t.user_attrs[attrs.RETRY_OF] for t in trials if attrs.RETRY_OF in t.user_attrs}
+    retried = retried_numbers(trials)
     alone = {
         t.user_attrs[attrs.ALONE_RETRY_OF] for t in trials if attrs.ALONE_RETRY_OF in t.user_attrs
     }

@@ -121,20 +121,21 @@ def infeasible_share() -> float:
 
 def summarize(study: Any) -> dict[str, Any]:
     """OOM counts per half, wasted GPU-seconds and predicted skips, from the study."""
-    from hpsearch import attrs
-    from hpsearch.recorder import oom_summary
+    from hpsearch.oom import OomRecord, oom_record, oom_summary
 
     trials = [t for t in study.trials if t.state.is_finished()]
     half = len(trials) // 2
     halves = (trials[:half], trials[half:])
 
     def ran_out(trial: Any) -> bool:
-        oom = trial.user_attrs.get(attrs.OOM)
-        return oom is not None and "predicted_from" not in oom
+        record = oom_record(trial)
+        return record is not None and not record.predicted
 
-    launched = [
-        [t for t in h if "predicted_from" not in t.user_attrs.get(attrs.OOM, {})] for h in halves
-    ]
+    def predicted(trial: Any) -> bool:
+        record = oom_record(trial)
+        return record is not None and record.predicted
+
+    launched = [[t for t in h if not predicted(t)] for h in halves]
     oom = [sum(ran_out(t) for t in h) for h in halves]
     shares = [o / len(h) if h else 0.0 for o, h in zip(oom, launched, strict=True)]
     summary = oom_summary(trials)
@@ -154,7 +155,7 @@ def summarize(study: Any) -> dict[str, Any]:
         "wasted_gpu_seconds_share": summary.get("oom_wasted_gpu_seconds_share", 0.0),
         "best_val_accuracy": best,
         "oom_while_sharing": sum(
-            ran_out(t) and t.user_attrs[attrs.OOM].get("co_tenants", 0) > 0 for t in trials
+            ran_out(t) and (oom_record(t) or OomRecord()).co_tenants > 0 for t in trials
         ),
         "neighbours_of_ooms": len(neighbours),
         "neighbours_failed": sum(t.state.name == "FAIL" for t in neighbours),
@@ -166,6 +167,7 @@ def summarize(study: Any) -> dict[str, Any]:
 def _neighbours_of_ooms(trials: list[Any]) -> list[Any]:
     """Trials that ran on the same GPU at the same time as a trial that ran out of memory."""
     from hpsearch import attrs
+    from hpsearch.oom import oom_record
 
     def span(trial: Any) -> tuple[float, float] | None:
         if trial.datetime_start is None or trial.datetime_complete is None:
@@ -177,8 +179,8 @@ def _neighbours_of_ooms(trials: list[Any]) -> list[Any]:
 
     found = {}
     for oom in trials:
-        record = oom.user_attrs.get(attrs.OOM, {})
-        if "predicted_from" in record or attrs.OOM not in oom.user_attrs:
+        record = oom_record(oom)
+        if record is None or record.predicted:
             continue
         window = span(oom)
         for other in trials:

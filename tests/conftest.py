@@ -14,7 +14,9 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from hpsearch.config import RunConfig, load_config
+from hpsearch.runner import VirtualClock
 from hpsearch.tracking import MlflowTracker
+from tests.harness import DriverFactory, drivers
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -34,14 +36,24 @@ def mlflow_client(project: Path) -> MlflowClient:
     return MlflowClient(f"sqlite:///{project / 'mlruns' / 'mlflow.db'}")
 
 
-def max_overlap(intervals: list[tuple[float, float]]) -> int:
-    """The most intervals ``(start, end)`` open at one time."""
-    events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
-    level = peak = 0
-    for _, change in events:
-        level += change
-        peak = max(peak, level)
-    return peak
+def age_heartbeat(storage: str, number: int, seconds: float) -> None:
+    """Date the last heartbeat of trial ``number`` ``seconds`` back, in the study's own database.
+
+    Staleness is judged by the database's clock, so this is how a driver that
+    stopped stamping long ago is written without waiting (SQLite storages).
+    """
+    import sqlalchemy
+
+    engine = sqlalchemy.create_engine(storage)
+    with engine.begin() as connection:
+        connection.execute(
+            sqlalchemy.text(
+                "UPDATE trial_heartbeats SET heartbeat = datetime(heartbeat, :shift) "
+                "WHERE trial_id = (SELECT trial_id FROM trials WHERE number = :number)"
+            ),
+            {"shift": f"-{int(seconds)} seconds", "number": number},
+        )
+    engine.dispose()
 
 
 def merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
@@ -55,6 +67,12 @@ def merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
         else:
             merged[key] = value
     return merged
+
+
+@pytest.fixture
+def clock() -> VirtualClock:
+    """Unix time that moves only when a test moves it (``clock.now += 5``)."""
+    return VirtualClock(1000.0)
 
 
 @pytest.fixture
@@ -132,3 +150,10 @@ def ray_one_gpu() -> Iterator[None]:
     )
     yield
     ray.shutdown()
+
+
+@pytest.fixture
+def driver(project: Path) -> Iterator[DriverFactory]:
+    """The parts of a search wired by the composition root, driven by hand (tests/harness.py)."""
+    with drivers() as make:
+        yield make

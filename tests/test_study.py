@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import time
-
 import optuna
 import pytest
+from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState
 
 from hpsearch import attrs
 from hpsearch.config import PrunerSpec, RunConfig, SamplerSpec, load_config
 from hpsearch.errors import ConfigError, StudyError
 from hpsearch.study import (
+    GRACE_PERIOD_S,
     BudgetCount,
     BudgetDecision,
     TrialBudget,
@@ -20,7 +20,7 @@ from hpsearch.study import (
     make_sampler,
     open_study,
 )
-from tests.conftest import ConfigWriter
+from tests.conftest import ConfigWriter, age_heartbeat
 
 
 def test_open_creates_then_continues(config: RunConfig) -> None:
@@ -111,23 +111,37 @@ def test_timeout_finishes_the_search() -> None:
 
 
 def test_lost_trials_are_failed_requeued_and_not_counted(config: RunConfig) -> None:
-    handle = open_study(config, heartbeat_interval_s=1, grace_period_s=1)
+    handle = open_study(config)
     lost = handle.ask(config.search_space.distributions())
-    assert count_budget(handle.study.trials) == BudgetCount(finished=0, running=1)
-    time.sleep(2.5)  # the driver that asked is gone: no more heartbeats
+    alive = handle.ask(config.search_space.distributions())
+    assert count_budget(handle.study.trials) == BudgetCount(finished=0, running=2)
+    assert handle.reclaim_stale() == []  # both stamped just now
+    # The driver that asked for `lost` is gone: its last stamp is older than the grace period.
+    age_heartbeat(config.study.storage, lost.number, seconds=GRACE_PERIOD_S + 60)
 
     reclaimed = handle.reclaim_stale()
 
     assert [t.number for t in reclaimed] == [lost.number]
     states = {t.number: t.state for t in handle.study.trials}
     assert states[lost.number] == TrialState.FAIL
+    assert states[alive.number] == TrialState.RUNNING
     waiting = [t for t in handle.study.trials if t.state == TrialState.WAITING]
     assert len(waiting) == 1
-    assert waiting[0].user_attrs[attrs.RETRY_OF] == lost.number
-    assert count_budget(handle.study.trials) == BudgetCount(finished=0, running=0)
+    assert RetryHeartbeatStaleTrialCallback.retry_history(waiting[0]) == [lost.number]
+    assert count_budget(handle.study.trials) == BudgetCount(finished=0, running=1)
     retry = handle.ask(config.search_space.distributions())
     assert retry.params == lost.params
     assert handle.reclaim_stale() == []  # the retry is stamped alive
+
+
+def test_an_interrupted_trial_is_queued_again_and_counted_once(config: RunConfig) -> None:
+    handle = open_study(config)
+    stopped = handle.ask(config.search_space.distributions())
+    handle.study.tell(stopped, state=TrialState.FAIL)
+    handle.retry_later(stopped.number, stopped.params)
+    waiting = [t for t in handle.study.trials if t.state == TrialState.WAITING]
+    assert [t.user_attrs[attrs.RETRY_OF] for t in waiting] == [stopped.number]
+    assert count_budget(handle.study.trials) == BudgetCount(finished=0, running=0)
 
 
 def test_resumed_seeded_search_does_not_repeat_itself(config: RunConfig) -> None:

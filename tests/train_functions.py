@@ -99,3 +99,14 @@ def two_objectives(params: dict[str, Any], ctx: TrialContext) -> None:
         if ctx.should_prune():
             raise TrialPruned(f"pruned at step {step}")
         time.sleep(0.05)
+
+
+def fits_up_to(params: dict[str, Any], ctx: TrialContext) -> None:
+    """Runs out of GPU memory (the real error type) after its first report when
+    ``batch_size`` is above ``fits``; reports the batch and accumulation it ran with."""
+    import torch
+
+    ctx.report(0, score=0.0, batch=float(params["batch_size"]))
+    if params["batch_size"] > params["fits"]:
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+    ctx.report(1, score=1.0, accumulation=float(params.get("grad_accum_steps", 1)))

@@ -310,7 +310,7 @@ class OomSpec(_Section):
 
 
 class PackingSpec(_Section):
-    """How many trials share each GPU (see :mod:`hpsearch.packing` for the rules).
+    """How many trials share each GPU (see :mod:`hpsearch.placement` for the rules).
 
     Attributes:
         mode: ``auto``: measure and decide per GPU (one trial until the search's

@@ -4,8 +4,8 @@ The tree: ``_base`` (what a reading is, the backend interface), ``_nvml`` and
 ``_simulated`` (the backends), ``_trace`` (samples as CSV), ``_monitor`` (the
 sampling thread), ``_summary`` (statistics, implausible readings), ``_advice``
 (verdicts and recommendations), ``_report`` (the monitor's report),
-``_trials`` (per-trial GPU series), ``_open`` (the backend a config asks for),
-``_watch`` (``hpsearch monitor``).
+``_trials`` (per-trial GPU series), ``_watch`` (``hpsearch monitor``). Which
+backend a config asks for is opened by the composition root (:mod:`hpsearch.backends`).
 """
 
 from hpsearch.telemetry._advice import (
@@ -19,13 +19,13 @@ from hpsearch.telemetry._base import (
     GpuInfo,
     GpuProcess,
     GpuSample,
+    LoadSink,
     TelemetryBackend,
     TelemetryUnavailable,
     TrialLoad,
 )
 from hpsearch.telemetry._monitor import GpuMonitor
 from hpsearch.telemetry._nvml import NvmlBackend
-from hpsearch.telemetry._open import open_backend, simulated_backend
 from hpsearch.telemetry._report import render_report
 from hpsearch.telemetry._simulated import ConstantBackend, LoadModelBackend, TraceBackend
 from hpsearch.telemetry._summary import (
@@ -46,6 +46,7 @@ from hpsearch.telemetry._trace import (
     trace_path,
 )
 from hpsearch.telemetry._trials import SeriesPoint, TrialGpuMetrics, TrialGpuReport
+from hpsearch.telemetry._watch import WatchResult, watch
 
 __all__ = [
     "BUILTIN_TRACES",
@@ -59,6 +60,7 @@ __all__ = [
     "GpuSample",
     "GpuSummary",
     "LoadModelBackend",
+    "LoadSink",
     "NvmlBackend",
     "PackingEstimate",
     "Reading",
@@ -73,14 +75,14 @@ __all__ = [
     "TrialGpuReport",
     "TrialLoad",
     "Verdict",
+    "WatchResult",
     "implausible_readings",
-    "open_backend",
     "packing_estimate",
     "read_trace",
     "recommendations",
     "render_report",
-    "simulated_backend",
     "summarize",
     "trace_path",
     "verdict_of",
+    "watch",
 ]

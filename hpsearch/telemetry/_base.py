@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
+from typing import Protocol
 
 
 class TelemetryUnavailable(Exception):
@@ -80,6 +81,16 @@ class TrialLoad:
     memory_mb: float
     pid: int | None = None
     gpus: tuple[int, ...] = field(default_factory=tuple)
+
+
+class LoadSink(Protocol):
+    """Takes the loads trials declare (``ctx.simulate_gpu_load``): a simulated GPU's load model."""
+
+    def set_load(self, key: int, load: TrialLoad) -> None:
+        """Trial ``key`` puts ``load`` on its GPUs from now on."""
+
+    def clear_load(self, key: int) -> None:
+        """Trial ``key`` ended."""
 
 
 class TelemetryBackend(abc.ABC):

@@ -11,9 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from hpsearch.telemetry._base import GpuSample, TrialLoad
+from hpsearch.telemetry._base import GpuSample, LoadSink, TrialLoad
 from hpsearch.telemetry._monitor import GpuMonitor
-from hpsearch.telemetry._simulated import LoadModelBackend
 from hpsearch.telemetry._summary import Reading, implausible_readings, summarize
 
 _KEEP_S = 600.0
@@ -63,16 +62,23 @@ class TrialGpuMetrics:
         monitor: the running monitor of this machine's GPUs.
         local_node_id: the Ray node the monitor's GPUs belong to; a trial placed on
             another node is not attributed (its GPUs are not the ones sampled).
+        load_sink: where declared loads go when the GPUs are simulated from the
+            trials' declarations (a load model); ``None``: they are only recorded.
     """
 
-    def __init__(self, monitor: GpuMonitor, *, local_node_id: str | None = None) -> None:
+    def __init__(
+        self,
+        monitor: GpuMonitor,
+        *,
+        local_node_id: str | None = None,
+        load_sink: LoadSink | None = None,
+    ) -> None:
         self._monitor = monitor
         self._local_node = local_node_id
         self._known = {gpu.index for gpu in monitor.gpus}
         self._names = {gpu.index: gpu.name for gpu in monitor.gpus}
         self._trials: dict[int, _Placement] = {}
-        backend = monitor.backend
-        self._load_model = backend if isinstance(backend, LoadModelBackend) else None
+        self._load_sink = load_sink
 
     def placed(
         self,
@@ -113,8 +119,8 @@ class TrialGpuMetrics:
         if placement is None:
             return
         placement.load = TrialLoad(utilization_pct, memory_mb, placement.pid, placement.gpus)
-        if self._load_model is not None:
-            self._load_model.set_load(number, placement.load)
+        if self._load_sink is not None:
+            self._load_sink.set_load(number, placement.load)
 
     def tracked(self) -> list[int]:
         """Trials whose GPUs are being sampled."""
@@ -155,8 +161,8 @@ class TrialGpuMetrics:
             ended_at = max([ended_at, *(s.time for s in taken)])
         points = self.new_points(number, until=max(ended_at, placement.cursor))
         placement.end = ended_at
-        if self._load_model is not None:
-            self._load_model.clear_load(number)
+        if self._load_sink is not None:
+            self._load_sink.clear_load(number)
         report = self._report(number, placement)
         # Ended trials stay a while: samples of their co-tenants taken before they
         # ended may still be attributed (series are flushed every few seconds).

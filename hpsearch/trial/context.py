@@ -7,19 +7,38 @@ import numbers
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from optuna import TrialPruned
 
-__all__ = ["LocalTrialContext", "ReportedStep", "TrialContext", "TrialPruned", "as_metric_value"]
+from hpsearch.trial.protocol import GpuLoad, KnobReport
+
+__all__ = [
+    "LocalTrialContext",
+    "ReportedStep",
+    "TrialChannel",
+    "TrialContext",
+    "TrialPruned",
+    "as_metric_value",
+]
 
 _METRIC_NAME = re.compile(r"^[A-Za-z0-9_.\-/ ]+$")
 
-ReportSink = Callable[[int, dict[str, float]], None]
 PruneOracle = Callable[[int], bool]
-GpuLoadSink = Callable[[float, float], None]
-KnobsSink = Callable[[dict[str, Any], list[str]], None]
 MetricsSource = Callable[[], Mapping[str, float]]
+
+
+class TrialChannel(Protocol):
+    """Where a context sends what the training function tells it (the worker, or memory)."""
+
+    def report(self, step: int, metrics: dict[str, float]) -> None:
+        """One ``ctx.report``."""
+
+    def gpu_load(self, load: GpuLoad) -> None:
+        """One ``ctx.simulate_gpu_load``."""
+
+    def knobs(self, knobs: KnobReport) -> None:
+        """One ``ctx.record_knobs``."""
 
 
 @dataclass(frozen=True)
@@ -50,21 +69,17 @@ class TrialContext:
         *,
         trial_number: int,
         device: str,
-        sink: ReportSink,
+        channel: TrialChannel,
         prune_oracle: PruneOracle | None = None,
         resources: Mapping[str, float] | None = None,
-        gpu_load_sink: GpuLoadSink | None = None,
-        knobs_sink: KnobsSink | None = None,
         memory_cap_mb: float | None = None,
     ) -> None:
         self._trial_number = trial_number
         self._memory_cap_mb = memory_cap_mb
         self.declared_memory_mb: float | None = None
-        self._gpu_load_sink = gpu_load_sink
-        self._knobs_sink = knobs_sink
+        self._channel = channel
         self._sources: list[MetricsSource] = []
         self._device = device
-        self._sink = sink
         self._prune_oracle = prune_oracle
         self._resources = dict(resources or {})
         self._last_step: int | None = None
@@ -159,7 +174,7 @@ class TrialContext:
                 values.setdefault(name, as_metric_value(name, value))
         self._last_step = int(step)
         self._latest.update(values)
-        self._sink(int(step), values)
+        self._channel.report(int(step), values)
 
     def simulate_gpu_load(self, utilization_pct: float, memory_mb: float) -> None:
         """Declare the load this trial would put on its GPU, for simulated GPUs.
@@ -183,8 +198,7 @@ class TrialContext:
         if memory_mb < 0:
             raise ValueError(f"simulate_gpu_load: memory_mb must be >= 0, got {memory_mb}")
         self.declared_memory_mb = float(memory_mb)
-        if self._gpu_load_sink is not None:
-            self._gpu_load_sink(float(utilization_pct), float(memory_mb))
+        self._channel.gpu_load(GpuLoad(float(utilization_pct), float(memory_mb)))
 
     def add_metrics_source(self, source: MetricsSource) -> None:
         """Add ``source()``'s figures to every later :meth:`report` (the user's names win)."""
@@ -197,8 +211,7 @@ class TrialContext:
         MLflow run (tags ``knob.<name>`` and ``hpsearch.knob_notes``) and Optuna
         trial (attr ``hpsearch.knobs``).
         """
-        if self._knobs_sink is not None:
-            self._knobs_sink(dict(effective), list(notes))
+        self._channel.knobs(KnobReport(dict(effective), tuple(str(n) for n in notes)))
 
     def should_prune(self) -> bool:
         """Whether the study's pruner says to stop this trial after the latest report.
@@ -233,16 +246,27 @@ class LocalTrialContext(TrialContext):
         super().__init__(
             trial_number=trial_number,
             device=device,
-            sink=lambda step, values: self.history.append(ReportedStep(step, values)),
+            channel=_Kept(self),
             prune_oracle=None if prune_at is None else (lambda step: step >= prune_at),
-            gpu_load_sink=lambda util, memory: self.gpu_loads.append((util, memory)),
-            knobs_sink=self._keep_knobs,
             memory_cap_mb=memory_cap_mb,
         )
 
-    def _keep_knobs(self, effective: dict[str, Any], notes: list[str]) -> None:
-        self.knobs = effective
-        self.knob_notes = notes
+
+class _Kept:
+    """The channel of a :class:`LocalTrialContext`: everything stays on the context."""
+
+    def __init__(self, context: LocalTrialContext) -> None:
+        self._context = context
+
+    def report(self, step: int, metrics: dict[str, float]) -> None:
+        self._context.history.append(ReportedStep(step, metrics))
+
+    def gpu_load(self, load: GpuLoad) -> None:
+        self._context.gpu_loads.append((load.utilization_pct, load.memory_mb))
+
+    def knobs(self, knobs: KnobReport) -> None:
+        self._context.knobs = dict(knobs.effective)
+        self._context.knob_notes = list(knobs.notes)
 
 
 def as_metric_value(name: str, value: Any) -> float:

@@ -1,10 +1,12 @@
-"""What the driver sends a trial worker, and what the worker reports back through Ray Tune.
+"""What the driver sends a trial worker, and what the worker reports back.
 
 The driver puts a :class:`TrialSpec` in the Tune config next to the sampled
-parameters. The worker answers with Tune results shaped as
+parameters. The worker answers with results shaped as
 ``{"hpsearch": {...}, "metrics": {...}}``: a ``report`` event for each
-``ctx.report`` call and one ``end`` event when the training function returns or
-raises. Only the driver writes to Optuna and MLflow.
+``ctx.report`` call, ``gpu_load`` and ``knobs`` events when the trial declares
+them, and one ``end`` event when the training function returns or raises. Every
+payload is a small typed class with ``to_dict``/``from_dict``, so the two sides
+share field names in one place. Only the driver writes to Optuna and MLflow.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ class EventKind(StrEnum):
     GPU_LOAD = "gpu_load"
     """The trial declares the load it puts on its (simulated) GPU: ``ctx.simulate_gpu_load``."""
     KNOBS = "knobs"
-    """The throughput knobs in effect (``ctx.record_knobs``): ``info`` has effective and notes."""
+    """The throughput knobs in effect (``ctx.record_knobs``)."""
 
 
 @dataclass(frozen=True)
@@ -88,22 +90,197 @@ class TrialSpec:
 
 
 @dataclass(frozen=True)
+class Assignment:
+    """Where the worker runs: what Ray assigned it, its node and its process.
+
+    Stored on the Optuna trial as ``hpsearch.assigned`` in the dict shape of
+    :meth:`to_dict` (``CPU``, ``GPU``, ``gpu_ids``, ``node_id``, ``pid``, and
+    ``ray_gpu_ids`` when the packing policy chose another GPU than Ray's).
+    """
+
+    cpus: float | None = None
+    gpus: float | None = None
+    gpu_ids: tuple[str, ...] = ()
+    node_id: str | None = None
+    pid: int | None = None
+    ray_gpu_ids: tuple[str, ...] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stored shape."""
+        data: dict[str, Any] = {}
+        if self.cpus is not None:
+            data["CPU"] = self.cpus
+        if self.gpus is not None:
+            data["GPU"] = self.gpus
+        data["gpu_ids"] = list(self.gpu_ids)
+        data["node_id"] = self.node_id
+        data["pid"] = self.pid
+        if self.ray_gpu_ids is not None:
+            data["ray_gpu_ids"] = list(self.ray_gpu_ids)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Assignment:
+        """Inverse of :meth:`to_dict`."""
+        ray_ids = data.get("ray_gpu_ids")
+        return cls(
+            cpus=_float_or_none(data.get("CPU")),
+            gpus=_float_or_none(data.get("GPU")),
+            gpu_ids=tuple(str(i) for i in data.get("gpu_ids", ())),
+            node_id=data.get("node_id"),
+            pid=data.get("pid"),
+            ray_gpu_ids=tuple(str(i) for i in ray_ids) if ray_ids is not None else None,
+        )
+
+    def shares_gpu_with(self, other: Assignment) -> bool:
+        """Whether both run on the same node and see a common GPU."""
+        return (
+            bool(self.gpu_ids)
+            and other.node_id == self.node_id
+            and bool(set(self.gpu_ids) & set(other.gpu_ids))
+        )
+
+
+@dataclass(frozen=True)
+class GpuLoad:
+    """The load a trial declares on its simulated GPU (``ctx.simulate_gpu_load``)."""
+
+    utilization_pct: float
+    memory_mb: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GpuLoad:
+        """Inverse of :meth:`to_dict`."""
+        return cls(float(data["utilization_pct"]), float(data["memory_mb"]))
+
+
+@dataclass(frozen=True)
+class KnobReport:
+    """The throughput knobs in effect, and why any differ from the sampled parameters."""
+
+    effective: dict[str, Any]
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict."""
+        return {"effective": dict(self.effective), "notes": list(self.notes)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> KnobReport:
+        """Inverse of :meth:`to_dict`."""
+        return cls(dict(data.get("effective", {})), tuple(str(n) for n in data.get("notes", ())))
+
+
+@dataclass(frozen=True)
+class OomReport:
+    """A trial ran out of memory: what said so, where, and how much it held.
+
+    Attributes:
+        kind: ``torch``, ``message`` or ``library`` (the device), ``host`` (the
+            worker was killed for host memory).
+        message: the first line of the error, or the evidence of a host kill.
+        step: the last step reported before it (``None``: before the first report).
+        peak_mb: the trial's peak device memory, when known.
+        cap_mb: the memory cap it ran under (``None``: the whole GPU).
+    """
+
+    kind: str
+    message: str
+    step: int | None = None
+    peak_mb: float | None = None
+    cap_mb: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> OomReport:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            kind=str(data["kind"]),
+            message=str(data.get("message", "")),
+            step=data.get("step"),
+            peak_mb=_float_or_none(data.get("peak_mb")),
+            cap_mb=_float_or_none(data.get("cap_mb")),
+        )
+
+
+@dataclass(frozen=True)
+class BatchRetry:
+    """One smaller-batch retry after an out-of-memory (``oom.action: retry_smaller_batch``)."""
+
+    step: int | None
+    batch_size: int
+    retry_batch_size: int
+    retry_grad_accum_steps: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict (the shape of ``hpsearch.oom_retries`` on the Optuna trial)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> BatchRetry:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            data.get("step"),
+            int(data["batch_size"]),
+            int(data["retry_batch_size"]),
+            data.get("retry_grad_accum_steps"),
+        )
+
+
+@dataclass(frozen=True)
+class EndReport:
+    """What the end of a trial says besides its outcome.
+
+    Attributes:
+        reason: the trial's own ``TrialPruned`` message, when it pruned itself.
+        oom: set when it ran out of memory (it ends PRUNED).
+        retries: the smaller-batch retries made before the end.
+    """
+
+    reason: str = ""
+    oom: OomReport | None = None
+    retries: tuple[BatchRetry, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict."""
+        return {
+            "reason": self.reason,
+            "oom": self.oom.to_dict() if self.oom is not None else None,
+            "retries": [r.to_dict() for r in self.retries],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EndReport:
+        """Inverse of :meth:`to_dict`."""
+        oom = data.get("oom")
+        return cls(
+            reason=str(data.get("reason", "")),
+            oom=OomReport.from_dict(oom) if oom else None,
+            retries=tuple(BatchRetry.from_dict(r) for r in data.get("retries", ())),
+        )
+
+
+@dataclass(frozen=True)
 class WorkerEvent:
     """One result sent by a worker, decoded in the driver.
 
     Attributes:
-        kind: a step report, or the end of the trial.
-        step: the step of a report (or of the last report, at the end).
+        kind: which event.
+        step: the step of a report.
         metrics: metrics of a report, or final metrics returned by the function.
         outcome: at the end: complete, fail or pruned.
         error: at the end of a failed trial: the exception and its traceback.
-        assigned: resources Ray actually assigned to the worker, its node and process id
-            (first event and end).
-        gpu_load: with ``gpu_load`` events: ``utilization_pct`` and ``memory_mb``.
-        info: with ``knobs`` events: ``effective`` (knob to value) and ``notes``;
-            at the end of a pruned trial: ``reason``, the trial's own ``TrialPruned``
-            text, or ``oom`` (kind, message, step, peak_mb, cap_mb) when it ran out
-            of GPU memory; ``retries``: the smaller-batch retries made.
+        assigned: where the worker runs (on its first event and at the end).
+        gpu_load: with ``gpu_load`` events.
+        knobs: with ``knobs`` events.
+        end: at the end: the trial's own prune reason, an out-of-memory, retries.
     """
 
     kind: EventKind
@@ -111,9 +288,10 @@ class WorkerEvent:
     metrics: dict[str, float] = field(default_factory=dict)
     outcome: Outcome | None = None
     error: str = ""
-    assigned: dict[str, Any] = field(default_factory=dict)
-    gpu_load: dict[str, float] = field(default_factory=dict)
-    info: dict[str, Any] = field(default_factory=dict)
+    assigned: Assignment | None = None
+    gpu_load: GpuLoad | None = None
+    knobs: KnobReport | None = None
+    end: EndReport | None = None
 
     def to_result(self) -> dict[str, Any]:
         """The Tune result dict carrying this event."""
@@ -122,12 +300,10 @@ class WorkerEvent:
             header["outcome"] = self.outcome.value
         if self.error:
             header["error"] = self.error
-        if self.assigned:
-            header["assigned"] = self.assigned
-        if self.gpu_load:
-            header["gpu_load"] = self.gpu_load
-        if self.info:
-            header["info"] = self.info
+        for name in ("assigned", "gpu_load", "knobs", "end"):
+            payload = getattr(self, name)
+            if payload is not None:
+                header[name] = payload.to_dict()
         return {SPEC_KEY: header, METRICS_KEY: dict(self.metrics)}
 
     @classmethod
@@ -137,13 +313,20 @@ class WorkerEvent:
         if not isinstance(header, dict) or "kind" not in header:
             return None
         outcome = header.get("outcome")
+        assigned, load = header.get("assigned"), header.get("gpu_load")
+        knobs, end = header.get("knobs"), header.get("end")
         return cls(
             kind=EventKind(header["kind"]),
             step=header.get("step"),
             metrics=dict(result.get(METRICS_KEY) or {}),
             outcome=Outcome(outcome) if outcome else None,
             error=str(header.get("error", "")),
-            assigned=dict(header.get("assigned") or {}),
-            gpu_load=dict(header.get("gpu_load") or {}),
-            info=dict(header.get("info") or {}),
+            assigned=Assignment.from_dict(assigned) if assigned else None,
+            gpu_load=GpuLoad.from_dict(load) if load else None,
+            knobs=KnobReport.from_dict(knobs) if knobs else None,
+            end=EndReport.from_dict(end) if end else None,
         )
+
+
+def _float_or_none(value: Any) -> float | None:
+    return None if value is None else float(value)

@@ -1,4 +1,12 @@
-"""The Ray Tune trainable that runs one trial of the user's training function in a worker."""
+"""Running one trial of the user's training function in a worker process, whatever runs it.
+
+:func:`execute_trial` is the trial's whole life in the worker: the device and
+its memory cap, the training function, out-of-memory caught and (with
+``oom.action: retry_smaller_batch``) retried with a smaller batch, and the end
+event the driver records. The runner supplies where the worker runs (an
+:class:`~hpsearch.trial.protocol.Assignment`), where events go (a
+:class:`WorkerChannel`) and how ``ctx.should_prune()`` is answered.
+"""
 
 from __future__ import annotations
 
@@ -8,17 +16,21 @@ import math
 import os
 import sys
 import traceback
-from collections.abc import Mapping
-from dataclasses import replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from hpsearch.entrypoint import resolve_train_function
 from hpsearch.oom import device_oom
-from hpsearch.trial.context import TrialContext, TrialPruned, as_metric_value
+from hpsearch.trial.context import PruneOracle, TrialContext, TrialPruned, as_metric_value
 from hpsearch.trial.protocol import (
-    PARAMS_KEY,
-    SPEC_KEY,
+    Assignment,
+    BatchRetry,
+    EndReport,
     EventKind,
+    GpuLoad,
+    KnobReport,
+    OomReport,
     Outcome,
     TrialSpec,
     WorkerEvent,
@@ -27,127 +39,114 @@ from hpsearch.trial.protocol import (
 logger = logging.getLogger(__name__)
 
 
-def run_trial(config: dict[str, Any]) -> None:
-    """Run ``train(params, ctx)`` for one trial and report its events to the driver.
+WorkerChannel = Callable[[WorkerEvent], None]
+"""Where a worker's events go (Ray Tune's ``tune.report`` in a search)."""
 
-    Every exception of the training function is caught here and reported as a
-    failed trial with its traceback: the search goes on, and the driver records
-    the error text in Optuna and MLflow.
+
+class _Sender:
+    """The context's channel in a worker: every call becomes one event; the first carries
+    the assignment."""
+
+    def __init__(self, send: WorkerChannel, assigned: Assignment) -> None:
+        self._send = send
+        self._assigned: Assignment | None = assigned
+
+    def _emit(self, event: WorkerEvent) -> None:
+        if self._assigned is not None:
+            event = replace(event, assigned=self._assigned)
+            self._assigned = None
+        self._send(event)
+
+    def report(self, step: int, metrics: dict[str, float]) -> None:
+        self._emit(WorkerEvent(kind=EventKind.REPORT, step=step, metrics=metrics))
+
+    def gpu_load(self, load: GpuLoad) -> None:
+        self._emit(WorkerEvent(kind=EventKind.GPU_LOAD, gpu_load=load))
+
+    def knobs(self, knobs: KnobReport) -> None:
+        self._emit(WorkerEvent(kind=EventKind.KNOBS, knobs=knobs))
+
+
+def execute_trial(
+    spec: TrialSpec,
+    params: dict[str, Any],
+    *,
+    assigned: Assignment,
+    send: WorkerChannel,
+    oracle: PruneOracle | None = None,
+) -> WorkerEvent:
+    """Run ``train(params, ctx)`` for one trial; return its end event (not yet sent).
+
+    Every exception of the training function is caught and becomes a failed
+    trial with its traceback: the search goes on, and the driver records the
+    error text. A trial that runs out of GPU memory ends PRUNED with
+    ``end.oom``; with ``oom_action: retry_smaller_batch`` it is first run again
+    with the batch halved and gradient accumulation doubled (``end.retries``).
+
+    Args:
+        spec: the trial's spec from the driver.
+        params: the sampled parameters.
+        assigned: where the worker runs (its GPU already chosen, see :func:`use_gpu`).
+        send: where reports and declarations go while it runs.
+        oracle: answers ``ctx.should_prune()`` for a step; ``None``: never prune.
     """
-    import ray
-    from ray import tune
-
-    spec = TrialSpec.from_dict(config[SPEC_KEY])
-    params = dict(config[PARAMS_KEY])
-    assigned = _assigned_resources(ray)
-    if spec.gpu_index is not None:
-        _use_gpu(spec.gpu_index, assigned)
-    sent_assigned = False
-
-    def send(event: WorkerEvent) -> None:
-        # The first event of either kind carries the placement.
-        nonlocal sent_assigned
-        if not sent_assigned:
-            event = replace(event, assigned=assigned)
-            sent_assigned = True
-        tune.report(event.to_result())
-
-    def sink(step: int, metrics: dict[str, float]) -> None:
-        send(WorkerEvent(kind=EventKind.REPORT, step=step, metrics=metrics))
-
-    def gpu_load_sink(utilization_pct: float, memory_mb: float) -> None:
-        send(
-            WorkerEvent(
-                kind=EventKind.GPU_LOAD,
-                gpu_load={"utilization_pct": utilization_pct, "memory_mb": memory_mb},
-            )
-        )
-
-    def knobs_sink(effective: dict[str, Any], notes: list[str]) -> None:
-        send(WorkerEvent(kind=EventKind.KNOBS, info={"effective": effective, "notes": notes}))
-
-    oracle = None
-    if spec.decision_board:
-        from hpsearch.runner.decision_board import wait_for_verdict
-
-        def oracle(step: int) -> bool:
-            verdict = wait_for_verdict(spec.decision_board, spec.number, step)
-            if verdict is None:
-                logger.warning(
-                    "trial %d: no pruning verdict for step %d; going on", spec.number, step
-                )
-            return bool(verdict)
-
-    outcome, error, final, info = _call_train(
-        spec,
-        params,
+    channel = _Sender(send, assigned)
+    outcome, error, final, end = _call_train(spec, params, assigned, channel, oracle)
+    return WorkerEvent(
+        kind=EventKind.END,
+        outcome=outcome,
+        error="" if outcome is Outcome.PRUNED else error,
+        metrics=final,
         assigned=assigned,
-        sink=sink,
-        oracle=oracle,
-        gpu_load_sink=gpu_load_sink,
-        knobs_sink=knobs_sink,
+        end=replace(end, reason=error) if outcome is Outcome.PRUNED and error else end,
     )
-    if outcome is Outcome.PRUNED and error:
-        info["reason"] = error
-    tune.report(
-        WorkerEvent(
-            kind=EventKind.END,
-            outcome=outcome,
-            error="" if outcome is Outcome.PRUNED else error,
-            metrics=final,
-            assigned=assigned,
-            info=info,
-        ).to_result()
-    )
+
+
+@dataclass(frozen=True)
+class _Attempt:
+    outcome: Outcome
+    error: str = ""
+    final: Mapping[str, float] | None = None
+    oom: OomReport | None = None
 
 
 def _call_train(
     spec: TrialSpec,
     params: dict[str, Any],
-    *,
-    assigned: dict[str, Any],
-    sink: Any,
-    oracle: Any,
-    gpu_load_sink: Any,
-    knobs_sink: Any = None,
-) -> tuple[Outcome, str, dict[str, float], dict[str, Any]]:
-    """Call the training function; return its outcome, error text, final metrics and info.
-
-    For a pruned trial the text is the ``TrialPruned`` message, if it gave one. A
-    trial that runs out of GPU memory ends PRUNED with ``info["oom"]``; with
-    ``oom_action: retry_smaller_batch`` it is first run again with the batch
-    halved and gradient accumulation doubled (``info["retries"]``).
-    """
+    assigned: Assignment,
+    channel: _Sender,
+    oracle: PruneOracle | None,
+) -> tuple[Outcome, str, dict[str, float], EndReport]:
+    """The training function's outcome, error text (or prune message), final metrics, end."""
     try:
         train = resolve_train_function(spec.train, source=spec.source)
         _limit_torch_threads(spec.cpus)
     except Exception:
-        return Outcome.FAIL, traceback.format_exc(), {}, {}
+        return Outcome.FAIL, traceback.format_exc(), {}, EndReport()
     device = _device(assigned)
     cap_mb = _apply_memory_cap(spec, device)
+    resources = {k: v for k, v in (("CPU", assigned.cpus), ("GPU", assigned.gpus)) if v is not None}
     attempt = dict(params)
-    retries: list[dict[str, Any]] = []
+    retries: list[BatchRetry] = []
     while True:
         ctx = TrialContext(
             trial_number=spec.number,
             device=device,
-            sink=sink,
+            channel=channel,
             prune_oracle=oracle,
-            resources={k: float(v) for k, v in assigned.items() if k in ("CPU", "GPU")},
-            gpu_load_sink=gpu_load_sink,
-            knobs_sink=knobs_sink,
+            resources=resources,
             memory_cap_mb=cap_mb,
         )
-        outcome, error, final, oom = _attempt(train, attempt, ctx, spec)
-        if oom is None:
-            return outcome, error, final, ({"retries": retries} if retries else {})
+        result = _attempt(train, attempt, ctx, spec)
+        if result.oom is None:
+            final = dict(result.final or {})
+            return result.outcome, result.error, final, EndReport(retries=tuple(retries))
         # Out of the except block (whose traceback held the failed frames' tensors),
         # the memory can be given back before anything else runs in this process.
-        oom["peak_mb"] = _release_memory(device, ctx)
-        oom["cap_mb"] = cap_mb
-        smaller = _halved(attempt) if spec.oom_action == "retry_smaller_batch" else None
+        oom = replace(result.oom, peak_mb=_release_memory(device, ctx), cap_mb=cap_mb)
+        smaller = halved(attempt) if spec.oom_action == "retry_smaller_batch" else None
         if smaller is None or len(retries) >= spec.max_halvings:
-            return Outcome.PRUNED, "", {}, {"oom": oom, "retries": retries}
+            return Outcome.PRUNED, "", {}, EndReport(oom=oom, retries=tuple(retries))
         logger.warning(
             "trial %d: out of GPU memory at batch_size %s; retrying with %s",
             spec.number,
@@ -155,20 +154,20 @@ def _call_train(
             smaller["batch_size"],
         )
         retries.append(
-            {
-                "step": oom["step"],
-                "batch_size": attempt["batch_size"],
-                "retry_batch_size": smaller["batch_size"],
-                "retry_grad_accum_steps": smaller.get("grad_accum_steps"),
-            }
+            BatchRetry(
+                step=oom.step,
+                batch_size=int(attempt["batch_size"]),
+                retry_batch_size=int(smaller["batch_size"]),
+                retry_grad_accum_steps=smaller.get("grad_accum_steps"),
+            )
         )
         attempt = smaller
 
 
 def _attempt(
-    train: Any, params: dict[str, Any], ctx: TrialContext, spec: TrialSpec
-) -> tuple[Outcome, str, dict[str, float], dict[str, Any] | None]:
-    """One run of the training function; the last item describes an out-of-memory, if any.
+    train: Callable[..., Any], params: dict[str, Any], ctx: TrialContext, spec: TrialSpec
+) -> _Attempt:
+    """One run of the training function.
 
     Only text leaves the ``except`` blocks: a live traceback keeps the failed
     frames (and their tensors) alive.
@@ -177,17 +176,17 @@ def _attempt(
         returned = train(params, ctx)
         final = _final_metrics(returned, spec)
     except TrialPruned as pruned:
-        return Outcome.PRUNED, str(pruned), {}, None
+        return _Attempt(Outcome.PRUNED, str(pruned))
     except Exception as exc:
         kind = device_oom(exc)
         if kind is None:
-            return Outcome.FAIL, traceback.format_exc(), {}, None
+            return _Attempt(Outcome.FAIL, traceback.format_exc())
         message = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
-        return Outcome.PRUNED, "", {}, {"kind": kind, "message": message, "step": ctx.last_step}
-    return Outcome.COMPLETE, "", final, None
+        return _Attempt(Outcome.PRUNED, oom=OomReport(kind, message, ctx.last_step))
+    return _Attempt(Outcome.COMPLETE, final=final)
 
 
-def _halved(params: dict[str, Any]) -> dict[str, Any] | None:
+def halved(params: dict[str, Any]) -> dict[str, Any] | None:
     """``params`` with the micro-batch halved and accumulation doubled; ``None`` if it cannot be."""
     batch = params.get("batch_size")
     if not isinstance(batch, int) or isinstance(batch, bool) or batch < 2 or batch % 2:
@@ -244,26 +243,16 @@ def _final_metrics(returned: Any, spec: TrialSpec) -> dict[str, float]:
     return {spec.objectives[0]: as_metric_value(spec.objectives[0], returned)}
 
 
-def _assigned_resources(ray: Any) -> dict[str, Any]:
-    context = ray.get_runtime_context()
-    assigned: dict[str, Any] = {
-        name: float(amount)
-        for name, amount in context.get_assigned_resources().items()
-        if name in ("CPU", "GPU")
-    }
-    assigned["gpu_ids"] = [str(i) for i in ray.get_gpu_ids()]
-    assigned["node_id"] = context.get_node_id()
-    assigned["pid"] = os.getpid()
-    return assigned
-
-
-def _use_gpu(index: int, assigned: dict[str, Any]) -> None:
+def use_gpu(index: int, assigned: Assignment) -> Assignment:
     """Run on GPU ``index`` of this node, the one the packing policy chose.
 
     Ray fills its GPU 0 first; the policy spreads trials, so its choice replaces
     Ray's before CUDA starts in this process. A reused worker keeps the GPU CUDA
-    first saw, which is why a placed trial's Ray request names its GPU (see
-    ``trial_resources``) and Tune reuses workers only within one GPU.
+    first saw, which is why a placed trial's Ray request names its GPU and Tune
+    reuses workers only within one GPU.
+
+    Returns:
+        The assignment as it now is (unchanged when CUDA had already started elsewhere).
     """
     torch = sys.modules.get("torch")
     started = torch is not None and torch.cuda.is_initialized()
@@ -275,15 +264,14 @@ def _use_gpu(index: int, assigned: dict[str, Any]) -> None:
             visible,
             index,
         )
-        return
+        return assigned
     os.environ["CUDA_VISIBLE_DEVICES"] = str(index)
-    assigned["ray_gpu_ids"] = assigned.get("gpu_ids", [])
-    assigned["gpu_ids"] = [str(index)]
+    return replace(assigned, gpu_ids=(str(index),), ray_gpu_ids=assigned.gpu_ids)
 
 
-def _device(assigned: dict[str, Any]) -> str:
-    """``cuda`` when Ray gave this trial a GPU torch can use (Ray sets CUDA_VISIBLE_DEVICES)."""
-    if not assigned.get("gpu_ids"):
+def _device(assigned: Assignment) -> str:
+    """``cuda`` when the trial has a GPU torch can use (Ray sets CUDA_VISIBLE_DEVICES)."""
+    if not assigned.gpu_ids:
         return "cpu"
     import torch
 

@@ -32,6 +32,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from hpsearch.trial.context import TrialContext, TrialPruned
+from hpsearch.trial.plan import PlannedEpoch, TrialPlan
+from hpsearch.trial.protocol import GpuLoad, OomReport
 from hpsearch.workloads import _params
 
 DEFAULTS: dict[str, Any] = {
@@ -98,51 +100,72 @@ def resolve_params(params: dict[str, Any]) -> dict[str, Any]:
     return _params.resolve_params(params, DEFAULTS, "simulated_gpu")
 
 
-def train(params: dict[str, Any], ctx: TrialContext) -> None:
-    """Run the modelled epochs, reporting each; stop early when pruned."""
+def plan(params: dict[str, Any], memory_cap_mb: float | None = None) -> TrialPlan:
+    """The modelled run of a trial with ``params`` under a memory cap: its load and reports.
+
+    ``train`` plays this plan in real time; the simulated-time runner plays it on
+    a virtual clock (``hpsearch.runner.SimulatedRunner``).
+    """
     p = resolve_params(params)
     batch, width, depth = int(p["batch_size"]), int(p["width"]), int(p["depth"])
     lr, epochs, steps = float(p["lr"]), int(p["epochs"]), int(p["steps_per_epoch"])
+    scale = float(p["time_scale"])
     profile = gpu_profile(batch, width, depth)
     if p["utilization_pct"] is not None:
         profile = replace(profile, utilization_pct=float(p["utilization_pct"]))
     if p["memory_mb"] is not None:
         profile = replace(profile, memory_mb=float(p["memory_mb"]))
     limit = float(p["memory_budget_mb"])
-    if ctx.memory_cap_mb is not None:
-        limit = min(limit, ctx.memory_cap_mb)
+    if memory_cap_mb is not None:
+        limit = min(limit, memory_cap_mb)
     if profile.memory_mb > limit:
-        _run_out(profile, limit, ctx, float(p["time_scale"]))
-    ctx.simulate_gpu_load(profile.utilization_pct, profile.memory_mb)
+        # Memory fills to the limit, then the allocation fails at once, not after a step.
+        message = (
+            f"CUDA out of memory. Tried to allocate {profile.memory_mb - limit:.0f} MiB "
+            f"(simulated: {profile.memory_mb:.0f} MiB needed, {limit:.0f} MiB available)"
+        )
+        return TrialPlan(
+            load=GpuLoad(profile.utilization_pct, limit),
+            oom=OomReport("torch", message, peak_mb=limit, cap_mb=memory_cap_mb),
+            oom_after_s=min(profile.step_time_s, 0.5) * scale,
+        )
     effective = batch * int(p["grad_accum_steps"])
     target = final_accuracy(effective, width, depth, lr)
     # Learning speed: a good learning rate converges in fewer epochs.
     speed = 3.0 / (1 + abs(math.log10(lr / (3e-3 * math.sqrt(effective / 64)))))
     rng = random.Random(f"{p['seed']}-{batch}-{width}-{depth}-{lr:.6g}")
+    seconds = steps * profile.step_time_s * scale
+    reports = []
     for epoch in range(epochs):
-        started = time.perf_counter()
-        time.sleep(steps * profile.step_time_s * float(p["time_scale"]))
         progress = 1 - math.exp(-speed * (epoch + 1) / epochs * 2)
         accuracy = 0.1 + (target - 0.1) * progress + rng.gauss(0, 0.004)
+        metrics = {
+            "val_accuracy": min(1.0, max(0.0, accuracy)),
+            "samples_per_sec": profile.samples_per_sec,
+            "step_time_ms": 1000 * profile.step_time_s,
+            "epoch_seconds": seconds,
+        }
+        reports.append(PlannedEpoch(seconds, metrics))
+    return TrialPlan(
+        load=GpuLoad(profile.utilization_pct, profile.memory_mb), epochs=tuple(reports)
+    )
+
+
+def train(params: dict[str, Any], ctx: TrialContext) -> None:
+    """Play the modelled epochs in real time, reporting each; stop early when pruned."""
+    planned = plan(params, ctx.memory_cap_mb)
+    if planned.load is not None:
+        ctx.simulate_gpu_load(planned.load.utilization_pct, planned.load.memory_mb)
+    if planned.oom is not None:
+        import torch
+
+        time.sleep(planned.oom_after_s)
+        raise torch.cuda.OutOfMemoryError(planned.oom.message)
+    for epoch, planned_epoch in enumerate(planned.epochs):
+        started = time.perf_counter()
+        time.sleep(planned_epoch.seconds)
         ctx.report(
-            epoch,
-            val_accuracy=min(1.0, max(0.0, accuracy)),
-            samples_per_sec=profile.samples_per_sec,
-            step_time_ms=1000 * profile.step_time_s,
-            epoch_seconds=time.perf_counter() - started,
+            epoch, **{**planned_epoch.metrics, "epoch_seconds": time.perf_counter() - started}
         )
         if ctx.should_prune():
             raise TrialPruned(f"pruned after epoch {epoch}")
-
-
-def _run_out(profile: GpuProfile, limit_mb: float, ctx: TrialContext, time_scale: float) -> None:
-    """Fail the first step the way a GPU would: memory fills to the limit, then the real error."""
-    import torch
-
-    ctx.simulate_gpu_load(profile.utilization_pct, limit_mb)
-    # An allocation fails at once, not after a whole step of compute.
-    time.sleep(min(profile.step_time_s, 0.5) * time_scale)
-    raise torch.cuda.OutOfMemoryError(
-        f"CUDA out of memory. Tried to allocate {profile.memory_mb - limit_mb:.0f} MiB "
-        f"(simulated: {profile.memory_mb:.0f} MiB needed, {limit_mb:.0f} MiB available)"
-    )

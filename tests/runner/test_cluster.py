@@ -10,7 +10,7 @@ import ray
 from ray._private import ray_constants
 
 from hpsearch.config import ExecutionSpec
-from hpsearch.runner.cluster import cluster_gpus, local_node_id, ray_cluster
+from hpsearch.runner._cluster import cluster_gpus, local_node_id, ray_cluster
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hpsearch.runner.mps import MPS_ENV, mps_daemon
+from hpsearch.runner import MPS_ENV, mps_daemon
 
 
 def _control(folder: Path, *, exit_code: int = 0) -> Path:

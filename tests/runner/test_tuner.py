@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ray.tune.execution.placement_groups import PlacementGroupFactory
 
-from hpsearch.runner.tuner import trial_resources
+from hpsearch.runner._trainable import trial_resources
 from hpsearch.trial.protocol import SPEC_KEY, TrialSpec
 
 

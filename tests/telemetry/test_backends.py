@@ -9,8 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from hpsearch.config import SimulatedSpec, TelemetrySpec
-from hpsearch.errors import HpsearchError
 from hpsearch.telemetry import (
     BUILTIN_TRACES,
     ConstantBackend,
@@ -25,9 +23,7 @@ from hpsearch.telemetry import (
     TraceError,
     TraceWriter,
     TrialLoad,
-    open_backend,
     read_trace,
-    simulated_backend,
     trace_path,
 )
 from tests.telemetry.conftest import FakeGpu, FakeNvml
@@ -135,31 +131,6 @@ def test_nvml_gpu_failing_mid_run_is_reported_and_the_others_still_read(
     assert lost.error
     assert lost.utilization_pct is None
     assert lost.index == 1
-
-
-@pytest.mark.usefixtures("nvml_missing")
-def test_open_backend_auto_without_gpu_runs_on() -> None:
-    backend, line = open_backend(TelemetrySpec())
-    assert backend is None
-    assert line.startswith("GPU telemetry off:")
-    assert "\n" not in line
-    with pytest.raises(HpsearchError, match=r"telemetry.backend: nvml, but .*backend: auto"):
-        open_backend(TelemetrySpec(backend="nvml"))
-
-
-def test_open_backend_off_and_simulated() -> None:
-    assert open_backend(TelemetrySpec(backend="off"))[0] is None
-    backend, line = open_backend(
-        TelemetrySpec(backend="simulated", simulated=SimulatedSpec(source="load", gpus=2))
-    )
-    assert isinstance(backend, LoadModelBackend)
-    assert len(backend.gpus()) == 2
-    assert "load model" in line
-
-
-def test_missing_trace_is_a_user_error(tmp_path: Path) -> None:
-    with pytest.raises(HpsearchError, match=r"telemetry.simulated.trace: .*nope.csv"):
-        simulated_backend(SimulatedSpec(source="trace", trace=str(tmp_path / "nope.csv")))
 
 
 def test_load_model_sums_the_running_trials() -> None:

@@ -4,28 +4,22 @@ from __future__ import annotations
 
 import pytest
 
+from hpsearch.runner import VirtualClock as Clock
 from hpsearch.telemetry import GpuInfo, GpuMonitor, LoadModelBackend, TrialGpuMetrics
 
 GPUS = [GpuInfo(0, "sim", 6141.0, 115.0), GpuInfo(1, "sim", 6141.0, 115.0)]
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+@pytest.fixture
+def model() -> LoadModelBackend:
+    """Simulated GPUs showing the loads trials declare."""
+    return LoadModelBackend(GPUS, idle_power_w=5.0)
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def monitor(clock: Clock) -> GpuMonitor:
-    """A monitor sampled by hand (no thread) at the fake clock's times."""
-    return GpuMonitor(LoadModelBackend(GPUS, idle_power_w=5.0), interval_s=1.0, clock=clock)
+def monitor(model: LoadModelBackend, clock: Clock) -> GpuMonitor:
+    """A monitor sampled by hand (no thread) at the virtual clock's times."""
+    return GpuMonitor(model, interval_s=1.0, clock=clock)
 
 
 def _tick(monitor: GpuMonitor, clock: Clock, seconds: int) -> None:
@@ -34,8 +28,10 @@ def _tick(monitor: GpuMonitor, clock: Clock, seconds: int) -> None:
         monitor.sample_now()
 
 
-def test_two_trials_sharing_a_gpu(monitor: GpuMonitor, clock: Clock) -> None:
-    gpu = TrialGpuMetrics(monitor, local_node_id="node-a")
+def test_two_trials_sharing_a_gpu(
+    model: LoadModelBackend, monitor: GpuMonitor, clock: Clock
+) -> None:
+    gpu = TrialGpuMetrics(monitor, local_node_id="node-a", load_sink=model)
     assert gpu.placed(0, gpu_ids=["0"], node_id="node-a", pid=100, started_at=clock.now) == ""
     gpu.declared_load(0, 30.0, 1000.0)
     _tick(monitor, clock, 2)
@@ -73,8 +69,10 @@ def test_two_trials_sharing_a_gpu(monitor: GpuMonitor, clock: Clock) -> None:
     assert gpu.tracked() == []
 
 
-def test_a_trial_on_each_gpu_is_not_a_co_tenant(monitor: GpuMonitor, clock: Clock) -> None:
-    gpu = TrialGpuMetrics(monitor)
+def test_a_trial_on_each_gpu_is_not_a_co_tenant(
+    model: LoadModelBackend, monitor: GpuMonitor, clock: Clock
+) -> None:
+    gpu = TrialGpuMetrics(monitor, load_sink=model)
     gpu.placed(0, gpu_ids=["0"], node_id=None, pid=1, started_at=clock.now)
     gpu.placed(1, gpu_ids=["1"], node_id=None, pid=2, started_at=clock.now)
     _tick(monitor, clock, 2)
@@ -84,8 +82,10 @@ def test_a_trial_on_each_gpu_is_not_a_co_tenant(monitor: GpuMonitor, clock: Cloc
     assert report.metrics["gpu_trials_sharing_max"] == 1
 
 
-def test_a_multi_gpu_trial_gets_a_series_per_gpu(monitor: GpuMonitor, clock: Clock) -> None:
-    gpu = TrialGpuMetrics(monitor)
+def test_a_multi_gpu_trial_gets_a_series_per_gpu(
+    model: LoadModelBackend, monitor: GpuMonitor, clock: Clock
+) -> None:
+    gpu = TrialGpuMetrics(monitor, load_sink=model)
     gpu.placed(0, gpu_ids=["0", "1"], node_id=None, pid=1, started_at=clock.now)
     gpu.declared_load(0, 50.0, 800.0)
     _tick(monitor, clock, 2)
@@ -99,9 +99,9 @@ def test_a_multi_gpu_trial_gets_a_series_per_gpu(monitor: GpuMonitor, clock: Clo
 
 
 def test_a_trial_shorter_than_the_interval_still_gets_one_reading(
-    monitor: GpuMonitor, clock: Clock
+    model: LoadModelBackend, monitor: GpuMonitor, clock: Clock
 ) -> None:
-    gpu = TrialGpuMetrics(monitor)
+    gpu = TrialGpuMetrics(monitor, load_sink=model)
     gpu.placed(0, gpu_ids=["0"], node_id=None, pid=1, started_at=clock.now)
     gpu.declared_load(0, 20.0, 300.0)
     ended = clock.now + 0.3
@@ -112,8 +112,10 @@ def test_a_trial_shorter_than_the_interval_still_gets_one_reading(
     assert report.metrics["gpu_utilization_mean_pct"] == 20.0
 
 
-def test_trials_whose_gpus_are_not_sampled_say_why(monitor: GpuMonitor, clock: Clock) -> None:
-    gpu = TrialGpuMetrics(monitor, local_node_id="driver-node")
+def test_trials_whose_gpus_are_not_sampled_say_why(
+    model: LoadModelBackend, monitor: GpuMonitor, clock: Clock
+) -> None:
+    gpu = TrialGpuMetrics(monitor, local_node_id="driver-node", load_sink=model)
     other = gpu.placed(0, gpu_ids=["0"], node_id="worker-node", pid=1, started_at=clock.now)
     assert "ran on Ray node worker-node" in other
     unknown = gpu.placed(1, gpu_ids=["7"], node_id="driver-node", pid=1, started_at=clock.now)

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from hpsearch import TrialContext
+from hpsearch.trial.protocol import GpuLoad, KnobReport
 
 
 def test_local_context_records_reports() -> None:
@@ -56,7 +57,17 @@ def test_should_prune_follows_the_oracle_after_a_report() -> None:
         asked.append(step)
         return step >= 2
 
-    ctx = TrialContext(trial_number=0, device="cpu", sink=lambda s, m: None, prune_oracle=oracle)
+    class Nowhere:
+        def report(self, step: int, metrics: dict[str, float]) -> None:
+            pass
+
+        def gpu_load(self, load: GpuLoad) -> None:
+            pass
+
+        def knobs(self, knobs: KnobReport) -> None:
+            pass
+
+    ctx = TrialContext(trial_number=0, device="cpu", channel=Nowhere(), prune_oracle=oracle)
     assert ctx.should_prune() is False  # nothing reported yet, the oracle is not asked
     ctx.report(1, loss=1.0)
     assert ctx.should_prune() is False

@@ -1,0 +1,82 @@
+"""Every private name of another package hpsearch relies on, in one place.
+
+Each shim has a test in ``tests/test_compat.py`` that fails when the library
+changes under it. Optuna needs none: trial ids for heartbeats come from the
+storage's public API, and lost trials are re-queued by Optuna's own
+``RetryHeartbeatStaleTrialCallback``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+TUNE_MAX_PENDING_TRIALS = "TUNE_MAX_PENDING_TRIALS_PG"
+"""Tune's limit on trials starting at once (``ray.tune.execution.tune_controller``); with a
+custom searcher it lets one trial start at a time, and trials of a packed GPU start together."""
+
+RAY_ENV_DEFAULTS = {
+    # Ray's usage reporting, off for the users of a tool that starts Ray for them.
+    "RAY_USAGE_STATS_ENABLED": "0",
+    # Tune's console tables (ray.tune.experimental.output) would fight the progress view.
+    "RAY_AIR_NEW_OUTPUT": "0",
+    # Tune's CSV/JSON/TensorBoard loggers (ray.tune.utils.callback): results live in
+    # Optuna and MLflow.
+    "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1",
+    # Tune's chdir into each trial folder (ray.train.constants) would break relative paths.
+    "RAY_CHDIR_TO_TRIAL_DIR": "0",
+}
+"""Environment variables Ray reads in the driver and the workers, set where the user has not."""
+
+RAY_WORKER_ENV = ("RAY_CHDIR_TO_TRIAL_DIR",)
+"""Of those, the ones the trial workers must see too."""
+
+LOOPBACK_RAY_INIT: dict[str, Any] = {"_node_ip_address": "127.0.0.1"}
+"""``ray.init``'s private argument for the address a local Ray's node binds to (loopback)."""
+
+_SINGLE_MACHINE_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
+@contextmanager
+def ray_on_loopback_only() -> Iterator[None]:
+    """While a local Ray starts, keep 127.0.0.1 as its node address: its servers listen there.
+
+    On Linux Ray takes the machine's network address as the node address, even
+    when given 127.0.0.1, and its GCS, raylet and workers then listen on every
+    interface. With the single-machine mode of this setting (meant for laptops)
+    the node address stays 127.0.0.1 and every server binds there. Ray reads it
+    from the environment (for the processes it spawns) and, in this process,
+    from a constant computed when Ray was imported
+    (``ray._private.ray_constants.ENABLE_RAY_CLUSTER``); both are set while
+    Ray starts. A search's local Ray is one machine by definition.
+    """
+    from ray._private import ray_constants
+
+    saved_env = os.environ.get(_SINGLE_MACHINE_ENV)
+    saved_flag = ray_constants.ENABLE_RAY_CLUSTER
+    os.environ[_SINGLE_MACHINE_ENV] = "0"
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = saved_flag
+        if saved_env is None:
+            os.environ.pop(_SINGLE_MACHINE_ENV, None)
+        else:
+            os.environ[_SINGLE_MACHINE_ENV] = saved_env
+
+
+@contextmanager
+def tune_max_pending_trials(count: int) -> Iterator[None]:
+    """Let Tune start up to ``count`` trials at once (it reads this when ``fit()`` starts)."""
+    previous = os.environ.get(TUNE_MAX_PENDING_TRIALS)
+    os.environ[TUNE_MAX_PENDING_TRIALS] = str(max(1, count))
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(TUNE_MAX_PENDING_TRIALS, None)
+        else:
+            os.environ[TUNE_MAX_PENDING_TRIALS] = previous

@@ -1,0 +1,63 @@
+"""The trial lifecycle: a ledger that owns ask and tell, and the listeners around it.
+
+The tree: ``_events`` (what happens to a trial, as typed events), ``_base``
+(the listener interface), ``_ledger`` (the open-trial table, Optuna's ask and
+tell), ``_objectives`` (objective values from reports), and one module per
+listener: ``_mlflow`` (the MLflow mirror), ``_oom`` (out-of-memory handling),
+``_gpu`` (GPU series), ``_placement`` (packing feedback: the running trials),
+``_verdicts`` (pruning verdicts to workers), ``_parent_run`` (the search's
+parent run). The progress view (:mod:`hpsearch.progress`) is one more.
+"""
+
+from hpsearch.lifecycle._base import TrialListener
+from hpsearch.lifecycle._events import (
+    Ending,
+    GpuLoadDeclared,
+    KnobsReported,
+    Opening,
+    TrialEnded,
+    TrialOpened,
+    TrialOutOfMemory,
+    TrialPlaced,
+    TrialPruned,
+    TrialReported,
+    TrialsReclaimed,
+    TrialStarted,
+)
+from hpsearch.lifecycle._gpu import GPU_FLUSH_S, GpuSeries
+from hpsearch.lifecycle._ledger import TrialLedger, TrialTemplate
+from hpsearch.lifecycle._mlflow import MlflowMirror, end_reclaimed_runs, reclaim_stale_trials
+from hpsearch.lifecycle._objectives import ObjectiveValues
+from hpsearch.lifecycle._oom import OomHandling
+from hpsearch.lifecycle._parent_run import ParentRun
+from hpsearch.lifecycle._placement import OomSink, RunningTrials
+from hpsearch.lifecycle._verdicts import VerdictPoster
+
+__all__ = [
+    "GPU_FLUSH_S",
+    "Ending",
+    "GpuLoadDeclared",
+    "GpuSeries",
+    "KnobsReported",
+    "MlflowMirror",
+    "ObjectiveValues",
+    "OomHandling",
+    "OomSink",
+    "Opening",
+    "ParentRun",
+    "RunningTrials",
+    "TrialEnded",
+    "TrialLedger",
+    "TrialListener",
+    "TrialOpened",
+    "TrialOutOfMemory",
+    "TrialPlaced",
+    "TrialPruned",
+    "TrialReported",
+    "TrialStarted",
+    "TrialTemplate",
+    "TrialsReclaimed",
+    "VerdictPoster",
+    "end_reclaimed_runs",
+    "reclaim_stale_trials",
+]

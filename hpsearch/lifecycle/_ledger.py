@@ -1,0 +1,420 @@
+"""The trial ledger: the open-trial table and Optuna's ask and tell, with events for listeners.
+
+The runner tells the ledger what happens to trials (started, a worker event,
+ended); the ledger keeps Optuna, the single source of truth, in step, and
+hands each change to its listeners as a typed event (see
+:mod:`hpsearch.lifecycle._events`). Everything else a search records (MLflow,
+GPU series, out-of-memory verdicts, packing feedback, the progress view, the
+parent run) is a listener the composition root subscribes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import optuna
+from optuna.trial import TrialState
+
+from hpsearch import attrs
+from hpsearch.lifecycle._base import TrialListener
+from hpsearch.lifecycle._events import (
+    Ending,
+    GpuLoadDeclared,
+    KnobsReported,
+    Opening,
+    TrialEnded,
+    TrialOpened,
+    TrialOutOfMemory,
+    TrialPlaced,
+    TrialPruned,
+    TrialReported,
+    TrialsReclaimed,
+    TrialStarted,
+)
+from hpsearch.lifecycle._objectives import ObjectiveValues
+from hpsearch.oom import memory_cap_mb
+from hpsearch.placement import Admission
+from hpsearch.pruning import KEEP, PruneJudge
+from hpsearch.space import SearchSpace
+from hpsearch.study import StudyHandle
+from hpsearch.trial.protocol import (
+    PARAMS_KEY,
+    SPEC_KEY,
+    Assignment,
+    EventKind,
+    Outcome,
+    TrialSpec,
+    WorkerEvent,
+)
+
+
+@dataclass(frozen=True)
+class TrialTemplate:
+    """The parts of every :class:`TrialSpec` that do not change between trials.
+
+    Attributes:
+        gpu_memory_mb: each GPU's memory (the smallest), to turn a share into a
+            memory cap; ``None``: unknown.
+    """
+
+    train: str
+    source: str
+    objectives: tuple[str, ...]
+    decision_board: str = ""
+    oom_action: str = "prune"
+    max_halvings: int = 2
+    gpu_memory_mb: float | None = None
+
+    def spec(self, number: int, admission: Admission) -> TrialSpec:
+        """The spec of trial ``number`` admitted with ``admission``."""
+        return TrialSpec(
+            number=number,
+            train=self.train,
+            source=self.source,
+            objectives=self.objectives,
+            cpus=admission.cpus,
+            gpus=admission.gpus,
+            decision_board=self.decision_board,
+            memory_cap_mb=memory_cap_mb(admission.gpus, self.gpu_memory_mb),
+            oom_action=self.oom_action,
+            max_halvings=self.max_halvings,
+            gpu_index=admission.gpu_index,
+            node=admission.node,
+            node_address=admission.node_address,
+            ray_gpus=admission.ray_gpus,
+        )
+
+
+@dataclass
+class _Open:
+    number: int
+    trial: optuna.Trial
+    sampled: dict[str, Any]
+    params: dict[str, Any]
+    admission: Admission
+    alone_retry_of: int | None = None
+    announced: bool = False
+    started_at: float | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+    reached: dict[int, float] = field(default_factory=dict)
+    last_step: int | None = None
+    pruned_at: int | None = None
+    prune_reason: str = ""
+    end: WorkerEvent | None = None
+    assigned: Assignment | None = None
+
+
+class TrialLedger:
+    """Owns the open trials and Optuna's ask/tell; tells its listeners what happens.
+
+    Args:
+        handle: the study.
+        space: the search space, to ask Optuna for parameters.
+        objectives: reads a completed trial's objective values.
+        template: the fixed parts of each trial's spec.
+        judge: judges each reported step for pruning (``None``: no pruner).
+        listeners: told of every event, in this order.
+        clock: Unix time (the runner's: virtual in a simulated search).
+    """
+
+    def __init__(
+        self,
+        handle: StudyHandle,
+        *,
+        space: SearchSpace,
+        objectives: ObjectiveValues,
+        template: TrialTemplate,
+        judge: PruneJudge | None = None,
+        listeners: Sequence[TrialListener] = (),
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._handle = handle
+        self._space = space
+        self._distributions = space.distributions()
+        self._objectives = objectives
+        self._template = template
+        self._judge = judge
+        self._listeners = list(listeners)
+        self._clock = clock
+        self._open: dict[str, _Open] = {}
+        self._last_stamp = -float("inf")
+        self._last_reclaim = -float("inf")
+
+    def subscribe(self, listener: TrialListener) -> None:
+        """Add a listener (told after those already subscribed)."""
+        self._listeners.append(listener)
+
+    # -- asked by the scheduler ---------------------------------------------------
+
+    def study_trials(self) -> list[optuna.trial.FrozenTrial]:
+        """Every trial of the study, from storage (other drivers' included)."""
+        return self._handle.study.get_trials(deepcopy=False)
+
+    def open(self, trial_id: str, admission: Admission) -> dict[str, Any] | None:
+        """Ask Optuna for a new trial and return the runner's config that runs it.
+
+        Returns ``None`` when a listener held the suggestion back (it needs at
+        least the memory of one that ran out): it is recorded as pruned, not launched.
+        """
+        trial = self._handle.ask(self._distributions)
+        sampled = dict(trial.params)
+        resources: dict[str, Any] = {
+            "cpus": admission.cpus,
+            "gpus": admission.gpus,
+            "reason": admission.reason,
+        }
+        if admission.gpu_index is not None:
+            resources.update(
+                gpu=admission.gpu_index,
+                node=admission.node_address,
+                node_id=admission.node,
+                co_tenants=list(admission.co_tenants),
+            )
+        trial.set_user_attr(attrs.RESOURCES, resources)
+        inherited = trial.user_attrs  # read once: a live trial's user_attrs is a query
+        if attrs.INTERMEDIATE in inherited:
+            # A retry of a lost trial inherits its attrs; its steps start again.
+            trial.set_user_attr(attrs.INTERMEDIATE, {})
+        record = _Open(
+            number=trial.number,
+            trial=trial,
+            sampled=sampled,
+            params=self._space.trial_params(sampled),
+            admission=admission,
+            alone_retry_of=inherited.get(attrs.ALONE_RETRY_OF),
+        )
+        opening = Opening(trial.number, trial, sampled, admission)
+        for listener in self._listeners:
+            listener.on_opening(opening)
+        if opening.skip_reason:
+            ending = self._ending(record, Outcome.PRUNED)
+            ending.prune_reason, ending.oom = opening.skip_reason, opening.skip_oom
+            self._finish(record, ending)
+            return None
+        self._open[trial_id] = record
+        opened = TrialOpened(trial.number, sampled, admission, record.alone_retry_of)
+        for listener in self._listeners:
+            listener.on_opened(opened)
+        spec = self._template.spec(trial.number, admission)
+        return {PARAMS_KEY: record.params, SPEC_KEY: spec.to_dict()}
+
+    # -- told by the runner ---------------------------------------------------------
+
+    def started(self, trial_id: str) -> None:
+        """The trial's worker started."""
+        record = self._open.get(trial_id)
+        if record is None or record.started_at is not None:
+            return
+        record.started_at = self._clock()
+        self._announce(record)
+
+    def event(self, trial_id: str, event: WorkerEvent) -> None:
+        """A report, a declaration or the end event from the trial's worker."""
+        record = self._open.get(trial_id)
+        if record is None:
+            return
+        if event.assigned is not None and record.assigned is None:
+            self._placed(record, event.assigned)
+        if event.kind is EventKind.GPU_LOAD and event.gpu_load is not None:
+            declared = GpuLoadDeclared(record.number, event.gpu_load)
+            self._each(lambda listener: listener.on_gpu_load(declared))
+        elif event.kind is EventKind.KNOBS and event.knobs is not None:
+            record.trial.set_user_attr(attrs.KNOBS, event.knobs.to_dict())
+            self._announce(record)
+            knobs = KnobsReported(record.number, event.knobs)
+            self._each(lambda listener: listener.on_knobs(knobs))
+        elif event.kind is EventKind.END:
+            record.end = event
+        elif event.kind is EventKind.REPORT and event.step is not None:
+            self._reported(record, event.step, event.metrics)
+
+    def ended(self, trial_id: str, crash: str | None = None) -> Outcome | None:
+        """The runner is done with the trial: finish it in Optuna, tell the listeners.
+
+        Args:
+            trial_id: the runner's trial id.
+            crash: the runner's error when the worker died without an end event.
+
+        Returns:
+            How the trial ended; ``None`` for a trial this ledger does not hold.
+        """
+        record = self._open.pop(trial_id, None)
+        if record is None:
+            return None
+        end = record.end
+        if end is not None and end.outcome is not None:
+            record.metrics.update(end.metrics)
+            self._objectives.note_targets(record.metrics, record.reached)
+            ending = self._ending(record, end.outcome, end.error)
+            ending.report = end.end
+        elif crash is not None:
+            ending = self._ending(record, Outcome.FAIL, f"trial worker died: {crash}")
+            ending.crash = crash
+        else:
+            ending = self._ending(
+                record, Outcome.INTERRUPTED, "the search stopped before train returned"
+            )
+        return self._finish(record, ending)
+
+    def interrupt_open(self) -> int:
+        """End every trial still open when the search stops; return how many were interrupted.
+
+        A trial whose worker already sent its end event keeps its outcome.
+        """
+        outcomes = [self.ended(trial_id) for trial_id in list(self._open)]
+        return outcomes.count(Outcome.INTERRUPTED)
+
+    def maintain(self, now: float | None = None) -> None:
+        """Periodic upkeep: stamp open trials alive, reclaim a dead driver's trials, tick."""
+        now = self._clock() if now is None else now
+        if now - self._last_stamp >= self._handle.heartbeat_interval_s / 2:
+            self._last_stamp = now
+            self._handle.stamp_alive([r.trial for r in self._open.values()])
+        if now - self._last_reclaim >= self._handle.grace_period_s / 2:
+            self._last_reclaim = now
+            reclaimed = self._handle.reclaim_stale()
+            if reclaimed:
+                gone = TrialsReclaimed(tuple(reclaimed))
+                self._each(lambda listener: listener.on_reclaimed(gone))
+        for listener in self._listeners:
+            listener.on_tick(now)
+
+    # -- internals -----------------------------------------------------------------
+
+    def _each(self, tell: Callable[[TrialListener], None]) -> None:
+        for listener in self._listeners:
+            tell(listener)
+
+    def _announce(self, record: _Open) -> None:
+        """Tell listeners the trial started, once, before anything else about it."""
+        if record.announced:
+            return
+        record.announced = True
+        at = record.started_at if record.started_at is not None else self._clock()
+        started = TrialStarted(record.number, record.trial, record.params, record.admission, at)
+        self._each(lambda listener: listener.on_started(started))
+
+    def _placed(self, record: _Open, assigned: Assignment) -> None:
+        record.assigned = assigned
+        record.trial.set_user_attr(attrs.ASSIGNED, assigned.to_dict())
+        self._announce(record)
+        started_at = record.started_at if record.started_at is not None else self._clock()
+        placed = TrialPlaced(record.number, assigned, started_at)
+        self._each(lambda listener: listener.on_placed(placed))
+
+    def _reported(self, record: _Open, step: int, metrics: dict[str, float]) -> None:
+        first = record.last_step is None
+        record.metrics.update(metrics)
+        record.last_step = step
+        self._objectives.note_targets(record.metrics, record.reached)
+        self._announce(record)
+        verdict = KEEP if self._judge is None else self._judge.judge(record.trial, step, metrics)
+        # The first verdict to prune is kept, with its reason, for the trial's end.
+        newly_pruned = verdict.prune and record.pruned_at is None
+        if newly_pruned:
+            record.pruned_at, record.prune_reason = step, verdict.reason
+        reported = TrialReported(record.number, step, dict(metrics), first, verdict)
+        self._each(lambda listener: listener.on_reported(reported))
+        if newly_pruned:
+            pruned = TrialPruned(record.number, step, verdict.reason)
+            self._each(lambda listener: listener.on_pruned(pruned))
+
+    def _ending(self, record: _Open, outcome: Outcome, error: str = "") -> Ending:
+        mine = record.assigned
+        co_tenants = sum(
+            1
+            for other in self._open.values()
+            if mine is not None
+            and other.assigned is not None
+            and mine.shares_gpu_with(other.assigned)
+        )
+        return Ending(
+            number=record.number,
+            trial=record.trial,
+            params=record.sampled,
+            admission=record.admission,
+            outcome=outcome,
+            error=error,
+            co_tenants=co_tenants,
+            alone_retry_of=record.alone_retry_of,
+            last_step=record.last_step,
+            prune_reason=record.prune_reason,
+            pruned_at=record.pruned_at,
+        )
+
+    def _finish(self, record: _Open, ending: Ending) -> Outcome:
+        values: tuple[float, ...] | None = None
+        if ending.outcome is Outcome.COMPLETE:
+            values, problem = self._objectives.values(record.metrics, record.reached)
+            if problem:
+                ending.outcome, ending.error = Outcome.FAIL, problem
+        self._announce(record)
+        self._each(lambda listener: listener.on_ending(ending))
+        outcome, trial = ending.outcome, record.trial
+        duration = self._clock() - record.started_at if record.started_at is not None else 0.0
+
+        trial.set_user_attr(attrs.METRICS, record.metrics)
+        trial.set_user_attr(attrs.OUTCOME, outcome.value)
+        trial.set_user_attr(attrs.DURATION, round(duration, 3))
+        if ending.error:
+            trial.set_user_attr(attrs.ERROR, ending.error)
+        prune_reason = ""
+        if outcome is Outcome.PRUNED:
+            prune_reason = _prune_reason(ending)
+            trial.set_user_attr(attrs.PRUNE_REASON, prune_reason)
+            if ending.pruned_at is not None:
+                trial.set_user_attr(attrs.PRUNED_AT, ending.pruned_at)
+        self._tell(trial, outcome, values)
+
+        if ending.oom is not None and not ending.oom.predicted:
+            ran_out = TrialOutOfMemory(
+                record.number, record.admission, ending.oom, ending.co_tenants + 1, self._clock()
+            )
+            self._each(lambda listener: listener.on_out_of_memory(ran_out))
+        if outcome is Outcome.INTERRUPTED:
+            self._handle.retry_later(record.number, record.sampled)
+        ended = TrialEnded(
+            number=record.number,
+            outcome=outcome,
+            values=values,
+            metrics=dict(record.metrics),
+            end_metrics=dict(record.end.metrics) if record.end is not None else {},
+            params=dict(record.params),
+            admission=record.admission,
+            duration_s=duration,
+            error=ending.error,
+            last_step=record.last_step,
+            pruned_at=ending.pruned_at if outcome is Outcome.PRUNED else None,
+            prune_reason=prune_reason,
+            reached=dict(record.reached),
+            oom=ending.oom,
+            retries=ending.report.retries if ending.report is not None else (),
+        )
+        self._each(lambda listener: listener.on_ended(ended))
+        return outcome
+
+    def _tell(
+        self, trial: optuna.Trial, outcome: Outcome, values: tuple[float, ...] | None
+    ) -> None:
+        """End the trial in Optuna (and in the pruning judge's memory)."""
+        if outcome is Outcome.COMPLETE and values is not None:
+            state = TrialState.COMPLETE
+            self._handle.study.tell(trial, list(values))
+        else:
+            state = TrialState.PRUNED if outcome is Outcome.PRUNED else TrialState.FAIL
+            self._handle.study.tell(trial, state=state)
+        if self._judge is not None:
+            self._judge.finished(trial, state, list(values or ()))
+
+
+def _prune_reason(ending: Ending) -> str:
+    """The pruner's (or an amendment's) reason, else the trial's own ``TrialPruned`` message."""
+    if ending.prune_reason:
+        return ending.prune_reason
+    own = ending.report.reason if ending.report is not None else ""
+    if own:
+        return f"the training function pruned itself: {own}"
+    return "the training function raised TrialPruned (no reason given)"

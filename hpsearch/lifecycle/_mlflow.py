@@ -1,0 +1,186 @@
+"""The MLflow mirror: one nested child run per trial, kept in step with the ledger's events.
+
+Like Optuna's ``MLflowCallback``, it writes what Optuna already holds into
+MLflow, but while the trial runs: the run opens when the trial starts, gets
+each report as metrics, its placement and knobs as tags, and ends with the
+trial's outcome.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from optuna.trial import FrozenTrial
+
+from hpsearch import attrs
+from hpsearch.config import ObjectiveSpec
+from hpsearch.lifecycle._base import TrialListener
+from hpsearch.lifecycle._events import (
+    KnobsReported,
+    TrialEnded,
+    TrialPlaced,
+    TrialPruned,
+    TrialReported,
+    TrialsReclaimed,
+    TrialStarted,
+)
+from hpsearch.placement import Admission
+from hpsearch.study import StudyHandle
+from hpsearch.tracking import STUDY_TAG, TRIAL_NUMBER_TAG, MlflowTracker, RunStatus
+from hpsearch.trial.protocol import Assignment, Outcome
+
+_STATUS = {
+    Outcome.COMPLETE: RunStatus.FINISHED,
+    Outcome.FAIL: RunStatus.FAILED,
+    Outcome.PRUNED: RunStatus.KILLED,
+    Outcome.INTERRUPTED: RunStatus.KILLED,
+}
+_OPTUNA_STATE = {
+    Outcome.COMPLETE: "COMPLETE",
+    Outcome.FAIL: "FAIL",
+    Outcome.PRUNED: "PRUNED",
+    Outcome.INTERRUPTED: "FAIL",
+}
+
+
+class MlflowMirror(TrialListener):
+    """Mirrors each trial into a child run of the search's parent run.
+
+    Args:
+        tracker: the MLflow writer.
+        study: the study name (a tag on every run).
+        parent_run_id: this search's parent run.
+        objectives: the config's objectives (``until`` ones get a metric of their own).
+    """
+
+    def __init__(
+        self,
+        tracker: MlflowTracker,
+        study: str,
+        parent_run_id: str,
+        objectives: Sequence[ObjectiveSpec],
+    ) -> None:
+        self._tracker = tracker
+        self._study = study
+        self._parent = parent_run_id
+        self._objectives = list(objectives)
+        self._runs: dict[int, str] = {}
+
+    def run_id(self, number: int) -> str | None:
+        """The child run of trial ``number`` while it is open."""
+        return self._runs.get(number)
+
+    def on_started(self, event: TrialStarted) -> None:
+        run_id = self._tracker.start_run(
+            f"trial-{event.number}",
+            params=event.params,
+            tags={
+                TRIAL_NUMBER_TAG: str(event.number),
+                STUDY_TAG: self._study,
+                "hpsearch.cpus": str(event.admission.cpus),
+                "hpsearch.gpus": str(event.admission.gpus),
+                "hpsearch.policy": event.admission.reason,
+                **_placement_tags(event.admission),
+            },
+            parent_run_id=self._parent,
+        )
+        self._runs[event.number] = run_id
+        event.trial.set_user_attr(attrs.MLFLOW_RUN, run_id)
+
+    def on_placed(self, event: TrialPlaced) -> None:
+        self._tracker.set_tags(self._runs[event.number], _assigned_tags(event.assigned))
+
+    def on_reported(self, event: TrialReported) -> None:
+        self._tracker.log_metrics(self._runs[event.number], event.metrics, event.step)
+
+    def on_pruned(self, event: TrialPruned) -> None:
+        # Shown at once: a trial may take a while to reach its next should_prune().
+        tags = {"hpsearch.pruned_at_step": event.step, "hpsearch.prune_reason": event.reason}
+        self._tracker.set_tags(self._runs[event.number], tags)
+
+    def on_knobs(self, event: KnobsReported) -> None:
+        # Tags, not params: a knob can still change after it was first recorded
+        # (checkpointing without a hook is turned off when the model is prepared),
+        # and MLflow params cannot change.
+        knobs = event.knobs
+        tags: dict[str, Any] = {f"knob.{k}": v for k, v in knobs.effective.items()}
+        tags["hpsearch.knob_notes"] = "; ".join(knobs.notes) or "all knobs applied"
+        self._tracker.set_tags(self._runs[event.number], tags)
+
+    def on_ended(self, event: TrialEnded) -> None:
+        run_id = self._runs.pop(event.number)
+        if event.end_metrics:
+            step = event.last_step + 1 if event.last_step is not None else 0
+            self._tracker.log_metrics(run_id, event.end_metrics, step)
+        tags: dict[str, Any] = {
+            "hpsearch.outcome": event.outcome.value,
+            # The Optuna state, since MLflow's run statuses have no PRUNED.
+            "hpsearch.state": _OPTUNA_STATE[event.outcome],
+        }
+        if event.error:
+            tags["hpsearch.error"] = event.error
+            self._tracker.log_text(run_id, event.error, "error.txt")
+        for index, objective in enumerate(self._objectives):
+            if objective.until is not None:
+                # MLflow metric names cannot hold the objective's name ("x@y>=0.9").
+                key = f"{objective.metric}_to_{objective.until.metric}"
+                if index in event.reached:
+                    self._tracker.log_metrics(run_id, {key: event.reached[index]}, 0)
+                else:
+                    tags[f"hpsearch.{key}"] = f"{objective.until.label} not reached"
+        if event.retries:
+            last = event.retries[-1]
+            tags["hpsearch.oom_retries"] = len(event.retries)
+            tags["hpsearch.ran_with_batch_size"] = last.retry_batch_size
+            tags["hpsearch.ran_with_grad_accum_steps"] = last.retry_grad_accum_steps
+        if event.outcome is Outcome.PRUNED:
+            tags["hpsearch.prune_reason"] = event.prune_reason
+            if event.pruned_at is not None:
+                tags["hpsearch.pruned_at_step"] = event.pruned_at
+        status = _STATUS[event.outcome]
+        if event.oom is not None:
+            # An OOM is a finished answer about the configuration, not a killed run.
+            status = RunStatus.FINISHED
+            tags["hpsearch.prune_kind"] = event.oom.prune_kind
+            tags.update({f"hpsearch.oom.{k}": v for k, v in event.oom.to_dict().items()})
+        self._tracker.set_tags(run_id, tags)
+        self._tracker.end_run(run_id, status)
+
+    def on_reclaimed(self, event: TrialsReclaimed) -> None:
+        end_reclaimed_runs(self._tracker, event.trials)
+
+
+def end_reclaimed_runs(tracker: MlflowTracker, trials: Sequence[FrozenTrial]) -> None:
+    """End as KILLED the MLflow runs of trials a dead driver left running."""
+    for trial in trials:
+        run_id = trial.user_attrs.get(attrs.MLFLOW_RUN)
+        if run_id:
+            tracker.end_if_running(str(run_id), RunStatus.KILLED)
+
+
+def reclaim_stale_trials(handle: StudyHandle, tracker: MlflowTracker) -> int:
+    """Fail trials whose driver is gone, enqueue them again, end their MLflow runs as KILLED."""
+    reclaimed = handle.reclaim_stale()
+    end_reclaimed_runs(tracker, reclaimed)
+    return len(reclaimed)
+
+
+def _placement_tags(admission: Admission) -> dict[str, str]:
+    """Where a placing policy put the trial: its GPU, its share and its co-tenants at start."""
+    if admission.gpu_index is None:
+        return {}
+    return {
+        "hpsearch.gpu": str(admission.gpu_index),
+        "hpsearch.node": admission.node_address or "",
+        "hpsearch.node_id": admission.node or "",
+        "hpsearch.gpu_share": f"{admission.gpus:.3g}",
+        "hpsearch.co_tenants_at_start": ",".join(map(str, admission.co_tenants)) or "none",
+    }
+
+
+def _assigned_tags(assigned: Assignment) -> dict[str, str]:
+    data = assigned.to_dict()
+    tags = {f"hpsearch.assigned.{k}": str(v) for k, v in data.items() if k != "gpu_ids"}
+    tags["hpsearch.gpu_ids"] = ",".join(assigned.gpu_ids) or "none"
+    return tags

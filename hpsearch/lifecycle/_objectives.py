@@ -1,0 +1,54 @@
+"""A trial's objective values from what it reported, ``until`` targets included. Pure."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+from hpsearch.config import ObjectiveSpec
+
+
+class ObjectiveValues:
+    """Reads the objective values of a trial from its metrics.
+
+    Args:
+        objectives: the config's objectives, in order.
+        source: the config file, for the message when an objective is missing.
+    """
+
+    def __init__(self, objectives: Sequence[ObjectiveSpec], source: str) -> None:
+        self.objectives = list(objectives)
+        self._source = source
+
+    def note_targets(self, metrics: Mapping[str, float], reached: dict[int, float]) -> None:
+        """Keep each ``until`` objective's value at the first report that reached its target."""
+        for index, objective in enumerate(self.objectives):
+            target = objective.until
+            if target is None or index in reached or not target.reached(dict(metrics)):
+                continue
+            if objective.metric in metrics:
+                reached[index] = metrics[objective.metric]
+
+    def values(
+        self, metrics: Mapping[str, float], reached: Mapping[int, float]
+    ) -> tuple[tuple[float, ...] | None, str]:
+        """The objective values of a completed trial, or why there are none."""
+        values = []
+        for index, objective in enumerate(self.objectives):
+            if objective.until is not None:
+                # Never reached: the worst value, so the trial is dominated on this axis.
+                worst = math.inf if objective.direction == "minimize" else -math.inf
+                values.append(reached.get(index, worst))
+                continue
+            if objective.metric not in metrics:
+                reported = ", ".join(sorted(metrics)) or "nothing"
+                return None, (
+                    f"train finished without reporting the objective metric '{objective.metric}' "
+                    f"(reported: {reported}); report it with ctx.report(step, "
+                    f"{objective.metric}=...) or fix the objective in {self._source}"
+                )
+            value = metrics[objective.metric]
+            if not math.isfinite(value):
+                return None, f"the objective metric '{objective.metric}' is {value}"
+            values.append(value)
+        return tuple(values), ""

@@ -1,0 +1,104 @@
+"""Packing feedback as a listener: the running trials as the resource policy sees them.
+
+The scheduler asks :meth:`RunningTrials.running` before each admission: where
+each trial runs, whether it is past its warm-up (packing may measure it), the
+CPUs it keeps busy and whether it is larger than any trial measured so far. A
+trial that runs out of memory on a placed GPU is passed on to the packing
+policy, which lowers that GPU's count.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from optuna.trial import FrozenTrial, TrialState
+
+from hpsearch.lifecycle._base import TrialListener
+from hpsearch.lifecycle._events import (
+    KnobsReported,
+    TrialEnded,
+    TrialOpened,
+    TrialOutOfMemory,
+    TrialPlaced,
+    TrialReported,
+)
+from hpsearch.oom import MeasuredConfigs
+from hpsearch.placement import RunningTrial
+
+OomSink = Callable[[int, str, float, int], None]
+"""Told ``(gpu_index, node_id, at, sharing)`` when a trial ran out on a placed GPU."""
+
+
+class RunningTrials(TrialListener):
+    """The trials holding resources now, kept from the lifecycle's events.
+
+    Args:
+        grows_memory: the parameters that grow memory (``oom.grows_memory``), to tell
+            a trial of a new kind (larger than any measured) from a known one.
+        earlier: the study's trials so far (completed ones count as measured).
+        ran_out: told of each out-of-memory on a placed GPU (the packing policy).
+        clock: Unix time (the runner's).
+    """
+
+    def __init__(
+        self,
+        grows_memory: Sequence[str],
+        earlier: Sequence[FrozenTrial] = (),
+        ran_out: OomSink | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._measured = MeasuredConfigs(grows_memory)
+        for done in earlier:
+            if done.state == TrialState.COMPLETE:
+                self._measured.add(done.params)
+        self._ran_out = ran_out
+        self._clock = clock
+        self._trials: dict[int, RunningTrial] = {}
+        self._params: dict[int, dict[str, Any]] = {}
+
+    def running(self) -> list[RunningTrial]:
+        """Trials holding resources now, with where they run and how far they got."""
+        return list(self._trials.values())
+
+    def on_opened(self, event: TrialOpened) -> None:
+        admission = event.admission
+        self._params[event.number] = event.params
+        self._trials[event.number] = RunningTrial(
+            event.number,
+            admission.cpus,
+            admission.gpus,
+            gpu_index=admission.gpu_index,
+            node=admission.node,
+            alone=event.alone_retry_of is not None,
+            new_kind=not self._measured.covers(event.params),
+        )
+
+    def on_placed(self, event: TrialPlaced) -> None:
+        self._update(event.number, pid=event.assigned.pid)
+
+    def on_reported(self, event: TrialReported) -> None:
+        if event.first:  # past its warm-up: packing may measure it
+            self._update(event.number, warm_at=self._clock())
+            self._measured.add(self._params.get(event.number, {}))
+
+    def on_knobs(self, event: KnobsReported) -> None:
+        workers = event.knobs.effective.get("num_workers")
+        if isinstance(workers, int):  # the loop's process and its loader workers
+            self._update(event.number, busy_cpus=float(1 + workers))
+
+    def on_out_of_memory(self, event: TrialOutOfMemory) -> None:
+        admission = event.admission
+        if self._ran_out is not None and admission.gpu_index is not None:
+            self._ran_out(admission.gpu_index, admission.node or "", event.at, event.sharing)
+
+    def on_ended(self, event: TrialEnded) -> None:
+        self._trials.pop(event.number, None)
+        self._params.pop(event.number, None)
+
+    def _update(self, number: int, **changes: Any) -> None:
+        trial = self._trials.get(number)
+        if trial is not None:
+            self._trials[number] = replace(trial, **changes)

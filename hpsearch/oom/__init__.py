@@ -1,0 +1,50 @@
+"""Out-of-memory: recognising it, predicting it, and the driver's book of verdicts.
+
+The tree: ``_base`` (a known case, the stored record, a verdict), ``_detect``
+(predicates over exceptions and crash texts), ``_predict`` (the predictor and
+the new-kind test for packing), ``_book`` (judging an OOM and keeping it on the
+Optuna trial).
+"""
+
+from hpsearch.oom._base import PREDICTED, OomCase, OomRecord, OomVerdict
+from hpsearch.oom._book import (
+    CONSTRAINT,
+    OomBook,
+    is_oom,
+    mark_infeasible,
+    memory_cap_mb,
+    oom_record,
+    oom_summary,
+)
+from hpsearch.oom._detect import (
+    cgroup_oom_kills,
+    device_oom,
+    host_oom_evidence,
+    is_device_oom_message,
+    is_library_alloc_failure,
+    is_torch_oom,
+)
+from hpsearch.oom._predict import MeasuredConfigs, OomPredictor, needs_at_least
+
+__all__ = [
+    "CONSTRAINT",
+    "PREDICTED",
+    "MeasuredConfigs",
+    "OomBook",
+    "OomCase",
+    "OomPredictor",
+    "OomRecord",
+    "OomVerdict",
+    "cgroup_oom_kills",
+    "device_oom",
+    "host_oom_evidence",
+    "is_device_oom_message",
+    "is_library_alloc_failure",
+    "is_oom",
+    "is_torch_oom",
+    "mark_infeasible",
+    "memory_cap_mb",
+    "needs_at_least",
+    "oom_record",
+    "oom_summary",
+]

@@ -1,0 +1,57 @@
+"""Early stopping of trials: each reported step is judged in the driver, with a reason.
+
+Ray's ``OptunaSearch`` never asks an Optuna pruner; hpsearch does, for every
+step a trial reports (the verdict reaches the worker through
+``ctx.should_prune()``). Three rules:
+
+* one objective, an Optuna pruner (median, percentile, successive halving,
+  hyperband): Optuna's own ``Trial.report``/``should_prune``;
+* several objectives, an Optuna pruner: Optuna's pruners judge one value per
+  step (``Trial.report`` refuses multi-objective studies), so the pruner judges
+  the **primary** objective (the first listed), in a shadow single-objective
+  study that mirrors this search's intermediate values;
+* ``type: dominated`` (any number of objectives): a trial is pruned at a step
+  when at least ``min_dominating`` other trials, at the same step, were at least
+  as good on every objective and better on one.
+
+Every verdict to prune comes with a sentence saying why, which the trial
+ledger puts on the Optuna trial (and the MLflow mirror on the run).
+
+The tree: ``_base`` (a verdict, the judge interface, the board interface),
+``_optuna`` (Optuna's pruners), ``_dominated`` (the dominated rule), ``_make``
+(the judge a config asks for), ``_board`` (verdicts on their way to workers).
+"""
+
+from hpsearch.pruning._base import KEEP, PruneJudge, Verdict, VerdictBoard, store_intermediate
+from hpsearch.pruning._board import (
+    VERDICT_TIMEOUT_S,
+    LocalVerdictBoard,
+    RayVerdictBoard,
+    VerdictBook,
+    ray_board_lookup,
+    verdict_oracle,
+)
+from hpsearch.pruning._dominated import DominatedJudge, DominatedRule
+from hpsearch.pruning._make import check_pruner, make_judge
+from hpsearch.pruning._optuna import OptunaJudge, PrimaryObjectiveJudge, explain
+
+__all__ = [
+    "KEEP",
+    "VERDICT_TIMEOUT_S",
+    "DominatedJudge",
+    "DominatedRule",
+    "LocalVerdictBoard",
+    "OptunaJudge",
+    "PrimaryObjectiveJudge",
+    "PruneJudge",
+    "RayVerdictBoard",
+    "Verdict",
+    "VerdictBoard",
+    "VerdictBook",
+    "check_pruner",
+    "explain",
+    "make_judge",
+    "ray_board_lookup",
+    "store_intermediate",
+    "verdict_oracle",
+]

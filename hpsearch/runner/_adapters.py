@@ -1,0 +1,103 @@
+"""The two objects through which Ray Tune drives hpsearch: a searcher and a callback.
+
+:class:`SchedulerSearcher` is Tune's search algorithm over the
+:class:`~hpsearch.scheduler.Scheduler`, so trials are created lazily, at
+launch, with the policy's current answer in their config.
+:class:`LedgerCallback` forwards what happens to trials to the
+:class:`~hpsearch.lifecycle.TrialLedger`.
+
+Neither keeps state worth saving: the Optuna study is the checkpoint. Tune
+pickles both into its experiment folder, so both drop their live handles when
+pickled (``__getstate__``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ray.tune import Callback
+from ray.tune.experiment import Trial
+from ray.tune.search import Searcher
+
+from hpsearch.runner._base import TrialEvents, TrialSource
+from hpsearch.scheduler import Hold
+from hpsearch.trial.protocol import WorkerEvent
+
+
+class SchedulerSearcher(Searcher):
+    """Tune searcher whose suggestions are the scheduler's."""
+
+    def __init__(self, source: TrialSource) -> None:
+        super().__init__()
+        self._source: TrialSource | None = source
+
+    # Ray's annotation omits the documented Searcher.FINISHED string sentinel.
+    def suggest(self, trial_id: str) -> dict[str, Any] | str | None:  # type: ignore[override]
+        answer = self._live().suggest(trial_id)
+        if answer is Hold.FINISHED:
+            return Searcher.FINISHED
+        if answer is Hold.WAIT:
+            return None
+        return answer
+
+    def on_trial_complete(
+        self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False
+    ) -> None:
+        # Completion is recorded by LedgerCallback, which also gets Ray's error text.
+        pass
+
+    def save(self, checkpoint_path: str) -> None:
+        # The Optuna study is the checkpoint; nothing to write.
+        pass
+
+    def restore(self, checkpoint_path: str) -> None:
+        pass
+
+    def _live(self) -> TrialSource:
+        if self._source is None:
+            raise RuntimeError("SchedulerSearcher was unpickled; it only runs in its driver")
+        return self._source
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_source": None}
+
+
+class LedgerCallback(Callback):
+    """Forwards Tune's trial events to the ledger, and does its periodic upkeep."""
+
+    def __init__(self, events: TrialEvents) -> None:
+        self._events: TrialEvents | None = events
+
+    def on_trial_start(
+        self, iteration: int, trials: list[Trial], trial: Trial, **info: Any
+    ) -> None:
+        self._live().started(trial.trial_id)
+
+    def on_trial_result(
+        self, iteration: int, trials: list[Trial], trial: Trial, result: dict[str, Any], **info: Any
+    ) -> None:
+        event = WorkerEvent.from_result(result)
+        if event is not None:
+            self._live().event(trial.trial_id, event)
+
+    def on_trial_complete(
+        self, iteration: int, trials: list[Trial], trial: Trial, **info: Any
+    ) -> None:
+        self._live().ended(trial.trial_id)
+
+    def on_trial_error(
+        self, iteration: int, trials: list[Trial], trial: Trial, **info: Any
+    ) -> None:
+        error = trial.get_error()
+        self._live().ended(trial.trial_id, crash=str(error) if error else "unknown error")
+
+    def on_step_end(self, iteration: int, trials: list[Trial], **info: Any) -> None:
+        self._live().maintain()
+
+    def _live(self) -> TrialEvents:
+        if self._events is None:
+            raise RuntimeError("LedgerCallback was unpickled; it only runs in its driver")
+        return self._events
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_events": None}

@@ -1,0 +1,101 @@
+"""What a runner is: where trials execute, behind one small interface (Syne Tune's backend).
+
+The composition root connects a :class:`TrialRunner` for the search and gets a
+:class:`RunnerSession`: the resources it has, its nodes' GPUs, its clock, a
+board for pruning verdicts, and :meth:`RunnerSession.run`, which launches what
+the scheduler suggests and tells the ledger what happens to each trial. Ray
+Tune is one runner (:class:`~hpsearch.runner.RayTuneRunner`); a simulated-time
+runner (:class:`~hpsearch.runner.SimulatedRunner`) is another.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
+
+from hpsearch.config import ExecutionSpec
+from hpsearch.placement import ClusterCapacity, NodeGpus
+from hpsearch.pruning import VerdictBoard
+from hpsearch.scheduler import Hold
+from hpsearch.telemetry import GpuMonitor
+from hpsearch.trial.protocol import Outcome, WorkerEvent
+
+
+class TrialSource(Protocol):
+    """Suggests the trials to launch (the :class:`~hpsearch.scheduler.Scheduler`)."""
+
+    def suggest(self, trial_id: str) -> dict[str, Any] | Hold:
+        """The config of a new trial, or why none starts now."""
+
+
+class TrialEvents(Protocol):
+    """Told what happens to launched trials (the :class:`~hpsearch.lifecycle.TrialLedger`)."""
+
+    def started(self, trial_id: str) -> None:
+        """The trial's worker started."""
+
+    def event(self, trial_id: str, event: WorkerEvent) -> None:
+        """One event from the trial's worker."""
+
+    def ended(self, trial_id: str, crash: str | None = None) -> Outcome | None:
+        """The runner is done with the trial (``crash``: its worker died)."""
+
+    def maintain(self, now: float | None = None) -> None:
+        """Periodic upkeep, about once a second."""
+
+
+class RunnerSession(ABC):
+    """A connection to where trials run, for the length of one search.
+
+    Attributes:
+        clock: Unix time as the runner keeps it (virtual in a simulated search);
+            every part that times trials reads this one.
+        local_node_id: the node the driver's GPU monitor reads (``None``: none).
+    """
+
+    clock: Callable[[], float]
+    local_node_id: str | None
+
+    @abstractmethod
+    def capacity(self) -> ClusterCapacity:
+        """The CPUs and GPUs the runner has now."""
+
+    @abstractmethod
+    def gpu_nodes(self, local_gpus: dict[int, float | None] | None) -> list[NodeGpus]:
+        """Every node with GPUs; ``local_gpus`` are the monitor's (index to memory in MiB)."""
+
+    @abstractmethod
+    def verdict_board(self) -> VerdictBoard:
+        """A board where pruning verdicts reach the trials' workers."""
+
+    @abstractmethod
+    def sampling(self, monitor: GpuMonitor) -> AbstractContextManager[GpuMonitor]:
+        """Keep ``monitor`` sampling while the search runs (a thread, or the virtual clock)."""
+
+    @abstractmethod
+    def run(self, source: TrialSource, events: TrialEvents, *, name: str, max_pending: int) -> None:
+        """Launch what ``source`` suggests until it says the search is finished.
+
+        Args:
+            source: suggests trials.
+            events: told what happens to them.
+            name: the search's name (folders, logs).
+            max_pending: most trials that may be starting at once.
+        """
+
+
+class TrialRunner(ABC):
+    """Connects to where trials execute (``hpsearch.run(..., runner=...)``)."""
+
+    @abstractmethod
+    def connect(
+        self, execution: ExecutionSpec, workdir: str
+    ) -> AbstractContextManager[RunnerSession]:
+        """A session for one search, closed when the search ends.
+
+        Args:
+            execution: the config's ``execution`` section.
+            workdir: the user's working directory (``train`` imports from there).
+        """

@@ -1,0 +1,190 @@
+"""Connecting to Ray: a local Ray started for one search, or an existing cluster."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import ray
+
+from hpsearch._compat import (
+    LOOPBACK_RAY_INIT,
+    RAY_ENV_DEFAULTS,
+    RAY_WORKER_ENV,
+    ray_on_loopback_only,
+)
+from hpsearch.config import ExecutionSpec
+from hpsearch.errors import HpsearchError
+from hpsearch.placement import ClusterCapacity, NodeGpus
+from hpsearch.runner._mps import MPS_ENV
+
+# Set only where the user has not (see hpsearch._compat for Ray's own). CUDA
+# numbers GPUs fastest first by default, NVML by PCI bus: in bus order both
+# agree, so the GPU id Ray gives a trial is the GPU the monitor reads for it.
+_DRIVER_DEFAULTS = {**RAY_ENV_DEFAULTS, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+_WORKER_ENV = (*RAY_WORKER_ENV, "CUDA_DEVICE_ORDER")
+
+
+@contextmanager
+def ray_cluster(spec: ExecutionSpec, workdir: str) -> Iterator[ClusterCapacity]:
+    """Connect to Ray for the duration of a search and yield what it has to give.
+
+    Joins ``spec.address`` when set; else reuses a Ray already initialised in this
+    process (tests do that); else starts a local Ray bound to 127.0.0.1 with the
+    dashboard off, and stops it afterwards.
+
+    Args:
+        spec: the ``execution`` section.
+        workdir: put on the workers' ``PYTHONPATH`` so ``train`` imports there as here.
+    """
+    for name, value in _DRIVER_DEFAULTS.items():
+        os.environ.setdefault(name, value)
+    started_here = False
+    if not ray.is_initialized():
+        runtime_env = _runtime_env(spec.runtime_env, workdir)
+        common: dict[str, Any] = {
+            "runtime_env": runtime_env,
+            "log_to_driver": False,
+            "logging_level": logging.WARNING,
+        }
+        try:
+            if spec.address:
+                _check_reachable(spec.address)
+                ray.init(address=spec.address, **common)
+            else:
+                with ray_on_loopback_only():
+                    ray.init(
+                        # A Ray of its own, even where `ray start` runs one on this machine
+                        # (Ray would otherwise join that one, which was not asked for).
+                        address="local",
+                        num_cpus=spec.num_cpus,
+                        num_gpus=spec.num_gpus,
+                        include_dashboard=False,
+                        **LOOPBACK_RAY_INIT,
+                        **common,
+                    )
+        except (ConnectionError, ValueError, RuntimeError) as exc:
+            raise HpsearchError(_connect_error(spec.address, exc)) from None
+        started_here = True
+    try:
+        yield current_capacity()
+    finally:
+        if started_here:
+            ray.shutdown()
+
+
+_HOST_PORT = re.compile(r"^\[?(?P<host>[\w.:-]+?)\]?:(?P<port>\d+)$")
+
+
+def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """Fail in seconds on a ``host:port`` accepting no connection; Ray retries for minutes."""
+    match = _HOST_PORT.match(address)
+    if match is None:  # "auto", "ray://...": Ray's own lookup
+        return
+    try:
+        with socket.create_connection((match["host"], int(match["port"])), timeout=timeout_s):
+            pass
+    except OSError as exc:
+        raise ConnectionError(f"nothing accepts connections at {address}: {exc}") from None
+
+
+def _connect_error(address: str | None, exc: Exception) -> str:
+    if not address:
+        return (
+            f"cannot start a local Ray ({exc}); see the Ray logs under /tmp/ray/session_latest/logs"
+        )
+    hint = "check the address (ray status on the head node prints it)"
+    if os.environ.get("RAY_AUTH_MODE") is None:
+        # Ray never sends its token to an address given explicitly unless asked.
+        hint += (
+            "; if the cluster uses token authentication (Ray's default for ray start), "
+            "set RAY_AUTH_MODE=token with the token in ~/.ray/auth_token or RAY_AUTH_TOKEN"
+        )
+    return f"execution.address: cannot connect to the Ray cluster at '{address}' ({exc}); {hint}"
+
+
+def _runtime_env(user_env: dict[str, Any], workdir: str) -> dict[str, Any]:
+    env = dict(user_env)
+    env_vars = dict(env.get("env_vars", {}))
+    paths = [workdir, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    if "PYTHONPATH" in env_vars:
+        paths.insert(0, env_vars["PYTHONPATH"])
+    env_vars["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    for name in _WORKER_ENV:
+        env_vars.setdefault(name, os.environ[name])
+    for name in MPS_ENV:  # set while hpsearch runs an MPS daemon for this search
+        if name in os.environ:
+            env_vars.setdefault(name, os.environ[name])
+    env["env_vars"] = env_vars
+    return env
+
+
+def current_capacity() -> ClusterCapacity:
+    """The CPUs and GPUs of the connected Ray cluster now (nodes may join or leave)."""
+    resources: dict[str, float] = ray.cluster_resources()  # type: ignore[no-untyped-call]
+    return ClusterCapacity(cpus=float(resources.get("CPU", 0)), gpus=float(resources.get("GPU", 0)))
+
+
+def local_node_id() -> str | None:
+    """The Ray node this driver runs on (``None`` for a Ray client, which is on no node)."""
+    try:
+        node_id: str = ray.get_runtime_context().get_node_id()
+    except Exception:  # a Ray client has no node of its own
+        return None
+    return node_id
+
+
+def cluster_gpus(
+    local_gpus: dict[int, float | None] | None, local_node: str | None
+) -> list[NodeGpus]:
+    """Every alive Ray node with GPUs: its address, CPUs and GPU indices.
+
+    Args:
+        local_gpus: the driver's monitored GPUs (index to memory in MiB), when a
+            monitor runs; the driver's node is read through them when they cover its GPUs.
+        local_node: the driver's Ray node id.
+    """
+    nodes = []
+    for entry in ray.nodes():  # type: ignore[no-untyped-call]
+        if not entry.get("Alive"):
+            continue
+        resources = entry.get("Resources", {})
+        count = int(resources.get("GPU", 0))
+        if count <= 0:
+            continue
+        local = local_node is not None and entry.get("NodeID") == local_node
+        indices = list(range(count))
+        visible = _visible_devices() if local else None
+        if visible is not None and len(visible) == count:
+            # Ray on this machine sees only these GPUs; NVML (the monitor) numbers all.
+            indices = visible
+        if local and local_gpus is not None and all(i in local_gpus for i in indices):
+            memory = {i: local_gpus[i] for i in indices}
+        else:
+            local = False
+            memory = dict.fromkeys(indices)
+        nodes.append(
+            NodeGpus(
+                node_id=str(entry["NodeID"]),
+                node=str(entry["NodeManagerAddress"]),
+                cpus=float(resources.get("CPU", 0)),
+                gpus=tuple(sorted(memory)),
+                memory_mb=memory,
+                local=local,
+            )
+        )
+    return sorted(nodes, key=lambda n: (not n.local, n.node, n.node_id))
+
+
+def _visible_devices() -> list[int] | None:
+    """The GPU indices ``CUDA_VISIBLE_DEVICES`` restricts this machine to (``None``: all)."""
+    value = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if value is None or not value.strip():
+        return None
+    parts = [p.strip() for p in value.split(",")]
+    return [int(p) for p in parts] if all(p.isdigit() for p in parts) else None

@@ -1,0 +1,302 @@
+"""A runner in simulated time: modelled trials on a virtual clock, no Ray and no sleeping.
+
+Syne Tune's simulator backend is the model: every production part of a search
+runs as it does under Ray Tune (the scheduler and its resource policy, the
+packing policy, Optuna's sampler and pruner, the out-of-memory book, the
+ledger and its listeners, MLflow, the GPU monitor reading a simulated GPU),
+while the trials themselves are played from a :class:`~hpsearch.trial.plan.TrialModel`
+on a discrete-event clock. Hundreds of trials take seconds.
+
+Use it as ``hpsearch.run(config, runner=SimulatedRunner())`` with a config
+whose ``train`` is the simulated GPU workload (its plan is the default model)
+and whose telemetry is ``simulated``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from hpsearch.config import ExecutionSpec
+from hpsearch.errors import HpsearchError
+from hpsearch.placement import ClusterCapacity, NodeGpus
+from hpsearch.pruning import LocalVerdictBoard, VerdictBoard
+from hpsearch.runner._base import RunnerSession, TrialEvents, TrialRunner, TrialSource
+from hpsearch.scheduler import Hold
+from hpsearch.telemetry import GpuMonitor
+from hpsearch.trial.plan import TrialModel, TrialPlan
+from hpsearch.trial.protocol import (
+    PARAMS_KEY,
+    SPEC_KEY,
+    Assignment,
+    BatchRetry,
+    EndReport,
+    EventKind,
+    Outcome,
+    TrialSpec,
+    WorkerEvent,
+)
+from hpsearch.trial.worker import halved
+
+SIMULATED_NODE = "simulated-node"
+"""The node id of the simulated machine."""
+
+
+class VirtualClock:
+    """Unix time that moves only when the simulation says so."""
+
+    def __init__(self, start: float) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class SimulatedRunner(TrialRunner):
+    """Plays modelled trials on a virtual clock, on one simulated node.
+
+    Args:
+        model: predicts each trial (default: ``hpsearch.workloads.simulated_gpu.plan``).
+        cpus: the node's CPUs when ``execution.num_cpus`` is not set.
+        tick_s: virtual seconds between upkeep ticks (heartbeats, GPU series flushes).
+        stall_s: virtual seconds with nothing running and nothing admitted after
+            which the search is stuck (an error, not an endless loop).
+    """
+
+    def __init__(
+        self,
+        model: TrialModel | None = None,
+        *,
+        cpus: int = 8,
+        tick_s: float = 1.0,
+        stall_s: float = 3600.0,
+    ) -> None:
+        if model is None:
+            from hpsearch.workloads.simulated_gpu import plan
+
+            model = plan
+        self._model = model
+        self._cpus = cpus
+        self._tick_s = tick_s
+        self._stall_s = stall_s
+
+    @contextmanager
+    def connect(self, execution: ExecutionSpec, workdir: str) -> Iterator[RunnerSession]:
+        yield _SimulatedSession(
+            self._model,
+            ClusterCapacity(
+                float(execution.num_cpus or self._cpus), float(execution.num_gpus or 0)
+            ),
+            tick_s=self._tick_s,
+            stall_s=self._stall_s,
+        )
+
+
+@dataclass
+class _Trial:
+    trial_id: str
+    spec: TrialSpec
+    assigned: Assignment
+    params: dict[str, Any]
+    plan: TrialPlan | None = None
+    next_epoch: int = 0
+    last_step: int | None = None
+    retries: list[BatchRetry] = field(default_factory=list)
+    placed: bool = False
+
+
+class _SimulatedSession(RunnerSession):
+    def __init__(
+        self, model: TrialModel, capacity: ClusterCapacity, *, tick_s: float, stall_s: float
+    ) -> None:
+        self.clock: Callable[[], float] = VirtualClock(time.time())
+        self.local_node_id = SIMULATED_NODE
+        self._virtual = self.clock
+        self._model = model
+        self._capacity = capacity
+        self._tick_s = tick_s
+        self._stall_s = stall_s
+        self._board = LocalVerdictBoard()
+        self._monitor: GpuMonitor | None = None
+        self._queue: list[tuple[float, int, Callable[[], None]]] = []
+        self._order = itertools.count()
+        self._pids = itertools.count(10_000)
+        self._running: dict[str, _Trial] = {}
+        self._events: TrialEvents | None = None
+
+    # -- the session -------------------------------------------------------------
+
+    def capacity(self) -> ClusterCapacity:
+        return self._capacity
+
+    def gpu_nodes(self, local_gpus: dict[int, float | None] | None) -> list[NodeGpus]:
+        count = int(self._capacity.gpus)
+        if count <= 0:
+            return []
+        indices = tuple(range(count))
+        known = local_gpus is not None and all(i in local_gpus for i in indices)
+        memory = {i: (local_gpus or {}).get(i) for i in indices}
+        return [NodeGpus(SIMULATED_NODE, "127.0.0.1", self._capacity.cpus, indices, memory, known)]
+
+    def verdict_board(self) -> VerdictBoard:
+        return self._board
+
+    def sampling(self, monitor: GpuMonitor) -> AbstractContextManager[GpuMonitor]:
+        self._monitor = monitor  # sampled on the virtual clock, not by its thread
+        return nullcontext(monitor)
+
+    def run(self, source: TrialSource, events: TrialEvents, *, name: str, max_pending: int) -> None:
+        self._events = events
+        ids = (f"sim_{n}" for n in itertools.count())
+        self._at(self._now(), self._tick)
+        if self._monitor is not None:
+            self._at(self._now(), self._sample)
+        finished = False
+        idle_since: float | None = None
+        while True:
+            while not finished:
+                trial_id = next(ids)
+                answer = source.suggest(trial_id)
+                if answer is Hold.FINISHED:
+                    finished = True
+                elif answer is Hold.WAIT:
+                    break
+                else:
+                    self._launch(trial_id, answer)
+            if finished and not self._running:
+                return
+            if self._running:
+                idle_since = None
+            elif idle_since is None:
+                idle_since = self._now()
+            elif self._now() - idle_since > self._stall_s:
+                raise HpsearchError(
+                    f"simulated search '{name}' stalled: nothing ran or was admitted for "
+                    f"{self._stall_s:g} simulated seconds"
+                )
+            self._advance()
+
+    # -- the event queue -----------------------------------------------------------
+
+    def _now(self) -> float:
+        return self._virtual()
+
+    def _at(self, when: float, action: Callable[[], None]) -> None:
+        heapq.heappush(self._queue, (when, next(self._order), action))
+
+    def _advance(self) -> None:
+        """Run the next scheduled action, and any due at the same time, moving the clock."""
+        when, _, action = heapq.heappop(self._queue)
+        assert isinstance(self._virtual, VirtualClock)
+        self._virtual.now = max(self._virtual.now, when)
+        action()
+
+    def _tick(self) -> None:
+        self._live().maintain(self._now())
+        self._at(self._now() + self._tick_s, self._tick)
+
+    def _sample(self) -> None:
+        assert self._monitor is not None
+        self._monitor.sample_now()
+        self._at(self._now() + self._monitor.interval_s, self._sample)
+
+    def _live(self) -> TrialEvents:
+        if self._events is None:
+            raise RuntimeError("the simulated session is not running")
+        return self._events
+
+    # -- trials --------------------------------------------------------------------
+
+    def _launch(self, trial_id: str, config: dict[str, Any]) -> None:
+        spec = TrialSpec.from_dict(config[SPEC_KEY])
+        gpus = spec.ray_gpus if spec.ray_gpus is not None else spec.gpus
+        assigned = Assignment(
+            cpus=spec.cpus,
+            gpus=gpus if gpus > 0 else None,
+            gpu_ids=self._gpu_ids(spec),
+            node_id=SIMULATED_NODE,
+            pid=next(self._pids),
+        )
+        trial = _Trial(trial_id, spec, assigned, dict(config[PARAMS_KEY]))
+        self._running[trial_id] = trial
+        self._live().started(trial_id)
+        self._begin(trial, trial.params)
+
+    def _gpu_ids(self, spec: TrialSpec) -> tuple[str, ...]:
+        """The policy's GPU, or the first with room for the trial's share (as Ray fills them)."""
+        if spec.gpu_index is not None:
+            return (str(spec.gpu_index),)
+        if spec.gpus <= 0:
+            return ()
+        used: dict[str, float] = {}
+        for other in self._running.values():
+            for gpu in other.assigned.gpu_ids:
+                used[gpu] = used.get(gpu, 0.0) + other.spec.gpus
+        for index in range(int(self._capacity.gpus)):
+            if used.get(str(index), 0.0) + spec.gpus <= 1.0 + 1e-9:
+                return (str(index),)
+        return ("0",)
+
+    def _send(self, trial: _Trial, event: WorkerEvent) -> None:
+        if not trial.placed:  # the first event carries the placement, as a worker's does
+            event = replace(event, assigned=trial.assigned)
+            trial.placed = True
+        self._live().event(trial.trial_id, event)
+
+    def _begin(self, trial: _Trial, params: dict[str, Any]) -> None:
+        """Start (or, after a smaller-batch retry, restart) the trial's plan now."""
+        plan = self._model(params, trial.spec.memory_cap_mb)
+        trial.plan, trial.next_epoch = plan, 0
+        if plan.load is not None:
+            self._send(trial, WorkerEvent(kind=EventKind.GPU_LOAD, gpu_load=plan.load))
+        if plan.oom is not None:
+            self._at(self._now() + plan.oom_after_s, lambda: self._ran_out(trial, params))
+        elif plan.epochs:
+            self._at(self._now() + plan.epochs[0].seconds, lambda: self._epoch(trial))
+        else:
+            self._end(trial, Outcome.COMPLETE)
+
+    def _epoch(self, trial: _Trial) -> None:
+        assert trial.plan is not None
+        step = trial.next_epoch
+        planned = trial.plan.epochs[step]
+        trial.last_step = step
+        self._send(trial, WorkerEvent(kind=EventKind.REPORT, step=step, metrics=planned.metrics))
+        if self._board.verdict(trial.spec.number, step):
+            self._end(trial, Outcome.PRUNED, EndReport(reason=f"pruned after epoch {step}"))
+        elif step + 1 < len(trial.plan.epochs):
+            trial.next_epoch = step + 1
+            following = trial.plan.epochs[step + 1]
+            self._at(self._now() + following.seconds, lambda: self._epoch(trial))
+        else:
+            self._end(trial, Outcome.COMPLETE)
+
+    def _ran_out(self, trial: _Trial, params: dict[str, Any]) -> None:
+        assert trial.plan is not None
+        assert trial.plan.oom is not None
+        oom = replace(trial.plan.oom, step=trial.last_step)
+        spec = trial.spec
+        smaller = halved(params) if spec.oom_action == "retry_smaller_batch" else None
+        if smaller is None or len(trial.retries) >= spec.max_halvings:
+            self._end(trial, Outcome.PRUNED, EndReport(oom=oom, retries=tuple(trial.retries)))
+            return
+        trial.retries.append(
+            BatchRetry(
+                step=oom.step,
+                batch_size=int(params["batch_size"]),
+                retry_batch_size=int(smaller["batch_size"]),
+                retry_grad_accum_steps=smaller.get("grad_accum_steps"),
+            )
+        )
+        self._begin(trial, smaller)
+
+    def _end(self, trial: _Trial, outcome: Outcome, end: EndReport | None = None) -> None:
+        report = end or EndReport(retries=tuple(trial.retries))
+        self._send(trial, WorkerEvent(kind=EventKind.END, outcome=outcome, end=report))
+        del self._running[trial.trial_id]
+        self._live().ended(trial.trial_id)

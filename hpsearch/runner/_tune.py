@@ -1,0 +1,92 @@
+"""The Ray Tune runner: trials as Tune trials, on a local Ray or a cluster joined by address."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
+from typing import Any
+
+from ray import tune
+from ray.tune.experiment import Trial
+
+from hpsearch._compat import tune_max_pending_trials
+from hpsearch.config import ExecutionSpec
+from hpsearch.placement import ClusterCapacity, NodeGpus
+from hpsearch.pruning import RayVerdictBoard, VerdictBoard
+from hpsearch.runner._adapters import LedgerCallback, SchedulerSearcher
+from hpsearch.runner._base import RunnerSession, TrialEvents, TrialRunner, TrialSource
+from hpsearch.runner._cluster import cluster_gpus, current_capacity, local_node_id, ray_cluster
+from hpsearch.runner._trainable import run_trial, trial_resources
+from hpsearch.telemetry import GpuMonitor
+from hpsearch.trial.protocol import SPEC_KEY
+
+RAY_RESULTS_DIR = Path("mlruns") / "ray"
+"""Where Ray Tune keeps trial folders, under the working directory."""
+
+
+class RayTuneRunner(TrialRunner):
+    """Runs trials with Ray Tune: a local Ray started for the search, or ``execution.address``.
+
+    Args:
+        storage_path: Tune's trial folders (default ``mlruns/ray`` in the working directory).
+    """
+
+    def __init__(self, storage_path: Path = RAY_RESULTS_DIR) -> None:
+        self._storage_path = storage_path
+
+    @contextmanager
+    def connect(self, execution: ExecutionSpec, workdir: str) -> Iterator[RunnerSession]:
+        with ray_cluster(execution, workdir):
+            yield _RaySession(self._storage_path, execution.reuse_workers)
+
+
+class _RaySession(RunnerSession):
+    def __init__(self, storage_path: Path, reuse_workers: bool) -> None:
+        self.clock: Callable[[], float] = time.time
+        self.local_node_id = local_node_id()
+        self._storage_path = storage_path
+        self._reuse_workers = reuse_workers
+
+    def capacity(self) -> ClusterCapacity:
+        return current_capacity()
+
+    def gpu_nodes(self, local_gpus: dict[int, float | None] | None) -> list[NodeGpus]:
+        return cluster_gpus(local_gpus, self.local_node_id)
+
+    def verdict_board(self) -> VerdictBoard:
+        return RayVerdictBoard()
+
+    def sampling(self, monitor: GpuMonitor) -> AbstractContextManager[GpuMonitor]:
+        return monitor  # its own thread, started and stopped by the with block
+
+    def run(self, source: TrialSource, events: TrialEvents, *, name: str, max_pending: int) -> None:
+        tuner = tune.Tuner(
+            tune.with_resources(run_trial, trial_resources),
+            tune_config=tune.TuneConfig(
+                search_alg=SchedulerSearcher(source),
+                num_samples=-1,
+                reuse_actors=self._reuse_workers,
+                trial_name_creator=_trial_name,
+                trial_dirname_creator=_trial_name,
+            ),
+            run_config=tune.RunConfig(
+                name=re.sub(r"[^\w.-]+", "_", name),
+                storage_path=str(self._storage_path.resolve()),
+                verbose=0,
+                callbacks=[LedgerCallback(events)],
+                log_to_file=True,
+                failure_config=tune.FailureConfig(max_failures=0),
+            ),
+        )
+        # With a custom searcher Tune lets one trial start at a time; trials of a
+        # packed GPU must be able to start together.
+        with tune_max_pending_trials(max_pending):
+            tuner.fit()
+
+
+def _trial_name(trial: Trial) -> str:
+    config: dict[str, Any] = trial.config
+    return f"trial_{config[SPEC_KEY]['number']}"

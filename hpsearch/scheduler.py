@@ -1,0 +1,116 @@
+"""When the next trial starts, and with what: the budget, the resource policy, then Optuna's ask.
+
+The runner asks :meth:`Scheduler.suggest` whenever a trial could start. A
+trial is created only when the budget allows one and the policy admits it
+*now*, so trials are created lazily, at launch, with the policy's current
+answer in their spec. Ray-free: the Ray Tune runner wraps it in a Tune
+searcher, the simulated runner calls it directly.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from optuna.trial import FrozenTrial
+
+from hpsearch.placement import Admission, ClusterCapacity, ResourcePolicy, RunningTrial
+from hpsearch.study import BudgetDecision, TrialBudget, count_budget
+
+CAPACITY_REFRESH_S = 5.0
+"""Seconds between reads of the cluster's resources (nodes may join or leave)."""
+
+
+class Hold(enum.Enum):
+    """Why :meth:`Scheduler.suggest` starts nothing now."""
+
+    WAIT = "wait"
+    """Not now: ask again when a trial ends (or a moment later)."""
+    FINISHED = "finished"
+    """The search is over: start nothing more."""
+
+
+class TrialOpener(Protocol):
+    """The ledger's side the scheduler uses."""
+
+    def study_trials(self) -> list[FrozenTrial]:
+        """Every trial of the study."""
+
+    def open(self, trial_id: str, admission: Admission) -> dict[str, Any] | None:
+        """Ask Optuna for a trial; the runner's config, or ``None`` when held back."""
+
+
+class RunningSource(Protocol):
+    """The trials holding resources now (the packing feedback listener)."""
+
+    def running(self) -> list[RunningTrial]:
+        """Trials holding resources now."""
+
+
+class Scheduler:
+    """Decides, each time the runner asks, whether a trial starts and with what resources.
+
+    Args:
+        ledger: asks Optuna for the trial and keeps its records.
+        running: the trials holding resources now.
+        policy: decides whether another trial fits now, and with what.
+        budget: decides whether the search may go on.
+        capacity: the cluster's current resources (read every few seconds).
+        runs_alone: whether the next trial Optuna hands out re-runs an OOM alone.
+        clock: for the capacity refresh.
+    """
+
+    def __init__(
+        self,
+        ledger: TrialOpener,
+        *,
+        running: RunningSource,
+        policy: ResourcePolicy,
+        budget: TrialBudget,
+        capacity: Callable[[], ClusterCapacity],
+        runs_alone: Callable[[Sequence[FrozenTrial]], bool],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._ledger = ledger
+        self._running = running
+        self._policy = policy
+        self._budget = budget
+        self._capacity_source = capacity
+        self._runs_alone = runs_alone
+        self._clock = clock
+        self._capacity: ClusterCapacity | None = None
+        self._capacity_at = 0.0
+
+    def suggest(self, trial_id: str) -> dict[str, Any] | Hold:
+        """The runner's config of a new trial with id ``trial_id``, or why there is none now."""
+        if self._budget.timed_out():
+            return Hold.FINISHED
+        running = self._running.running()
+        capacity = self._current_capacity()
+        admission = self._policy.admit(running, capacity)
+        if admission is None:
+            return Hold.WAIT
+        trials = self._ledger.study_trials()  # read once for both questions below
+        if admission.gpus > 0 and self._runs_alone(trials):
+            # A configuration that ran out of memory under a shared GPU's cap gets
+            # one run on a whole GPU before it is judged infeasible.
+            admission = self._policy.admit(running, capacity, whole_gpu=True)
+            if admission is None:
+                return Hold.WAIT
+        decision = self._budget.decide(count_budget(trials))
+        if decision is BudgetDecision.FINISHED:
+            return Hold.FINISHED
+        if decision is BudgetDecision.WAIT:
+            return Hold.WAIT
+        config = self._ledger.open(trial_id, admission)
+        # None: the suggestion was predicted to run out of memory and recorded unlaunched.
+        return Hold.WAIT if config is None else config
+
+    def _current_capacity(self) -> ClusterCapacity:
+        now = self._clock()
+        if self._capacity is None or now - self._capacity_at > CAPACITY_REFRESH_S:
+            self._capacity = self._capacity_source()
+            self._capacity_at = now
+        return self._capacity

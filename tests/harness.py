@@ -1,0 +1,137 @@
+"""A search's driver without Ray: the parts wired by the composition root, driven by hand.
+
+The ``driver`` fixture (``tests/conftest.py``): ``driver(config)`` builds the
+real parts (ledger, listeners, scheduler) with
+:func:`hpsearch.api.build_search` on a simulated runner's session, over a real
+Optuna study and a real MLflow store; a test plays the runner, telling the
+ledger what happens to each trial, on the session's virtual clock.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from rich.console import Console
+
+from hpsearch import attrs
+from hpsearch.api import SearchParts, build_search
+from hpsearch.backends import OpenedTelemetry
+from hpsearch.config import RunConfig
+from hpsearch.lifecycle import ParentRun, TrialLedger
+from hpsearch.placement import Admission, ResourcePolicy
+from hpsearch.runner import RunnerSession, SimulatedRunner, VirtualClock
+from hpsearch.study import StudyHandle, open_study
+from hpsearch.telemetry import GpuMonitor, LoadModelBackend
+from hpsearch.tracking import MlflowTracker
+from hpsearch.trial.protocol import EventKind, Outcome, WorkerEvent
+
+ADMISSION = Admission(cpus=1.0, gpus=0.5, reason="test")
+
+
+@dataclass
+class Driver:
+    """The parts of one search and the study, MLflow store and clock behind them."""
+
+    handle: StudyHandle
+    parent: ParentRun
+    parts: SearchParts
+    session: RunnerSession
+    console: Console
+    monitor: GpuMonitor | None = None
+
+    @property
+    def ledger(self) -> TrialLedger:
+        return self.parts.ledger
+
+    @property
+    def tracker(self) -> MlflowTracker:
+        return self.parent.tracker
+
+    @property
+    def clock(self) -> VirtualClock:
+        clock = self.session.clock
+        assert isinstance(clock, VirtualClock)
+        return clock
+
+    @property
+    def printed(self) -> str:
+        file = self.console.file
+        assert isinstance(file, io.StringIO)
+        return file.getvalue()
+
+    def run_id(self, number: int) -> str:
+        return str(self.handle.study.trials[number].user_attrs[attrs.MLFLOW_RUN])
+
+    def launch(self, trial_id: str, admission: Admission = ADMISSION) -> dict[str, Any]:
+        """Open a trial (it must not be held back) and start it."""
+        config = self.ledger.open(trial_id, admission)
+        assert config is not None, "the trial was held back"
+        self.ledger.started(trial_id)
+        return config
+
+    def complete(self, trial_id: str, *scores: float) -> Outcome | None:
+        """Report ``score`` at steps 0, 1, ... then end the trial COMPLETE."""
+        for step, score in enumerate(scores):
+            self.ledger.event(trial_id, report(step, score=score))
+        self.ledger.event(trial_id, end(Outcome.COMPLETE))
+        return self.ledger.ended(trial_id)
+
+
+def report(step: int, **metrics: float) -> WorkerEvent:
+    return WorkerEvent(kind=EventKind.REPORT, step=step, metrics=metrics)
+
+
+def end(outcome: Outcome, error: str = "", **metrics: float) -> WorkerEvent:
+    return WorkerEvent(kind=EventKind.END, outcome=outcome, error=error, metrics=metrics)
+
+
+DriverFactory = Callable[..., Driver]
+
+
+@contextmanager
+def drivers() -> Iterator[DriverFactory]:
+    """``make(config, policy=None, gpus=None)``: the wired parts of a search on ``config``.
+
+    With ``gpus`` (a load model), the session has that many GPUs and a monitor
+    samples them on the virtual clock (by hand: ``driver.parts`` is not running).
+    """
+    with ExitStack() as stack:
+
+        def make(
+            config: RunConfig,
+            *,
+            policy: ResourcePolicy | None = None,
+            gpus: LoadModelBackend | None = None,
+        ) -> Driver:
+            handle = open_study(config)
+            tracker = MlflowTracker(
+                config.tracking.uri, config.experiment_name, config.tracking.artifact_location
+            )
+            execution = config.execution.model_copy(
+                update={"num_gpus": len(gpus.gpus()) if gpus is not None else 0, "num_cpus": 4}
+            )
+            session = stack.enter_context(SimulatedRunner().connect(execution, "."))
+            parent = ParentRun.start(config, handle, tracker)
+            monitor = None
+            telemetry = OpenedTelemetry(None, "GPU telemetry off")
+            if gpus is not None:
+                monitor = GpuMonitor(gpus, interval_s=1.0, clock=session.clock)
+                telemetry = OpenedTelemetry(gpus, "simulated", load_sink=gpus)
+            console = Console(file=io.StringIO(), width=200)
+            parts = build_search(
+                config,
+                handle=handle,
+                parent=parent,
+                session=session,
+                monitor=monitor,
+                telemetry=telemetry,
+                console=console,
+                policy=policy,
+            )
+            return Driver(handle, parent, parts, session, console, monitor)
+
+        yield make

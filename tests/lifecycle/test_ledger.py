@@ -1,0 +1,485 @@
+"""The driver's records: Optuna and MLflow agree on every way a trial can end. No Ray needed.
+
+The ledger and its listeners are wired by the composition root (see ``conftest``);
+each test plays the runner's part by hand.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from optuna.trial import TrialState
+
+from hpsearch import attrs
+from hpsearch.cli import main
+from hpsearch.config import load_config
+from hpsearch.placement import Admission, StaticPolicy
+from hpsearch.pruning import LocalVerdictBoard
+from hpsearch.results import load
+from hpsearch.scheduler import Hold
+from hpsearch.study import BudgetCount, count_budget, open_study
+from hpsearch.telemetry import GpuInfo, LoadModelBackend
+from hpsearch.tracking import PARENT_TAG, TRIAL_NUMBER_TAG
+from hpsearch.trial.protocol import (
+    PARAMS_KEY,
+    SPEC_KEY,
+    Assignment,
+    EndReport,
+    EventKind,
+    GpuLoad,
+    OomReport,
+    Outcome,
+    WorkerEvent,
+)
+from tests.conftest import ConfigWriter, age_heartbeat
+from tests.harness import ADMISSION, DriverFactory, end, report
+
+PRUNE_CONFIG = {
+    "study": {"pruner": {"type": "median", "options": {"n_startup_trials": 1, "n_warmup_steps": 0}}}
+}
+
+
+def test_open_gives_the_runner_a_config(write_config: ConfigWriter, driver: DriverFactory) -> None:
+    d = driver(load_config(write_config()))
+    config = d.ledger.open("t0", ADMISSION)
+    assert config is not None
+    assert set(config[PARAMS_KEY]) == {"x", "steps"}
+    assert config[PARAMS_KEY]["steps"] == 3
+    assert config[SPEC_KEY]["number"] == 0
+    assert config[SPEC_KEY]["gpus"] == 0.5
+    assert [t.gpus for t in d.parts.running.running()] == [0.5]
+    trial = d.handle.study.trials[0]
+    assert trial.state == TrialState.RUNNING
+    assert trial.user_attrs[attrs.RESOURCES] == {"cpus": 1.0, "gpus": 0.5, "reason": "test"}
+
+
+def test_complete_trial_in_optuna_and_mlflow(
+    write_config: ConfigWriter, driver: DriverFactory
+) -> None:
+    d = driver(load_config(write_config()))
+    params = d.launch("t0")[PARAMS_KEY]
+    d.clock.now += 4.0
+    d.ledger.event("t0", report(0, score=0.5, speed=10.0))
+    d.ledger.event("t0", report(1, score=0.75, speed=12.0))
+    d.ledger.event("t0", end(Outcome.COMPLETE))
+    assert d.ledger.ended("t0") is Outcome.COMPLETE
+
+    trial = d.handle.study.trials[0]
+    assert trial.state == TrialState.COMPLETE
+    assert trial.values == [0.75]
+    assert trial.user_attrs[attrs.METRICS] == {"score": 0.75, "speed": 12.0}
+    assert trial.user_attrs[attrs.DURATION] == 4.0  # on the runner's clock
+    run = d.tracker.client.get_run(d.run_id(0))
+    assert run.info.status == "FINISHED"
+    assert run.data.tags[PARENT_TAG] == d.parent.run_id
+    assert run.data.tags[TRIAL_NUMBER_TAG] == "0"
+    assert run.data.params["x"] == str(params["x"])
+    history = d.tracker.client.get_metric_history(run.info.run_id, "score")
+    assert [(m.step, m.value) for m in history] == [(0, 0.5), (1, 0.75)]
+    assert "trial 0 COMPLETE score=0.75 (4.0s)" in d.printed
+    assert d.parts.running.running() == []
+    parent_metrics = d.tracker.client.get_run(d.parent.run_id).data.metrics
+    assert parent_metrics["best_score"] == 0.75
+    assert parent_metrics["trials_complete"] == 1
+
+
+def test_returned_metrics_complete_the_trial(
+    write_config: ConfigWriter, driver: DriverFactory
+) -> None:
+    d = driver(load_config(write_config()))
+    d.launch("t0")
+    d.ledger.event("t0", end(Outcome.COMPLETE, score=0.9))
+    d.ledger.ended("t0")
+    assert d.handle.study.trials[0].values == [0.9]
+    run = d.tracker.client.get_run(d.run_id(0))
+    history = d.tracker.client.get_metric_history(run.info.run_id, "score")
+    assert [(m.step, m.value) for m in history] == [(0, 0.9)]
+
+
+def test_failed_trial_keeps_the_error_text(
+    write_config: ConfigWriter, driver: DriverFactory
+) -> None:
+    d = driver(load_config(write_config()))
+    d.launch("t0")
+    d.ledger.event("t0", report(0, score=0.5))
+    d.ledger.event("t0", end(Outcome.FAIL, "Traceback...\nRuntimeError: boom"))
+    d.ledger.ended("t0")
+
+    trial = d.handle.study.trials[0]
+    assert trial.state == TrialState.FAIL
+    assert trial.user_attrs[attrs.ERROR].endswith("RuntimeError: boom")
+    run = d.tracker.client.get_run(d.run_id(0))
+    assert run.info.status == "FAILED"
+    assert run.data.tags["hpsearch.error"].endswith("RuntimeError: boom")
+    error_file = Path(d.tracker.client.download_artifacts(run.info.run_id, "error.txt"))
+    assert "RuntimeError: boom" in error_file.read_text()
+
+
+@pytest.mark.parametrize(
+    ("event", "words"),
+    [
+        (report(0, other=1.0), "without reporting the objective metric 'score' (reported: other)"),
+        (report(0, score=float("nan")), "'score' is nan"),
+    ],
+)
+def test_complete_without_a_usable_objective_fails(
+    write_config: ConfigWriter, driver: DriverFactory, event: WorkerEvent, words: str
+) -> None:
+    d = driver(load_config(write_config()))
+    d.launch("t0")
+    d.ledger.event("t0", event)
+    d.ledger.event("t0", end(Outcome.COMPLETE))
+    assert d.ledger.ended("t0") is Outcome.FAIL
+    trial = d.handle.study.trials[0]
+    assert trial.state == TrialState.FAIL
+    assert words in trial.user_attrs[attrs.ERROR]
+
+
+def test_worker_crash_fails_the_trial(write_config: ConfigWriter, driver: DriverFactory) -> None:
+    d = driver(load_config(write_config()))
+    d.launch("t0")
+    assert d.ledger.ended("t0", crash="RayActorError: the actor died") is Outcome.FAIL
+    trial = d.handle.study.trials[0]
+    assert trial.state == TrialState.FAIL
+    assert "worker died: RayActorError" in trial.user_attrs[attrs.ERROR]
+
+
+def test_trial_that_never_started_still_gets_a_run(
+    write_config: ConfigWriter, driver: DriverFactory
+) -> None:
+    d = driver(load_config(write_config()))
+    assert d.ledger.open("t0", ADMISSION) is not None
+    d.ledger.ended("t0", crash="could not place the trial")
+    run = d.tracker.client.get_run(d.run_id(0))
+    assert run.info.status == "FAILED"
+    assert d.handle.study.trials[0].user_attrs[attrs.DURATION] == 0.0
+
+
+def test_interrupted_trials_are_requeued_and_not_counted(
+    write_config: ConfigWriter, driver: DriverFactory
+) -> None:
+    d = driver(load_config(write_config()))
+    params = d.launch("t0")[PARAMS_KEY]
+    d.ledger.event("t0", report(0, score=0.5))
+
+    assert d.ledger.interrupt_open() == 1
+
+    trials = d.handle.study.trials
+    assert trials[0].state == TrialState.FAIL
+    assert trials[0].user_attrs[attrs.OUTCOME] == "interrupted"
+    assert trials[1].state == TrialState.WAITING
+    assert trials[1].user_attrs[attrs.RETRY_OF] == 0
+    assert count_budget(trials) == BudgetCount(finished=0, running=0)
+    assert d.tracker.client.get_run(d.run_id(0)).info.status == "KILLED"
+    again = d.launch("t1")[PARAMS_KEY]
+    assert again["x"] == params["x"]
+
+
+def test_pruner_verdicts_reach_the_board_and_the_reason_the_records(
+    write_config: ConfigWriter, driver: DriverFactory
+) -> None:
+    d = driver(load_config(write_config(PRUNE_CONFIG)))
+    board = d.parts.board
+    assert isinstance(board, LocalVerdictBoard)
+    d.launch("good")
+    d.complete("good", 1.0, 1.0, 1.0)
+
+    d.launch("bad")
+    d.ledger.event("bad", report(0, score=0.1))
+    assert board.verdict(1, 0) is True
+    # Shown at once, before the trial reaches its next should_prune().
+    live = d.tracker.client.get_run(d.run_id(1))
+    assert live.info.status == "RUNNING"
+    assert live.data.tags["hpsearch.pruned_at_step"] == "0"
+    d.ledger.event("bad", end(Outcome.PRUNED))
+    d.ledger.ended("bad")
+
+    assert board.verdict(1, 0) is None  # forgotten at the end
+    bad = d.handle.study.trials[1]
+    assert bad.state == TrialState.PRUNED
+    assert bad.user_attrs[attrs.PRUNED_AT] == 0
+    reason = bad.user_attrs[attrs.PRUNE_REASON]
+    assert reason.startswith("score 0.1 at step 0 (best so far) is below the median 1 of 1")
+    assert "MedianPruner" in reason
+    run = d.tracker.client.get_run(d.run_id(1))
+    assert run.info.status == "KILLED"
+    assert run.data.tags["hpsearch.outcome"] == "pruned"
+    assert run.data.tags["hpsearch.state"] == "PRUNED"
+    assert run.data.tags["hpsearch.pruned_at_step"] == "0"
+    assert run.data.tags["hpsearch.prune_reason"] == reason
+    assert f"trial 1 PRUNED at step 0: {reason[:60]}" in d.printed
+
+
+def test_a_trial_that_pruned_itself_keeps_its_own_message(
+    write_config: ConfigWriter, driver: DriverFactory
+) -> None:
+    d = driver(load_config(write_config()))
+    d.launch("t0")
+    d.ledger.event("t0", report(0, score=0.5))
+    pruned = WorkerEvent(EventKind.END, outcome=Outcome.PRUNED, end=EndReport(reason="too slow"))
+    d.ledger.event("t0", pruned)
+    d.ledger.ended("t0")
+    trial = d.handle.study.trials[0]
+    assert trial.user_attrs[attrs.PRUNE_REASON] == "the training function pruned itself: too slow"
+
+
+def test_a_trial_that_sent_its_end_keeps_its_outcome_when_the_search_stops(
+    write_config: ConfigWriter, driver: DriverFactory
+) -> None:
+    d = driver(load_config(write_config()))
+    d.launch("done")
+    d.ledger.event("done", report(0, score=0.5))
+    d.ledger.event("done", end(Outcome.COMPLETE))
+    d.launch("busy")
+
+    assert d.ledger.interrupt_open() == 1
+
+    states = [t.state for t in d.handle.study.trials]
+    assert states[:2] == [TrialState.COMPLETE, TrialState.FAIL]
+    assert d.handle.study.trials[2].user_attrs[attrs.RETRY_OF] == 1
+
+
+def test_gpu_placement_load_and_series_reach_mlflow_and_optuna(
+    write_config: ConfigWriter, driver: DriverFactory
+) -> None:
+    gpus = LoadModelBackend([GpuInfo(0, "sim", 6141.0, 115.0)])
+    d = driver(load_config(write_config()), gpus=gpus)
+    assert d.monitor is not None
+    d.launch("t0")
+    d.launch("t1")
+    node = d.session.local_node_id
+    here = Assignment(gpus=0.5, gpu_ids=("0",), node_id=node, pid=41)
+    elsewhere = Assignment(gpus=0.5, gpu_ids=("0",), node_id="there", pid=42)
+    load = GpuLoad(11.4, 167.0)
+    d.ledger.event("t0", WorkerEvent(EventKind.GPU_LOAD, gpu_load=load, assigned=here))
+    d.ledger.event("t1", WorkerEvent(EventKind.GPU_LOAD, gpu_load=load, assigned=elsewhere))
+    for _ in range(3):
+        d.clock.now += 1.0
+        d.monitor.sample_now()
+    d.ledger.event("t0", report(0, score=0.5))
+    d.ledger.event("t1", report(0, score=0.4))
+    for trial_id in ("t0", "t1"):
+        d.ledger.event(trial_id, end(Outcome.COMPLETE))
+        d.ledger.ended(trial_id)
+
+    client = d.tracker.client
+    sampled = client.get_run(d.run_id(0))
+    history = client.get_metric_history(d.run_id(0), "gpu_utilization_pct")
+    assert [m.value for m in history] == [11.4, 11.4, 11.4]
+    assert sampled.data.metrics["gpu_process_memory_peak_mb"] == 167.0
+    assert sampled.data.tags["hpsearch.gpu_index"] == "0"
+    assert sampled.data.tags["hpsearch.gpu_ids"] == "0"
+    assert d.handle.study.trials[0].user_attrs[attrs.GPU]["declared_load"] == {
+        "utilization_pct": 11.4,
+        "memory_mb": 167.0,
+    }
+    assert d.handle.study.trials[0].user_attrs[attrs.ASSIGNED]["pid"] == 41
+    # The other trial ran on a node whose GPUs this monitor does not read.
+    other = client.get_run(d.run_id(1))
+    assert "ran on Ray node there" in other.data.tags["hpsearch.gpu_telemetry"]
+    assert not [name for name in other.data.metrics if name.startswith("gpu_")]
+    assert attrs.GPU not in d.handle.study.trials[1].user_attrs
+    assert gpus.sample(d.clock())[0].utilization_pct == 0.0, "ended trials leave the GPU"
+
+
+def test_objective_until_a_target_takes_the_value_where_the_target_was_reached(
+    write_config: ConfigWriter, driver: DriverFactory
+) -> None:
+    config = load_config(
+        write_config(
+            {
+                "objective": None,
+                "objectives": [
+                    {"metric": "score", "direction": "maximize"},
+                    {
+                        "metric": "seconds",
+                        "direction": "minimize",
+                        "until": {"metric": "score", "at_least": 0.9},
+                    },
+                ],
+            }
+        )
+    )
+    d = driver(config)
+    for trial_id, scores in (("fast", [0.5, 0.95, 0.97]), ("never", [0.4, 0.6, 0.7])):
+        d.launch(trial_id)
+        for step, score in enumerate(scores):
+            d.ledger.event(trial_id, report(step, score=score, seconds=10.0 * (step + 1)))
+        d.ledger.event(trial_id, end(Outcome.COMPLETE))
+        d.ledger.ended(trial_id)
+
+    study = d.handle.study
+    assert study.metric_names == ["score", "seconds@score>=0.9"]
+    assert study.trials[0].values == [0.97, 20.0]  # seconds at the first report with score >= 0.9
+    assert study.trials[1].values == [0.7, float("inf")]  # never reached: the worst value
+    assert [t.number for t in study.best_trials] == [0]
+    reached = d.tracker.client.get_run(d.run_id(0)).data
+    assert reached.metrics["seconds_to_score"] == 20.0
+    missed = d.tracker.client.get_run(d.run_id(1)).data
+    assert "seconds_to_score" not in missed.metrics
+    assert missed.tags["hpsearch.seconds_to_score"] == "score>=0.9 not reached"
+
+
+def _oom_end(step: int | None = 1, cap_mb: float | None = None) -> WorkerEvent:
+    oom = OomReport(
+        kind="torch",
+        message="CUDA out of memory. Tried to allocate 512 MiB",
+        step=step,
+        peak_mb=2900.0,
+        cap_mb=cap_mb,
+    )
+    return WorkerEvent(kind=EventKind.END, outcome=Outcome.PRUNED, end=EndReport(oom=oom))
+
+
+def test_out_of_memory_is_pruned_retried_alone_then_infeasible_and_predicted(
+    write_config: ConfigWriter, driver: DriverFactory
+) -> None:
+    config = load_config(
+        write_config({"space": {"batch_size": [64, 128], "x": 0.5}, "study": {"n_trials": 10}})
+    )
+    d = driver(
+        config,
+        policy=StaticPolicy(trials_per_gpu=2),
+        gpus=LoadModelBackend([GpuInfo(0, "sim", 6141.0, 115.0)]),
+    )
+    study = d.handle.study
+    study.enqueue_trial({"batch_size": 64})
+
+    # 1. Out of memory while sharing a GPU (half of it): pruned, not held against the config.
+    shared = d.parts.scheduler.suggest("shared")
+    assert isinstance(shared, dict)
+    assert shared[SPEC_KEY]["gpus"] == 0.5
+    d.ledger.started("shared")
+    d.clock.now += 3.0
+    d.ledger.event("shared", report(0, score=0.1))
+    d.ledger.event("shared", _oom_end(cap_mb=3070.0))
+    assert d.ledger.ended("shared") is Outcome.PRUNED
+    first = study.trials[0]
+    assert first.state == TrialState.PRUNED
+    assert first.user_attrs[attrs.OOM]["infeasible"] is False
+    assert first.user_attrs[attrs.OOM]["cap_mb"] == 3070.0
+    assert "runs again alone on a whole GPU" in first.user_attrs[attrs.PRUNE_REASON]
+    assert first.constraints == {}
+    assert count_budget(study.trials).finished == 0  # its re-run will count instead
+
+    # 2. The re-run gets a whole GPU; it runs out too: now it is infeasible.
+    alone = d.parts.scheduler.suggest("alone")
+    assert isinstance(alone, dict)
+    assert alone[SPEC_KEY]["gpus"] == 1.0
+    d.ledger.started("alone")
+    d.clock.now += 1.0
+    d.ledger.event("alone", _oom_end(step=None))
+    d.ledger.ended("alone")
+    second = study.trials[1]
+    assert second.params == first.params
+    assert second.user_attrs[attrs.ALONE_RETRY_OF] == 0
+    assert second.state == TrialState.PRUNED
+    assert second.user_attrs[attrs.INFEASIBLE] is True
+    assert second.constraints == {"oom": 1.0}  # what TPE steers away from
+    reason = second.user_attrs[attrs.PRUNE_REASON]
+    assert reason.startswith("oom: CUDA out of memory. Tried to allocate 512 MiB before its first")
+    assert "(peak 2900 MiB, whole GPU, 0 co-tenant trial(s))" in reason
+    run = d.tracker.client.get_run(d.run_id(1))
+    assert run.info.status == "FINISHED"
+    assert run.data.tags["hpsearch.state"] == "PRUNED"
+    assert run.data.tags["hpsearch.prune_kind"] == "oom"
+    assert run.data.tags["hpsearch.prune_reason"] == reason
+    assert run.data.tags["hpsearch.oom.peak_mb"] == "2900.0"
+    assert count_budget(study.trials).finished == 1
+    # 3. A larger batch with the same other parameters is not launched.
+    study.enqueue_trial({"batch_size": 128})
+    whole = Admission(cpus=1.0, gpus=1.0, reason="alone")
+    assert d.ledger.open("bigger", whole) is None
+    predicted = study.trials[2]
+    assert predicted.state == TrialState.PRUNED
+    assert predicted.user_attrs[attrs.OOM] == {"predicted_from": 1, "kind": "predicted"}
+    assert predicted.user_attrs[attrs.PRUNE_REASON].startswith(
+        "predicted_oom: needs at least the memory of trial 1"
+    )
+    assert "batch_size 128 >= 64" in predicted.user_attrs[attrs.PRUNE_REASON]
+    assert predicted.constraints == {"oom": 1.0}
+    run = d.tracker.client.get_run(d.run_id(2))
+    assert (run.info.status, run.data.tags["hpsearch.prune_kind"]) == ("FINISHED", "predicted_oom")
+
+    parent = d.tracker.client.get_run(d.parent.run_id).data.metrics
+    assert parent["trials_oom"] == 2
+    assert parent["trials_predicted_oom"] == 1
+    # Every GPU-second of this search (3 s on half a GPU, 1 s on a whole one) ran out.
+    assert parent["oom_wasted_gpu_seconds_share"] == pytest.approx(1.0)
+
+    listed = CliRunner().invoke(main, ["best", config.source, "--oom", "--json"])
+    assert listed.exit_code == 0, listed.output
+    rows = json.loads(listed.output)
+    assert [r["trial_number"] for r in rows] == [0, 1, 2]
+    assert rows[1]["oom"]["infeasible"] is True
+    assert rows[2]["prune_reason"].startswith("predicted_oom")
+    assert [t.number for t in load(config.source).oom_trials()] == [0, 1, 2]
+
+
+def test_a_worker_killed_for_host_memory_is_pruned_not_failed(
+    write_config: ConfigWriter, driver: DriverFactory
+) -> None:
+    d = driver(load_config(write_config()))
+    d.launch("t0")
+    d.ledger.event("t0", report(0, score=0.5))
+    crash = (
+        "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on "
+        "memory. Memory on the node was 23.1GB / 24GB (0.96)"
+    )
+    assert d.ledger.ended("t0", crash=crash) is Outcome.PRUNED
+    trial = d.handle.study.trials[0]
+    assert trial.state == TrialState.PRUNED
+    assert trial.user_attrs[attrs.OOM]["kind"] == "host"
+    assert trial.user_attrs[attrs.OOM]["infeasible"] is True  # sharing a GPU is not the cause
+    assert (
+        "Ray reported host memory exhaustion (OutOfMemoryError)"
+        in (trial.user_attrs[attrs.PRUNE_REASON])
+    )
+    assert d.handle.study.trials[0].user_attrs[attrs.OOM]["step"] == 0
+    assert not any(t.state == TrialState.WAITING for t in d.handle.study.trials)
+
+
+def test_maintain_stamps_open_trials_reclaims_a_dead_drivers_and_flushes_gpu_series(
+    write_config: ConfigWriter, driver: DriverFactory
+) -> None:
+    config = load_config(write_config())
+    gpus = LoadModelBackend([GpuInfo(0, "sim", 6141.0, 115.0)])
+    d = driver(config, gpus=gpus)
+    assert d.monitor is not None
+    # A trial of another driver, which stopped stamping it long ago.
+    lost = open_study(config).ask(config.search_space.distributions())
+    d.launch("t0")
+    here = Assignment(gpus=0.5, gpu_ids=("0",), node_id=d.session.local_node_id, pid=7)
+    d.ledger.event("t0", WorkerEvent(EventKind.GPU_LOAD, gpu_load=GpuLoad(20, 100), assigned=here))
+    start = d.clock()
+    d.ledger.maintain(start)  # stamps t0; nothing is stale yet
+    assert d.handle.study.trials[lost.number].state == TrialState.RUNNING
+    age_heartbeat(config.study.storage, lost.number, seconds=3600)
+    age_heartbeat(config.study.storage, 1, seconds=3600)  # t0 too: only a stamp saves it
+
+    d.ledger.maintain(start + 5.0)  # half the heartbeat interval: t0 is stamped again
+    d.ledger.maintain(start + 15.0)  # half the grace period: the dead driver's trial goes
+
+    states = {t.number: t.state for t in d.handle.study.trials}
+    assert states[lost.number] == TrialState.FAIL
+    assert states[1] == TrialState.RUNNING
+    assert [t.state for t in d.handle.study.trials if t.number > 1] == [TrialState.WAITING]
+    # GPU series reach MLflow while the trial runs.
+    for _ in range(2):
+        d.clock.now += 1.0
+        d.monitor.sample_now()
+    d.ledger.maintain(d.clock() + 20.0)
+    series = d.tracker.client.get_metric_history(d.run_id(1), "gpu_utilization_pct")
+    assert [m.value for m in series] == [20.0, 20.0]
+
+
+def test_nothing_is_launched_while_the_policy_has_no_room(
+    write_config: ConfigWriter, driver: DriverFactory
+) -> None:
+    d = driver(load_config(write_config({"execution": {"max_concurrent": 1}})))
+    assert isinstance(d.parts.scheduler.suggest("a"), dict)
+    assert d.parts.scheduler.suggest("b") is Hold.WAIT
+    assert len(d.handle.study.trials) == 1  # nothing asked of Optuna while waiting

@@ -1,0 +1,126 @@
+"""PackingAdmission without Ray: a real monitor over the simulated load-model GPUs, a virtual
+clock, and running trials as the packing feedback listener would list them."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hpsearch.placement import (
+    AdmissionRequest,
+    ClusterCapacity,
+    GpuDecision,
+    NodeGpus,
+    PackingAdmission,
+    PackingPolicy,
+    PackingSettings,
+    RunningTrial,
+)
+from hpsearch.runner import VirtualClock
+from hpsearch.telemetry import GpuInfo, GpuMonitor, LoadModelBackend, TrialLoad
+
+NODE = "3f2a9c0d1e"  # a Ray node id
+ADDRESS = "127.0.0.1"
+CAPACITY = ClusterCapacity(cpus=16, gpus=2)
+
+
+class Rig:
+    """Two simulated 6 GB GPUs, their monitor, and the admission policy reading them."""
+
+    def __init__(self, settings: PackingSettings) -> None:
+        self.clock = VirtualClock(1000.0)
+        gpus = [GpuInfo(i, "Simulated RTX 4050", 6141.0, 115.0) for i in (0, 1)]
+        self.backend = LoadModelBackend(gpus)
+        self.monitor = GpuMonitor(self.backend, interval_s=0.5, clock=self.clock)
+        self.changes: list[tuple[str, int, int | None]] = []
+        self.series_points: list[dict[str, float]] = []
+
+        self.admission = PackingAdmission(
+            PackingPolicy(settings),
+            nodes=lambda: [
+                NodeGpus(NODE, ADDRESS, 16.0, (0, 1), {0: 6141.0, 1: 6141.0}, local=True)
+            ],
+            request=AdmissionRequest(cpus_per_trial=1.0, max_concurrent=None, ray_gpus=0.125),
+            monitor=self.monitor,
+            observers=[self],
+            clock=self.clock,
+        )
+        self.running: list[RunningTrial] = []
+
+    def decided(self, gpu: str, decision: GpuDecision) -> None:
+        self.changes.append((gpu, decision.limit, decision.previous))
+
+    def series(self, points: dict[str, float]) -> None:
+        self.series_points.append(points)
+
+    def admit(self) -> RunningTrial | None:
+        admission = self.admission.admit(self.running, CAPACITY)
+        if admission is None:
+            return None
+        trial = RunningTrial(
+            number=len(self.running),
+            cpus=admission.cpus,
+            gpus=admission.gpus,
+            gpu_index=admission.gpu_index,
+            node=admission.node,
+            pid=5000 + len(self.running),
+        )
+        self.running.append(trial)
+        return trial
+
+    def warm(self, trial: RunningTrial, util: float, memory: float) -> None:
+        """The trial reported its first step and puts its load on its GPU."""
+        index = self.running.index(trial)
+        assert trial.gpu_index is not None
+        self.running[index] = replace(trial, warm_at=self.clock.now)
+        self.backend.set_load(trial.number, TrialLoad(util, memory, trial.pid, (trial.gpu_index,)))
+
+    def wait(self, seconds: float) -> None:
+        for _ in range(int(seconds / 0.5)):
+            self.clock.now += 0.5
+            self.monitor.sample_now()
+
+
+def test_trials_are_spread_then_packed_from_what_the_monitor_measured() -> None:
+    rig = Rig(PackingSettings(probe_seconds=2, cooldown_seconds=10))
+    first, second = rig.admit(), rig.admit()
+    assert first is not None
+    assert second is not None
+    assert (first.gpu_index, second.gpu_index) == (0, 1)  # not GPU 0 first
+    assert first.gpus == 1.0
+    assert rig.admit() is None  # nothing measured yet: one per GPU
+    for trial in (first, second):
+        rig.warm(trial, util=11.0, memory=167.0)
+    rig.wait(3)
+
+    third = rig.admit()
+
+    assert third is not None
+    assert third.gpus == 0.5
+    assert ("gpu0", 2, 1) in rig.changes
+    profile = rig.admission.policy.estimate()
+    assert profile is not None
+    assert round(profile.utilization_pct) == 11
+    assert profile.memory_mb == 167.0  # the process's own memory, read by pid
+    assert rig.series_points[-1]["packing_gpu0_trials"] == 1.0  # the third is not counted yet
+    assert rig.series_points[-1]["packing_gpu0_trials_allowed"] == 2.0
+    assert rig.series_points[-1]["packing_gpu0_utilization_pct"] == 11.0
+
+
+def test_an_oom_told_by_the_recorder_lowers_that_gpu_only() -> None:
+    rig = Rig(PackingSettings(probe_seconds=1, cooldown_seconds=30))
+    for _ in range(4):
+        for trial in [t for t in rig.running if t.warm_at is None]:
+            rig.warm(trial, util=10.0, memory=200.0)
+        rig.wait(1.5)
+        while rig.admit() is not None:
+            pass
+    before = {gpu: limit for gpu, limit, _ in rig.changes}
+    assert before["gpu0"] >= 3
+
+    rig.admission.trial_ran_out(0, NODE, rig.clock.now, sharing=before["gpu0"])
+    rig.admission.admit(rig.running, CAPACITY)
+
+    gpu, limit, previous = rig.changes[-1]
+    assert (gpu, limit, previous) == ("gpu0", before["gpu0"] - 1, before["gpu0"])
+    decision = rig.admission.decisions[-1]
+    assert "ran out of memory" in str(decision["reason"])

@@ -1,0 +1,258 @@
+"""The packing policy, pure: GPU views written by hand, no Ray, no GPU."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from hpsearch.placement import (
+    GpuKey,
+    GpuView,
+    OomEvent,
+    PackingPolicy,
+    PackingSettings,
+    PackingView,
+    TrialOnGpu,
+)
+
+RTX4050_MB = 6141.0
+GPU0 = GpuKey("127.0.0.1", 0)
+GPU1 = GpuKey("127.0.0.1", 1)
+FAST = PackingSettings(probe_seconds=5.0, cooldown_seconds=20.0)
+
+
+class Machine:
+    """GPUs running trials of one kind: each trial adds ``util`` % and ``memory`` MiB when warm."""
+
+    def __init__(
+        self,
+        policy: PackingPolicy,
+        *,
+        util: float,
+        memory: float,
+        gpus: tuple[GpuKey, ...] = (GPU0,),
+        cpus: float = 16.0,
+    ) -> None:
+        self.policy = policy
+        self.util, self.memory = util, memory
+        self.gpus = gpus
+        self.cpus = cpus
+        self.now = 0.0
+        self.trials: dict[GpuKey, list[TrialOnGpu]] = {g: [] for g in gpus}
+        self.next_number = 0
+        self.limits: list[int] = []
+
+    def view(self, ooms: tuple[OomEvent, ...] = ()) -> PackingView:
+        views = []
+        for key, trials in self.trials.items():
+            warm = [t for t in trials if t.warm_at is not None]
+            since = max((t.warm_at for t in warm if t.warm_at is not None), default=None)
+            views.append(
+                GpuView(
+                    key=key,
+                    memory_total_mb=RTX4050_MB,
+                    trials=tuple(trials),
+                    measured_since=since if trials else None,
+                    utilization_pct=min(100.0, self.util * len(warm)) if trials else None,
+                    memory_used_mb=self.memory * len(warm) if trials else None,
+                )
+            )
+        return PackingView(
+            now=self.now, gpus=tuple(views), node_cpus={"127.0.0.1": self.cpus}, ooms=ooms
+        )
+
+    def fill(self) -> list[GpuKey]:
+        """Admit trials while the policy places them; return where each went."""
+        placed: list[GpuKey] = []
+        while True:
+            view = self.view()
+            decisions = self.policy.decide(view)
+            placement = self.policy.place(view, decisions)
+            if placement is None:
+                self.limits.append(decisions[self.gpus[0]].limit)
+                return placed
+            self.trials[placement.gpu].append(TrialOnGpu(self.next_number))
+            self.next_number += 1
+            placed.append(placement.gpu)
+
+    def warm_up_and_wait(self, seconds: float) -> None:
+        self.trials = {
+            g: [t if t.warm_at is not None else replace(t, warm_at=self.now) for t in ts]
+            for g, ts in self.trials.items()
+        }
+        self.now += seconds
+
+    def run(self, rounds: int) -> int:
+        for _ in range(rounds):
+            self.fill()
+            self.warm_up_and_wait(FAST.probe_seconds + 1)
+        return self.limits[-1]
+
+
+def test_an_unmeasured_search_runs_one_trial_per_gpu() -> None:
+    machine = Machine(PackingPolicy(FAST), util=11, memory=167)
+    assert machine.fill() == [GPU0]
+    decision = machine.policy.decide(machine.view())[GPU0]
+    assert decision.limit == 1
+    assert "no trial of this search measured yet" in decision.reason
+
+
+def test_the_seeds_rtx4050_case_packs_several_trials() -> None:
+    # Seed 004: 11% utilisation and 167 MiB of 6 GiB for one trial.
+    machine = Machine(PackingPolicy(FAST), util=11, memory=167)
+    final = machine.run(12)
+    assert final == 7  # 85% target / 11% per trial
+    assert machine.limits[:4] == [1, 2, 3, 4]  # one step per probe period, each measured
+    assert len(machine.trials[GPU0]) == 7
+    reason = machine.policy.decide(machine.view())[GPU0].reason
+    assert "utilisation 85/11.0 → 7" in reason
+
+
+def test_a_saturating_workload_stays_at_one() -> None:
+    machine = Machine(PackingPolicy(FAST), util=95, memory=800)
+    assert machine.run(6) == 1
+    assert len(machine.trials[GPU0]) == 1
+
+
+def test_a_memory_heavy_workload_stays_at_one_whatever_its_utilisation() -> None:
+    machine = Machine(PackingPolicy(FAST), util=5, memory=3500)
+    assert machine.run(6) == 1
+    reason = machine.policy.decide(machine.view())[GPU0].reason
+    assert "memory 5527/3500 MiB → 1" in reason
+
+
+def test_saturation_lowers_the_count() -> None:
+    machine = Machine(PackingPolicy(FAST), util=20, memory=200)
+    assert machine.run(6) == 4
+    machine.util = 30  # the same trials now work the GPU harder (a later, larger config)
+    machine.now += FAST.probe_seconds + 1
+    decision = machine.policy.decide(machine.view())[GPU0]
+    assert decision.limit == 3
+    assert decision.changed
+    assert decision.previous == 4
+    assert decision.reason.startswith("saturated: 100% utilisation with 4 trial(s)")
+
+
+def test_between_target_and_saturation_the_count_holds() -> None:
+    machine = Machine(PackingPolicy(FAST), util=22, memory=200)
+    assert machine.run(8) == 3  # 3 x 22 = 66; a 4th would make 88 > 85
+    for util in (29, 30, 31, 29):  # 87-93%: inside the band, no flapping
+        machine.util = util
+        machine.now += FAST.probe_seconds + 1
+        assert machine.policy.decide(machine.view())[GPU0].limit == 3
+
+
+def test_an_oom_under_packing_lowers_the_count_and_holds_it_for_the_cool_down() -> None:
+    machine = Machine(PackingPolicy(FAST), util=10, memory=300)
+    assert machine.run(6) == 6
+    oom = OomEvent(GPU0, machine.now, sharing=6)
+    decision = machine.policy.decide(machine.view(ooms=(oom,)))[GPU0]
+    assert (decision.previous, decision.limit) == (6, 5)
+    assert "ran out of memory with 6 trials" in decision.reason
+    # A trial ends; within the cool-down the freed place is not refilled past 5.
+    machine.trials[GPU0].pop()
+    machine.now += FAST.cooldown_seconds / 2
+    assert machine.policy.decide(machine.view())[GPU0].limit == 5
+    machine.now += FAST.cooldown_seconds
+    assert machine.policy.decide(machine.view())[GPU0].limit == 6
+
+
+def test_an_oom_of_a_trial_alone_changes_nothing() -> None:
+    machine = Machine(PackingPolicy(FAST), util=10, memory=300)
+    machine.run(3)
+    before = machine.policy.decide(machine.view())[GPU0].limit
+    oom = OomEvent(GPU0, machine.now, sharing=1)
+    assert machine.policy.decide(machine.view(ooms=(oom,)))[GPU0].limit == before
+
+
+def test_two_gpus_get_balanced_placements() -> None:
+    machine = Machine(PackingPolicy(FAST), util=10, memory=200, gpus=(GPU0, GPU1))
+    assert machine.fill() == [GPU0, GPU1]  # Ray alone would put both on GPU 0
+    machine.run(6)
+    counts = [len(machine.trials[g]) for g in (GPU0, GPU1)]
+    assert abs(counts[0] - counts[1]) <= 1
+    assert sum(counts) >= 8
+
+
+def test_cpus_bound_the_count() -> None:
+    machine = Machine(PackingPolicy(FAST), util=5, memory=100, cpus=3)
+    assert machine.run(8) == 3
+    assert "CPUs 3/1 per trial/1 GPU(s) → 3" in machine.policy.decide(machine.view())[GPU0].reason
+
+
+def test_memory_of_trials_not_yet_measured_counts_at_the_estimate() -> None:
+    # Measure before you admit: a trial that has not allocated yet is not free memory.
+    policy = PackingPolicy(FAST)
+    machine = Machine(policy, util=5, memory=2000)
+    machine.run(3)
+    assert machine.limits[-1] == 2
+    view = machine.view()
+    # The GPU shows one warm trial's 2000 MiB, but a second one was just admitted.
+    fresh = TrialOnGpu(99)
+    gpu = replace(view.gpus[0], trials=(view.gpus[0].trials[0], fresh), memory_used_mb=2000.0)
+    decision = policy.decide(replace(view, gpus=(gpu,)))[GPU0]
+    assert decision.limit == 2
+
+
+def test_off_and_fixed_modes() -> None:
+    off = Machine(PackingPolicy(PackingSettings(mode="off")), util=5, memory=100)
+    assert off.run(3) == 1
+    fixed = Machine(
+        PackingPolicy(PackingSettings(mode="fixed", trials_per_gpu=3)), util=95, memory=100
+    )
+    assert fixed.run(2) == 3
+    assert fixed.policy.decide(fixed.view())[GPU0].share == pytest.approx(1 / 3)
+
+
+def test_a_whole_gpu_goes_to_an_empty_gpu_only() -> None:
+    policy = PackingPolicy(PackingSettings(mode="fixed", trials_per_gpu=2))
+    machine = Machine(policy, util=5, memory=100, gpus=(GPU0, GPU1))
+    machine.trials[GPU0].append(TrialOnGpu(0))
+    view = machine.view()
+    placement = policy.place(view, policy.decide(view), whole_gpu=True)
+    assert placement is not None
+    assert placement.gpu == GPU1
+    assert placement.share == 1.0
+    machine.trials[GPU1].append(TrialOnGpu(1, alone=True))
+    view = machine.view()
+    assert policy.place(view, policy.decide(view), whole_gpu=True) is None
+    # The alone trial's GPU takes no neighbour either.
+    placement = policy.place(view, policy.decide(view))
+    assert placement is not None
+    assert placement.gpu == GPU0
+
+
+def test_a_gpu_without_telemetry_holds_one_trial() -> None:
+    machine = Machine(PackingPolicy(FAST), util=5, memory=100)
+    machine.run(4)
+    view = machine.view()
+    remote = GpuView(GpuKey("10.0.0.2", 0), 16000.0, telemetry=False)
+    decisions = machine.policy.decide(replace(view, gpus=(*view.gpus, remote)))
+    assert decisions[remote.key].limit == 1
+    assert "no telemetry" in decisions[remote.key].reason
+
+
+def test_hysteresis_band_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="saturation_util must be above target_util"):
+        PackingPolicy(PackingSettings(target_util=90, saturation_util=85))
+
+
+def test_a_trial_of_a_new_kind_gets_no_neighbour_until_it_is_measured() -> None:
+    machine = Machine(PackingPolicy(FAST), util=10, memory=200, gpus=(GPU0, GPU1))
+    machine.run(4)
+    assert min(len(machine.trials[g]) for g in (GPU0, GPU1)) >= 2
+    # A larger configuration than any measured lands on GPU 0; one trial there ends.
+    machine.trials[GPU0][0] = TrialOnGpu(90, new_kind=True)
+    machine.trials[GPU1].pop()
+    view = machine.view()
+    decisions = machine.policy.decide(view)
+    assert not decisions[GPU0].open
+    assert "no new neighbour until trial 90" in decisions[GPU0].reason
+    placement = machine.policy.place(view, decisions)
+    assert placement is not None
+    assert placement.gpu == GPU1
+    # Measured past its warm-up, it takes neighbours again.
+    machine.trials[GPU0][0] = replace(machine.trials[GPU0][0], warm_at=machine.now)
+    machine.now += FAST.probe_seconds
+    assert machine.policy.decide(machine.view())[GPU0].open

@@ -1,0 +1,88 @@
+"""Tune's searcher and callback over the scheduler and the ledger; both survive Tune's pickling."""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+import pytest
+from ray.tune.search import Searcher
+
+from hpsearch.runner._adapters import LedgerCallback, SchedulerSearcher
+from hpsearch.scheduler import Hold
+from hpsearch.trial.protocol import EventKind, Outcome, WorkerEvent
+
+
+class Answers:
+    """A scheduler that answers from a list (the real one is tested in tests/test_scheduler.py)."""
+
+    def __init__(self, *answers: dict[str, Any] | Hold) -> None:
+        self.answers = list(answers)
+
+    def suggest(self, trial_id: str) -> dict[str, Any] | Hold:
+        return self.answers.pop(0)
+
+
+class Events:
+    """Keeps what the callback tells the ledger."""
+
+    def __init__(self) -> None:
+        self.told: list[tuple[Any, ...]] = []
+
+    def started(self, trial_id: str) -> None:
+        self.told.append(("started", trial_id))
+
+    def event(self, trial_id: str, event: WorkerEvent) -> None:
+        self.told.append(("event", trial_id, event.kind))
+
+    def ended(self, trial_id: str, crash: str | None = None) -> Outcome | None:
+        self.told.append(("ended", trial_id, crash))
+        return None
+
+    def maintain(self, now: float | None = None) -> None:
+        self.told.append(("maintain",))
+
+
+class FakeTrial:
+    def __init__(self, trial_id: str, error: str | None = None) -> None:
+        self.trial_id = trial_id
+        self._error = error
+
+    def get_error(self) -> Exception | None:
+        return RuntimeError(self._error) if self._error else None
+
+
+def test_the_searcher_speaks_tunes_language() -> None:
+    searcher = SchedulerSearcher(Answers({"params": {"x": 1}}, Hold.WAIT, Hold.FINISHED))
+    assert searcher.suggest("a") == {"params": {"x": 1}}
+    assert searcher.suggest("b") is None
+    assert searcher.suggest("c") == Searcher.FINISHED
+
+
+def test_the_callback_forwards_every_event_and_ray_errors() -> None:
+    events = Events()
+    callback = LedgerCallback(events)
+    report = WorkerEvent(EventKind.REPORT, step=0, metrics={"score": 1.0})
+    trial: Any = FakeTrial("t1")
+    callback.on_trial_start(0, [], trial)
+    callback.on_trial_result(0, [], trial, report.to_result())
+    callback.on_trial_result(0, [], trial, {"not": "ours"})
+    callback.on_trial_complete(0, [], trial)
+    callback.on_trial_error(0, [], FakeTrial("t2", "the actor died"))  # type: ignore[arg-type]
+    callback.on_step_end(0, [])
+    assert events.told == [
+        ("started", "t1"),
+        ("event", "t1", EventKind.REPORT),
+        ("ended", "t1", None),
+        ("ended", "t2", "the actor died"),
+        ("maintain",),
+    ]
+
+
+def test_both_pickle_without_their_live_parts_and_refuse_to_run_unpickled() -> None:
+    searcher = pickle.loads(pickle.dumps(SchedulerSearcher(Answers(Hold.WAIT))))
+    callback = pickle.loads(pickle.dumps(LedgerCallback(Events())))
+    with pytest.raises(RuntimeError, match="unpickled; it only runs in its driver"):
+        searcher.suggest("a")
+    with pytest.raises(RuntimeError, match="unpickled; it only runs in its driver"):
+        callback.on_step_end(0, [])

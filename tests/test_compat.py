@@ -1,0 +1,59 @@
+"""One test per shim in ``hpsearch._compat``: each fails when the library changes under it."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+from pathlib import Path
+
+import pytest
+
+from hpsearch import _compat
+
+
+def _source_of(module: str) -> str:
+    return Path(inspect.getfile(importlib.import_module(module))).read_text(encoding="utf-8")
+
+
+def test_ray_still_decides_single_machine_mode_from_the_constant_we_patch() -> None:
+    from ray._private import ray_constants, services
+
+    assert isinstance(ray_constants.ENABLE_RAY_CLUSTER, bool)
+    assert "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER" in _source_of("ray._private.ray_constants")
+    assert "ray_constants.ENABLE_RAY_CLUSTER" in inspect.getsource(services)
+    before = ray_constants.ENABLE_RAY_CLUSTER
+    with _compat.ray_on_loopback_only():
+        assert ray_constants.ENABLE_RAY_CLUSTER is False
+        assert os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] == "0"
+    assert ray_constants.ENABLE_RAY_CLUSTER is before
+
+
+def test_ray_init_still_takes_the_node_address_argument() -> None:
+    import ray
+
+    source = inspect.getsource(ray.init)  # a private keyword, read from **kwargs
+    for name in _compat.LOOPBACK_RAY_INIT:
+        assert f'kwargs.pop("{name}"' in source, f"ray.init no longer reads {name}"
+
+
+def test_tune_still_reads_its_pending_trials_limit() -> None:
+    assert _compat.TUNE_MAX_PENDING_TRIALS in _source_of("ray.tune.execution.tune_controller")
+    previous = os.environ.get(_compat.TUNE_MAX_PENDING_TRIALS)
+    with _compat.tune_max_pending_trials(4):
+        assert os.environ[_compat.TUNE_MAX_PENDING_TRIALS] == "4"
+    assert os.environ.get(_compat.TUNE_MAX_PENDING_TRIALS) == previous
+
+
+@pytest.mark.parametrize(
+    ("name", "module"),
+    [
+        ("RAY_USAGE_STATS_ENABLED", "ray._common.usage.usage_constants"),
+        ("RAY_AIR_NEW_OUTPUT", "ray.tune.experimental.output"),
+        ("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "ray.tune.utils.callback"),
+        ("RAY_CHDIR_TO_TRIAL_DIR", "ray.train.constants"),
+    ],
+)
+def test_ray_still_reads_each_environment_default(name: str, module: str) -> None:
+    assert name in _compat.RAY_ENV_DEFAULTS
+    assert name in _source_of(module), f"{module} no longer reads {name}"

@@ -1,0 +1,105 @@
+"""The order of the scheduler's questions: time, room, a re-run alone, the budget, then Optuna.
+
+Real parts (ledger, Optuna study, MLflow) from the driver harness; the policy
+records what it was asked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from optuna.trial import TrialState
+
+from hpsearch import attrs
+from hpsearch.config import load_config
+from hpsearch.placement import (
+    Admission,
+    ClusterCapacity,
+    ResourcePolicy,
+    RunningTrial,
+    StaticPolicy,
+)
+from hpsearch.scheduler import Hold
+from hpsearch.telemetry import GpuInfo, LoadModelBackend
+from hpsearch.trial.protocol import SPEC_KEY
+from tests.conftest import ConfigWriter
+from tests.harness import DriverFactory
+
+
+class Recording(ResourcePolicy):
+    """A static policy that keeps every question it was asked."""
+
+    def __init__(self, trials_per_gpu: int = 1, room: bool = True) -> None:
+        self.inner = StaticPolicy(trials_per_gpu=trials_per_gpu)
+        self.room = room
+        self.asked: list[tuple[int, bool]] = []
+
+    def admit(
+        self,
+        running: Sequence[RunningTrial],
+        capacity: ClusterCapacity,
+        *,
+        whole_gpu: bool = False,
+    ) -> Admission | None:
+        self.asked.append((len(running), whole_gpu))
+        return self.inner.admit(running, capacity, whole_gpu=whole_gpu) if self.room else None
+
+
+def test_a_timed_out_search_finishes_before_asking_the_policy_or_optuna(
+    write_config: ConfigWriter, driver: DriverFactory
+) -> None:
+    policy = Recording()
+    d = driver(load_config(write_config({"study": {"timeout": 60}})), policy=policy)
+    assert isinstance(d.parts.scheduler.suggest("a"), dict)
+    d.clock.now += 61.0
+    assert d.parts.scheduler.suggest("b") is Hold.FINISHED
+    assert len(policy.asked) == 1
+    assert len(d.handle.study.trials) == 1
+
+
+def test_no_room_waits_without_asking_optuna(
+    write_config: ConfigWriter, driver: DriverFactory
+) -> None:
+    policy = Recording(room=False)
+    d = driver(load_config(write_config()), policy=policy)
+    assert d.parts.scheduler.suggest("a") is Hold.WAIT
+    assert policy.asked == [(0, False)]
+    assert d.handle.study.trials == []
+
+
+def test_the_budget_waits_for_running_trials_then_finishes(
+    write_config: ConfigWriter, driver: DriverFactory
+) -> None:
+    d = driver(
+        load_config(write_config({"study": {"n_trials": 2}})),
+        policy=StaticPolicy(cpus_per_trial=1, trials_per_gpu=0),
+    )
+    assert isinstance(d.parts.scheduler.suggest("a"), dict)
+    assert isinstance(d.parts.scheduler.suggest("b"), dict)
+    d.ledger.started("a")
+    d.ledger.started("b")
+    assert d.parts.scheduler.suggest("c") is Hold.WAIT  # two running count toward two
+    d.complete("a", 0.5)
+    assert d.parts.scheduler.suggest("c") is Hold.WAIT
+    d.complete("b", 0.6)
+    assert d.parts.scheduler.suggest("c") is Hold.FINISHED
+    assert len(d.handle.study.trials) == 2
+
+
+def test_a_waiting_rerun_alone_is_asked_for_a_whole_gpu(
+    write_config: ConfigWriter, driver: DriverFactory
+) -> None:
+    policy = Recording(trials_per_gpu=2)
+    gpus = LoadModelBackend([GpuInfo(0, "sim", 6141.0, 115.0)])
+    d = driver(load_config(write_config()), policy=policy, gpus=gpus)
+    d.handle.study.enqueue_trial({"x": 0.25}, user_attrs={attrs.ALONE_RETRY_OF: 99})
+    config = d.parts.scheduler.suggest("alone")
+    assert isinstance(config, dict)
+    assert config[SPEC_KEY]["gpus"] == 1.0
+    assert policy.asked == [(0, False), (0, True)]
+    assert d.handle.study.trials[0].state == TrialState.RUNNING
+    d.ledger.started("alone")
+    d.complete("alone", 0.5)
+    shared = d.parts.scheduler.suggest("next")  # nothing re-runs now: a shared GPU
+    assert isinstance(shared, dict)
+    assert shared[SPEC_KEY]["gpus"] == 0.5

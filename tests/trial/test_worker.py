@@ -1,0 +1,119 @@
+"""A trial's life in its worker, without Ray: outcomes, the first event's placement, OOM retries."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hpsearch.trial.protocol import (
+    Assignment,
+    BatchRetry,
+    EventKind,
+    Outcome,
+    TrialSpec,
+    WorkerEvent,
+)
+from hpsearch.trial.worker import execute_trial, halved
+
+HERE = Assignment(cpus=1.0, gpu_ids=(), node_id="node", pid=7)
+
+
+def _spec(train: str, **fields: Any) -> TrialSpec:
+    return TrialSpec(
+        number=3, train=train, source="c.yaml", objectives=("score",), cpus=1.0, gpus=0.0, **fields
+    )
+
+
+def _execute(spec: TrialSpec, params: dict[str, Any]) -> tuple[list[WorkerEvent], WorkerEvent]:
+    sent: list[WorkerEvent] = []
+    end = execute_trial(spec, params, assigned=HERE, send=sent.append)
+    return sent, end
+
+
+def test_reports_reach_the_driver_and_the_first_carries_the_placement() -> None:
+    sent, end = _execute(_spec("tests.train_functions:quick"), {"x": 0.5, "steps": 3})
+    assert [e.kind for e in sent] == [EventKind.REPORT] * 3
+    assert [e.step for e in sent] == [0, 1, 2]
+    assert sent[0].assigned == HERE
+    assert all(e.assigned is None for e in sent[1:])
+    assert end.kind is EventKind.END
+    assert end.outcome is Outcome.COMPLETE
+    assert end.assigned == HERE
+    # Through a Tune result and back, as the driver decodes it.
+    decoded = WorkerEvent.from_result(sent[0].to_result())
+    assert decoded == sent[0]
+
+
+def test_a_failure_keeps_its_traceback_and_a_returned_value_completes() -> None:
+    _, failed = _execute(_spec("tests.train_functions:failing"), {"x": 0.9})
+    assert failed.outcome is Outcome.FAIL
+    assert "RuntimeError: boom at x=0.900" in failed.error
+    _, returned = _execute(_spec("tests.train_functions:returns_value"), {"x": 2.0})
+    assert returned.outcome is Outcome.COMPLETE
+    assert returned.metrics == {"score": 4.0}
+
+
+def test_should_prune_asks_the_oracle_for_the_step_just_reported() -> None:
+    asked: list[int] = []
+
+    def oracle(step: int) -> bool:
+        asked.append(step)
+        return step >= 2
+
+    sent: list[WorkerEvent] = []
+    spec = _spec("tests.train_functions:prunable")
+    end = execute_trial(
+        spec, {"x": 0.5, "steps": 6}, assigned=HERE, send=sent.append, oracle=oracle
+    )
+    assert end.outcome is Outcome.PRUNED
+    assert asked == [0, 1, 2]
+    assert [e.step for e in sent] == [0, 1, 2]
+
+
+def test_out_of_memory_retries_with_half_the_batch_until_it_fits() -> None:
+    spec = _spec("tests.train_functions:fits_up_to", oom_action="retry_smaller_batch")
+    sent, end = _execute(spec, {"batch_size": 128, "fits": 32})
+
+    assert end.outcome is Outcome.COMPLETE
+    assert end.end is not None
+    assert end.end.retries == (
+        BatchRetry(step=0, batch_size=128, retry_batch_size=64, retry_grad_accum_steps=2),
+        BatchRetry(step=0, batch_size=64, retry_batch_size=32, retry_grad_accum_steps=4),
+    )
+    batches = [e.metrics["batch"] for e in sent if "batch" in e.metrics]
+    assert batches == [128, 64, 32]
+    assert sent[-1].metrics["accumulation"] == 4  # the effective batch stayed 128
+
+
+def test_out_of_memory_past_the_last_halving_is_pruned_with_its_report() -> None:
+    spec = _spec(
+        "tests.train_functions:fits_up_to", oom_action="retry_smaller_batch", max_halvings=1
+    )
+    _, end = _execute(spec, {"batch_size": 128, "fits": 16})
+
+    assert end.outcome is Outcome.PRUNED
+    assert end.error == ""
+    assert end.end is not None
+    assert end.end.oom is not None
+    assert end.end.oom.kind == "torch"
+    assert end.end.oom.message == "CUDA out of memory. Tried to allocate 2.00 GiB"
+    assert end.end.oom.step == 0
+    assert [r.retry_batch_size for r in end.end.retries] == [64]
+
+
+def test_without_retries_out_of_memory_ends_the_trial_at_once() -> None:
+    _, end = _execute(_spec("tests.train_functions:fits_up_to"), {"batch_size": 64, "fits": 32})
+    assert end.outcome is Outcome.PRUNED
+    assert end.end is not None
+    assert end.end.oom is not None
+    assert end.end.retries == ()
+
+
+def test_halving_keeps_the_effective_batch_or_says_it_cannot() -> None:
+    assert halved({"batch_size": 64}) == {"batch_size": 32, "grad_accum_steps": 2}
+    assert halved({"batch_size": 64, "effective_batch_size": 128}) == {
+        "batch_size": 32,
+        "effective_batch_size": 128,
+    }
+    assert halved({"batch_size": 1}) is None
+    assert halved({"batch_size": 33}) is None
+    assert halved({"lr": 0.1}) is None
