@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import logging
 import os
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -87,6 +88,27 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
+@pytest.fixture(scope="session")
+def mlflow_store_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An empty MLflow SQLite store, created once by MLflow itself (its migrations take seconds)."""
+    folder = tmp_path_factory.mktemp("mlflow-template")
+    MlflowTracker(f"sqlite:///{folder / 'mlflow.db'}", "template", str(folder / "artifacts"))
+    return folder / "mlflow.db"
+
+
+@pytest.fixture
+def seeded_store(project: Path, mlflow_store_template: Path) -> Path:
+    """The project's default MLflow store, already migrated (a copy of the template).
+
+    For tests whose subject is not MLflow's first start; ``tests/test_e2e.py``
+    starts from an empty project, as a new user does.
+    """
+    store = project / "mlruns" / "mlflow.db"
+    store.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(mlflow_store_template, store)
+    return store
+
+
 @pytest.fixture
 def write_config(project: Path) -> ConfigWriter:
     """Write a config into the project: ``write_config(update_dict, name=...)`` or raw text."""
@@ -119,7 +141,7 @@ def repo_configs(project: Path) -> Path:
 
 
 @pytest.fixture
-def mlflow_tracker(project: Path) -> MlflowTracker:
+def mlflow_tracker(seeded_store: Path) -> MlflowTracker:
     """A real MLflow store (SQLite) in the project, experiment ``test-study``."""
     return MlflowTracker("sqlite:///mlruns/mlflow.db", "test-study", "mlruns/artifacts")
 
@@ -153,7 +175,7 @@ def ray_one_gpu() -> Iterator[None]:
 
 
 @pytest.fixture
-def driver(project: Path) -> Iterator[DriverFactory]:
+def driver(seeded_store: Path) -> Iterator[DriverFactory]:
     """The parts of a search wired by the composition root, driven by hand (tests/harness.py)."""
     with drivers() as make:
         yield make

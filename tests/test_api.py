@@ -25,7 +25,7 @@ from hpsearch.study import open_study
 from hpsearch.workloads.simulated_gpu import gpu_profile
 from tests.conftest import ConfigWriter, mlflow_client
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ray_one_gpu")]
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ray_one_gpu", "seeded_store")]
 
 
 class SwitchAfter(ResourcePolicy):
@@ -56,7 +56,7 @@ def test_policy_change_mid_search_reaches_the_next_trials(write_config: ConfigWr
         {
             "train": "tests.train_functions:timed",
             "study": {"n_trials": 7},
-            "space": {"sleep": 1.5, "steps": None},
+            "space": {"sleep": 0.3, "steps": None},
             "execution": {"max_concurrent": None},
         }
     )

@@ -23,17 +23,10 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial
 
-from hpsearch.oom import OomRecord
+from hpsearch.oom import BatchRetry, OomRecord
 from hpsearch.placement import Admission
 from hpsearch.pruning import Verdict
-from hpsearch.trial.protocol import (
-    Assignment,
-    BatchRetry,
-    EndReport,
-    GpuLoad,
-    KnobReport,
-    Outcome,
-)
+from hpsearch.trial.protocol import Assignment, EndReport, GpuLoad, KnobReport, Outcome
 
 
 @dataclass

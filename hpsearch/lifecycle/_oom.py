@@ -18,9 +18,9 @@ from optuna.trial import FrozenTrial, TrialState
 from hpsearch import attrs
 from hpsearch.lifecycle._base import TrialListener
 from hpsearch.lifecycle._events import Ending, Opening, TrialEnded
-from hpsearch.oom import OomBook, cgroup_oom_kills, host_oom_evidence
+from hpsearch.oom import OomBook, OomReport, cgroup_oom_kills, host_oom_evidence
 from hpsearch.study import StudyHandle
-from hpsearch.trial.protocol import OomReport, Outcome
+from hpsearch.trial.protocol import Outcome
 
 
 class OomHandling(TrialListener):

@@ -1,12 +1,19 @@
 """Out-of-memory: recognising it, predicting it, and the driver's book of verdicts.
 
-The tree: ``_base`` (a known case, the stored record, a verdict), ``_detect``
+The tree: ``_base`` (what a worker reports, a known case, the stored record, a verdict), ``_detect``
 (predicates over exceptions and crash texts), ``_predict`` (the predictor and
 the new-kind test for packing), ``_book`` (judging an OOM and keeping it on the
 Optuna trial).
 """
 
-from hpsearch.oom._base import PREDICTED, OomCase, OomRecord, OomVerdict
+from hpsearch.oom._base import (
+    PREDICTED,
+    BatchRetry,
+    OomCase,
+    OomRecord,
+    OomReport,
+    OomVerdict,
+)
 from hpsearch.oom._book import (
     CONSTRAINT,
     OomBook,
@@ -29,11 +36,13 @@ from hpsearch.oom._predict import MeasuredConfigs, OomPredictor, needs_at_least
 __all__ = [
     "CONSTRAINT",
     "PREDICTED",
+    "BatchRetry",
     "MeasuredConfigs",
     "OomBook",
     "OomCase",
     "OomPredictor",
     "OomRecord",
+    "OomReport",
     "OomVerdict",
     "cgroup_oom_kills",
     "device_oom",

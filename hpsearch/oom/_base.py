@@ -1,15 +1,73 @@
-"""The vocabulary of out-of-memory handling: a known case, the stored record, a verdict."""
+"""The vocabulary of out-of-memory handling: what a worker reports, a known case, the stored
+record, a verdict."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
-
-from hpsearch.trial.protocol import BatchRetry, OomReport
 
 PREDICTED = "predicted"
 """The ``kind`` of a record for a suggestion that was not launched (``predicted_oom``)."""
+
+
+@dataclass(frozen=True)
+class OomReport:
+    """A trial ran out of memory: what said so, where, and how much it held.
+
+    Attributes:
+        kind: ``torch``, ``message`` or ``library`` (the device), ``host`` (the
+            worker was killed for host memory).
+        message: the first line of the error, or the evidence of a host kill.
+        step: the last step reported before it (``None``: before the first report).
+        peak_mb: the trial's peak device memory, when known.
+        cap_mb: the memory cap it ran under (``None``: the whole GPU).
+    """
+
+    kind: str
+    message: str
+    step: int | None = None
+    peak_mb: float | None = None
+    cap_mb: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> OomReport:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            kind=str(data["kind"]),
+            message=str(data.get("message", "")),
+            step=data.get("step"),
+            peak_mb=_float_or_none(data.get("peak_mb")),
+            cap_mb=_float_or_none(data.get("cap_mb")),
+        )
+
+
+@dataclass(frozen=True)
+class BatchRetry:
+    """One smaller-batch retry after an out-of-memory (``oom.action: retry_smaller_batch``)."""
+
+    step: int | None
+    batch_size: int
+    retry_batch_size: int
+    retry_grad_accum_steps: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict (the shape of ``hpsearch.oom_retries`` on the Optuna trial)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> BatchRetry:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            data.get("step"),
+            int(data["batch_size"]),
+            int(data["retry_batch_size"]),
+            data.get("retry_grad_accum_steps"),
+        )
 
 
 @dataclass(frozen=True)
@@ -96,3 +154,7 @@ class OomVerdict:
     reason: str
     record: OomRecord = field(default_factory=OomRecord)
     run_alone: bool = False
+
+
+def _float_or_none(value: Any) -> float | None:
+    return None if value is None else float(value)

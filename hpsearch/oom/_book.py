@@ -18,9 +18,8 @@ from optuna.trial import FrozenTrial
 
 from hpsearch import attrs
 from hpsearch.config import OomSpec
-from hpsearch.oom._base import OomCase, OomRecord, OomVerdict
+from hpsearch.oom._base import BatchRetry, OomCase, OomRecord, OomReport, OomVerdict
 from hpsearch.oom._predict import OomPredictor
-from hpsearch.trial.protocol import BatchRetry, OomReport
 
 CONSTRAINT = "oom"
 """The Optuna constraint set on infeasible trials (1.0: violated), which TPE steers away from."""

@@ -24,6 +24,7 @@ from typing import Any
 
 from hpsearch.config import ExecutionSpec
 from hpsearch.errors import HpsearchError
+from hpsearch.oom import BatchRetry
 from hpsearch.placement import ClusterCapacity, NodeGpus
 from hpsearch.pruning import LocalVerdictBoard, VerdictBoard
 from hpsearch.runner._base import RunnerSession, TrialEvents, TrialRunner, TrialSource
@@ -34,7 +35,6 @@ from hpsearch.trial.protocol import (
     PARAMS_KEY,
     SPEC_KEY,
     Assignment,
-    BatchRetry,
     EndReport,
     EventKind,
     Outcome,

@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from hpsearch.trial.protocol import GpuLoad, OomReport
+from hpsearch.oom import OomReport
+from hpsearch.trial.protocol import GpuLoad
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from hpsearch.oom import BatchRetry, OomReport
+
 PARAMS_KEY = "params"
 SPEC_KEY = "hpsearch"
 METRICS_KEY = "metrics"
@@ -173,65 +175,6 @@ class KnobReport:
     def from_dict(cls, data: dict[str, Any]) -> KnobReport:
         """Inverse of :meth:`to_dict`."""
         return cls(dict(data.get("effective", {})), tuple(str(n) for n in data.get("notes", ())))
-
-
-@dataclass(frozen=True)
-class OomReport:
-    """A trial ran out of memory: what said so, where, and how much it held.
-
-    Attributes:
-        kind: ``torch``, ``message`` or ``library`` (the device), ``host`` (the
-            worker was killed for host memory).
-        message: the first line of the error, or the evidence of a host kill.
-        step: the last step reported before it (``None``: before the first report).
-        peak_mb: the trial's peak device memory, when known.
-        cap_mb: the memory cap it ran under (``None``: the whole GPU).
-    """
-
-    kind: str
-    message: str
-    step: int | None = None
-    peak_mb: float | None = None
-    cap_mb: float | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain dict."""
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> OomReport:
-        """Inverse of :meth:`to_dict`."""
-        return cls(
-            kind=str(data["kind"]),
-            message=str(data.get("message", "")),
-            step=data.get("step"),
-            peak_mb=_float_or_none(data.get("peak_mb")),
-            cap_mb=_float_or_none(data.get("cap_mb")),
-        )
-
-
-@dataclass(frozen=True)
-class BatchRetry:
-    """One smaller-batch retry after an out-of-memory (``oom.action: retry_smaller_batch``)."""
-
-    step: int | None
-    batch_size: int
-    retry_batch_size: int
-    retry_grad_accum_steps: int | None
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain dict (the shape of ``hpsearch.oom_retries`` on the Optuna trial)."""
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> BatchRetry:
-        """Inverse of :meth:`to_dict`."""
-        return cls(
-            data.get("step"),
-            int(data["batch_size"]),
-            int(data["retry_batch_size"]),
-            data.get("retry_grad_accum_steps"),
-        )
 
 
 @dataclass(frozen=True)

@@ -21,16 +21,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from hpsearch.entrypoint import resolve_train_function
-from hpsearch.oom import device_oom
+from hpsearch.oom import BatchRetry, OomReport, device_oom
 from hpsearch.trial.context import PruneOracle, TrialContext, TrialPruned, as_metric_value
 from hpsearch.trial.protocol import (
     Assignment,
-    BatchRetry,
     EndReport,
     EventKind,
     GpuLoad,
     KnobReport,
-    OomReport,
     Outcome,
     TrialSpec,
     WorkerEvent,

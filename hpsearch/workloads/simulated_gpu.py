@@ -31,9 +31,10 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
+from hpsearch.oom import OomReport
 from hpsearch.trial.context import TrialContext, TrialPruned
 from hpsearch.trial.plan import PlannedEpoch, TrialPlan
-from hpsearch.trial.protocol import GpuLoad, OomReport
+from hpsearch.trial.protocol import GpuLoad
 from hpsearch.workloads import _params
 
 DEFAULTS: dict[str, Any] = {

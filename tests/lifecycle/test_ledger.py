@@ -16,6 +16,7 @@ from optuna.trial import TrialState
 from hpsearch import attrs
 from hpsearch.cli import main
 from hpsearch.config import load_config
+from hpsearch.oom import OomReport
 from hpsearch.placement import Admission, StaticPolicy
 from hpsearch.pruning import LocalVerdictBoard
 from hpsearch.results import load
@@ -30,7 +31,6 @@ from hpsearch.trial.protocol import (
     EndReport,
     EventKind,
     GpuLoad,
-    OomReport,
     Outcome,
     WorkerEvent,
 )

@@ -19,7 +19,7 @@ import hpsearch
 from hpsearch import attrs
 from tests.conftest import ConfigWriter, mlflow_client
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("seeded_store")]
 
 STEP_S = 0.0036  # the simulated workload's step at batch 64, width 256, depth 1
 

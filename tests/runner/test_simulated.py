@@ -35,6 +35,8 @@ from hpsearch.tracking import TRIAL_NUMBER_TAG
 from hpsearch.workloads.simulated_gpu import gpu_profile
 from tests.conftest import ConfigWriter, mlflow_client
 
+pytestmark = pytest.mark.usefixtures("seeded_store")
+
 STEP_S = 0.0036  # the simulated workload's step at batch 64, width 256, depth 1
 
 

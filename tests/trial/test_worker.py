@@ -4,14 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from hpsearch.trial.protocol import (
-    Assignment,
-    BatchRetry,
-    EventKind,
-    Outcome,
-    TrialSpec,
-    WorkerEvent,
-)
+from hpsearch.oom import BatchRetry
+from hpsearch.trial.protocol import Assignment, EventKind, Outcome, TrialSpec, WorkerEvent
 from hpsearch.trial.worker import execute_trial, halved
 
 HERE = Assignment(cpus=1.0, gpu_ids=(), node_id="node", pid=7)
