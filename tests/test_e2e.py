@@ -117,9 +117,9 @@ def test_debug_config_runs_resumes_and_agrees(repo_configs: Path, project: Path)
 
 
 def test_phase1_searches_accuracy_against_speed(repo_configs: Path, project: Path) -> None:
-    # The main job, cut to 16 trials: model and throughput knobs, two objectives,
+    # The main job, cut to 12 trials: model and throughput knobs, two objectives,
     # the dominated pruning rule (from 8 finished trials on), the Pareto front.
-    run = hpsearch_cli("run", "configs/phase1.yaml", "--n-trials", "16")
+    run = hpsearch_cli("run", "configs/phase1.yaml", "--n-trials", "12")
     assert run.returncode == 0, run.stderr
     best = hpsearch_cli("best", "configs/phase1.yaml", "--pareto", "--json")
     assert best.returncode == 0, best.stderr
@@ -132,7 +132,7 @@ def test_phase1_searches_accuracy_against_speed(repo_configs: Path, project: Pat
     assert all(set(knobs) <= set(t["params"]) for t in front)
 
     study = _study("digits-phase1")
-    assert len(study.trials) == 16
+    assert len(study.trials) == 12
     assert {t.state.name for t in study.trials} <= {"COMPLETE", "PRUNED"}
     for trial in study.trials:
         effective = trial.user_attrs[attrs.KNOBS]["effective"]

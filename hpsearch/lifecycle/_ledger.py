@@ -143,10 +143,6 @@ class TrialLedger:
         self._last_stamp = -float("inf")
         self._last_reclaim = -float("inf")
 
-    def subscribe(self, listener: TrialListener) -> None:
-        """Add a listener (told after those already subscribed)."""
-        self._listeners.append(listener)
-
     # -- asked by the scheduler ---------------------------------------------------
 
     def study_trials(self) -> list[optuna.trial.FrozenTrial]:
@@ -187,8 +183,7 @@ class TrialLedger:
             alone_retry_of=inherited.get(attrs.ALONE_RETRY_OF),
         )
         opening = Opening(trial.number, trial, sampled, admission)
-        for listener in self._listeners:
-            listener.on_opening(opening)
+        self._each(lambda listener: listener.on_opening(opening))
         if opening.skip_reason:
             ending = self._ending(record, Outcome.PRUNED)
             ending.prune_reason, ending.oom = opening.skip_reason, opening.skip_oom
@@ -196,8 +191,7 @@ class TrialLedger:
             return None
         self._open[trial_id] = record
         opened = TrialOpened(trial.number, sampled, admission, record.alone_retry_of)
-        for listener in self._listeners:
-            listener.on_opened(opened)
+        self._each(lambda listener: listener.on_opened(opened))
         spec = self._template.spec(trial.number, admission)
         return {PARAMS_KEY: record.params, SPEC_KEY: spec.to_dict()}
 
@@ -279,8 +273,7 @@ class TrialLedger:
             if reclaimed:
                 gone = TrialsReclaimed(tuple(reclaimed))
                 self._each(lambda listener: listener.on_reclaimed(gone))
-        for listener in self._listeners:
-            listener.on_tick(now)
+        self._each(lambda listener: listener.on_tick(now))
 
     # -- internals -----------------------------------------------------------------
 
