@@ -6,7 +6,7 @@ import copy
 import logging
 import os
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,13 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from hpsearch.config import RunConfig, load_config
+from hpsearch.placement import (
+    Admission,
+    ClusterCapacity,
+    ResourcePolicy,
+    RunningTrial,
+    StaticPolicy,
+)
 from hpsearch.runner import VirtualClock
 from hpsearch.tracking import MlflowTracker
 from tests.harness import DriverFactory, drivers
@@ -30,6 +37,67 @@ BASE_CONFIG: dict[str, Any] = {
 }
 
 ConfigWriter = Callable[..., Path]
+
+STEP_S = 0.0036  # the simulated workload's step at batch 64, width 256, depth 1
+
+
+def load_search(
+    *,
+    util: float | list[float],
+    memory: float | list[float],
+    trials: int,
+    seconds: float,
+    gpus: int = 1,
+) -> dict[str, Any]:
+    """A search of trials that each put ``util`` % and ``memory`` MiB on their GPU."""
+    epochs = 4
+    return {
+        "study": {"n_trials": trials, "sampler": {"type": "random", "seed": 3}},
+        "objective": {"metric": "val_accuracy", "direction": "maximize"},
+        "train": "hpsearch.workloads.simulated_gpu:train",
+        "space": {
+            "x": None,  # the base config's entries, deleted
+            "steps": None,
+            "lr": {"type": "float", "low": 1e-3, "high": 1e-2, "log": True},
+            "utilization_pct": util,
+            "memory_mb": memory,
+            "batch_size": 64,
+            "width": 256,
+            "depth": 1,
+            "epochs": epochs,
+            "steps_per_epoch": round(seconds / epochs / STEP_S),
+        },
+        "execution": {"max_concurrent": None, "num_cpus": 8},
+        "packing": {"probe_seconds": 1, "cooldown_seconds": 4},
+        "telemetry": {
+            "backend": "simulated",
+            "interval_s": 0.25,
+            "simulated": {"source": "load", "gpus": gpus},
+        },
+    }
+
+
+class SwitchAfter(ResourcePolicy):
+    """Answers like a static one-trial-per-GPU policy, then two per GPU after ``n`` admissions."""
+
+    def __init__(self, n: int) -> None:
+        self.inner = StaticPolicy(trials_per_gpu=1)
+        self.n = n
+        self.admitted = 0
+
+    def admit(
+        self,
+        running: Sequence[RunningTrial],
+        capacity: ClusterCapacity,
+        *,
+        whole_gpu: bool = False,
+    ) -> Admission | None:
+        admission = self.inner.admit(running, capacity, whole_gpu=whole_gpu)
+        if admission is not None:
+            self.admitted += 1
+            if self.admitted == self.n:
+                self.inner.trials_per_gpu = 2
+        return admission
 
 
 def mlflow_client(project: Path) -> MlflowClient:

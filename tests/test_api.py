@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,41 +13,11 @@ import hpsearch
 from hpsearch import attrs
 from hpsearch.config import load_config
 from hpsearch.oom import OomRecord
-from hpsearch.placement import (
-    Admission,
-    ClusterCapacity,
-    ResourcePolicy,
-    RunningTrial,
-    StaticPolicy,
-)
 from hpsearch.study import open_study
 from hpsearch.workloads.simulated_gpu import gpu_profile
-from tests.conftest import ConfigWriter, mlflow_client
+from tests.conftest import ConfigWriter, SwitchAfter, mlflow_client
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ray_one_gpu", "seeded_store")]
-
-
-class SwitchAfter(ResourcePolicy):
-    """Answers like a static one-trial-per-GPU policy, then two per GPU after ``n`` admissions."""
-
-    def __init__(self, n: int) -> None:
-        self.inner = StaticPolicy(trials_per_gpu=1)
-        self.n = n
-        self.admitted = 0
-
-    def admit(
-        self,
-        running: Sequence[RunningTrial],
-        capacity: ClusterCapacity,
-        *,
-        whole_gpu: bool = False,
-    ) -> Admission | None:
-        admission = self.inner.admit(running, capacity, whole_gpu=whole_gpu)
-        if admission is not None:
-            self.admitted += 1
-            if self.admitted == self.n:
-                self.inner.trials_per_gpu = 2
-        return admission
 
 
 def test_policy_change_mid_search_reaches_the_next_trials(write_config: ConfigWriter) -> None:

@@ -17,47 +17,9 @@ import pytest
 
 import hpsearch
 from hpsearch import attrs
-from tests.conftest import ConfigWriter, mlflow_client
+from tests.conftest import ConfigWriter, load_search, mlflow_client
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("seeded_store")]
-
-STEP_S = 0.0036  # the simulated workload's step at batch 64, width 256, depth 1
-
-
-def _config(
-    *,
-    util: float | list[float],
-    memory: float | list[float],
-    trials: int,
-    seconds: float,
-    gpus: int = 1,
-) -> dict[str, Any]:
-    """A search of trials that each put ``util`` % and ``memory`` MiB on their GPU."""
-    epochs = 4
-    return {
-        "study": {"n_trials": trials, "sampler": {"type": "random", "seed": 3}},
-        "objective": {"metric": "val_accuracy", "direction": "maximize"},
-        "train": "hpsearch.workloads.simulated_gpu:train",
-        "space": {
-            "x": None,  # the base config's entries, deleted
-            "steps": None,
-            "lr": {"type": "float", "low": 1e-3, "high": 1e-2, "log": True},
-            "utilization_pct": util,
-            "memory_mb": memory,
-            "batch_size": 64,
-            "width": 256,
-            "depth": 1,
-            "epochs": epochs,
-            "steps_per_epoch": round(seconds / epochs / STEP_S),
-        },
-        "execution": {"max_concurrent": None, "num_cpus": 8},
-        "packing": {"probe_seconds": 1, "cooldown_seconds": 4},
-        "telemetry": {
-            "backend": "simulated",
-            "interval_s": 0.25,
-            "simulated": {"source": "load", "gpus": gpus},
-        },
-    }
 
 
 def _decisions(project: Path, run_id: str) -> list[dict[str, Any]]:
@@ -93,7 +55,7 @@ def test_each_trial_runs_on_the_node_and_gpu_the_policy_chose(
 
     head = ray.get_runtime_context().get_node_id()
     other = next(n for n in two_nodes if n != head)
-    path = write_config(_config(util=11, memory=167, trials=10, seconds=2.5, gpus=2))
+    path = write_config(load_search(util=11, memory=167, trials=10, seconds=2.5, gpus=2))
 
     outcome = hpsearch.run(path)
 

@@ -27,53 +27,14 @@ from hpsearch.placement import (
     ClusterCapacity,
     ResourcePolicy,
     RunningTrial,
-    StaticPolicy,
 )
 from hpsearch.runner import SimulatedRunner
 from hpsearch.study import open_study
 from hpsearch.tracking import TRIAL_NUMBER_TAG
 from hpsearch.workloads.simulated_gpu import gpu_profile
-from tests.conftest import ConfigWriter, mlflow_client
+from tests.conftest import ConfigWriter, SwitchAfter, load_search, mlflow_client
 
 pytestmark = pytest.mark.usefixtures("seeded_store")
-
-STEP_S = 0.0036  # the simulated workload's step at batch 64, width 256, depth 1
-
-
-def _config(
-    *,
-    util: float | list[float],
-    memory: float | list[float],
-    trials: int,
-    seconds: float,
-    gpus: int = 1,
-) -> dict[str, Any]:
-    """A search of trials that each put ``util`` % and ``memory`` MiB on their GPU."""
-    epochs = 4
-    return {
-        "study": {"n_trials": trials, "sampler": {"type": "random", "seed": 3}},
-        "objective": {"metric": "val_accuracy", "direction": "maximize"},
-        "train": "hpsearch.workloads.simulated_gpu:train",
-        "space": {
-            "x": None,  # the base config's entries, deleted
-            "steps": None,
-            "lr": {"type": "float", "low": 1e-3, "high": 1e-2, "log": True},
-            "utilization_pct": util,
-            "memory_mb": memory,
-            "batch_size": 64,
-            "width": 256,
-            "depth": 1,
-            "epochs": epochs,
-            "steps_per_epoch": round(seconds / epochs / STEP_S),
-        },
-        "execution": {"max_concurrent": None, "num_cpus": 8},
-        "packing": {"probe_seconds": 1, "cooldown_seconds": 4},
-        "telemetry": {
-            "backend": "simulated",
-            "interval_s": 0.25,
-            "simulated": {"source": "load", "gpus": gpus},
-        },
-    }
 
 
 def _run(path: Path, policy: ResourcePolicy | None = None) -> RunOutcome:
@@ -96,7 +57,7 @@ def test_trials_that_leave_the_gpu_idle_are_packed_and_spread_over_two_gpus(
     write_config: ConfigWriter, project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # The seeds' RTX 4050 case: 11% utilisation, 167 MiB of 6 GiB per trial.
-    path = write_config(_config(util=11, memory=167, trials=20, seconds=8, gpus=2))
+    path = write_config(load_search(util=11, memory=167, trials=20, seconds=8, gpus=2))
 
     outcome = _run(path)
 
@@ -144,7 +105,7 @@ def test_trials_that_leave_the_gpu_idle_are_packed_and_spread_over_two_gpus(
 def test_trials_that_fill_the_gpu_run_one_at_a_time(
     write_config: ConfigWriter, project: Path, util: float, memory: float, why: str
 ) -> None:
-    path = write_config(_config(util=util, memory=memory, trials=5, seconds=3))
+    path = write_config(load_search(util=util, memory=memory, trials=5, seconds=3))
 
     outcome = _run(path)
 
@@ -161,7 +122,7 @@ def test_trials_that_fill_the_gpu_run_one_at_a_time(
 def test_an_oom_under_packing_lowers_the_count(write_config: ConfigWriter, project: Path) -> None:
     # Light trials pack; then a 4 GB one, admitted among them, gets a cap of a third
     # or half of 6141 MiB, runs out, is retried alone, and its GPU takes one fewer.
-    path = write_config(_config(util=11, memory=[167, 4000], trials=12, seconds=6))
+    path = write_config(load_search(util=11, memory=[167, 4000], trials=12, seconds=6))
     study = open_study(load_config(path)).study
     for memory in [167] * 6 + [4000] + [167] * 3:
         study.enqueue_trial({"lr": 3e-3, "memory_mb": memory})
@@ -275,33 +236,10 @@ def test_search_learns_to_stay_out_of_memory(write_config: ConfigWriter) -> None
     assert late < early, f"OOM trials: {early} in the first half, {late} in the second"
 
 
-class SwitchAfter(ResourcePolicy):
-    """Answers like a static one-trial-per-GPU policy, then two per GPU after ``n`` admissions."""
-
-    def __init__(self, n: int) -> None:
-        self.inner = StaticPolicy(trials_per_gpu=1)
-        self.n = n
-        self.admitted = 0
-
-    def admit(
-        self,
-        running: Sequence[RunningTrial],
-        capacity: ClusterCapacity,
-        *,
-        whole_gpu: bool = False,
-    ) -> Admission | None:
-        admission = self.inner.admit(running, capacity, whole_gpu=whole_gpu)
-        if admission is not None:
-            self.admitted += 1
-            if self.admitted == self.n:
-                self.inner.trials_per_gpu = 2
-        return admission
-
-
 def test_a_policy_change_mid_search_changes_how_many_run_at_once(
     write_config: ConfigWriter,
 ) -> None:
-    path = write_config(_config(util=11, memory=167, trials=7, seconds=4))
+    path = write_config(load_search(util=11, memory=167, trials=7, seconds=4))
 
     trials = _run(path, policy=SwitchAfter(3)).results.study.trials
 
@@ -324,7 +262,7 @@ def test_a_search_that_cannot_admit_anything_stops_with_a_clear_error(
         ) -> Admission | None:
             return None
 
-    path = write_config(_config(util=11, memory=167, trials=2, seconds=4))
+    path = write_config(load_search(util=11, memory=167, trials=2, seconds=4))
     runner = SimulatedRunner(stall_s=30.0)
     with pytest.raises(HpsearchError, match="stalled: nothing ran or was admitted for 30"):
         hpsearch.run(path, runner=runner, policy=Never())
