@@ -8,6 +8,7 @@ its GPU, on the virtual clock).
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 
 import pytest
 from optuna.trial import FrozenTrial
+from rich.console import Console
 
 import hpsearch
 from hpsearch import attrs
@@ -186,6 +188,71 @@ def test_an_oom_while_sharing_counts_its_co_tenant_and_spares_it(
     (alone,) = [t for t in trials if t.user_attrs.get(attrs.ALONE_RETRY_OF) == heavy.number]
     assert alone.state.name == "COMPLETE"
     assert alone.user_attrs[attrs.RESOURCES]["gpus"] == 1.0
+
+
+def test_search_on_simulated_gpus_gives_every_trial_gpu_series(
+    write_config: ConfigWriter, project: Path
+) -> None:
+    path = write_config(
+        {
+            "train": "hpsearch.workloads.simulated_gpu:train",
+            "study": {"n_trials": 4},
+            "space": {
+                "x": None,
+                "steps": None,
+                "batch_size": [32, 512],
+                "width": [128, 1024],
+                "depth": 1,
+                "epochs": 3,
+                "steps_per_epoch": 60,
+            },
+            "objective": {"metric": "val_accuracy", "direction": "maximize"},
+            "execution": {"trials_per_gpu": 2, "max_concurrent": 2},
+            "telemetry": {"backend": "simulated", "interval_s": 0.1},
+        }
+    )
+    console = Console(file=io.StringIO(), width=200)
+    outcome = hpsearch.run(path, console=console, runner=SimulatedRunner())
+    assert "GPU telemetry: simulated: 1 GPU" in console.file.getvalue()  # type: ignore[attr-defined]
+
+    client = mlflow_client(project)
+    trials = outcome.results.study.trials
+    assert [t.state.name for t in trials] == ["COMPLETE"] * 4
+    sharing = []
+    for trial in trials:
+        run = client.get_run(trial.user_attrs[attrs.MLFLOW_RUN])
+        metrics, tags = run.data.metrics, run.data.tags
+        series = {
+            name: client.get_metric_history(run.info.run_id, name)
+            for name in ("gpu_utilization_pct", "gpu_memory_used_mb", "gpu_process_memory_mb")
+        }
+        assert all(series.values()), f"trial {trial.number} lacks a GPU series"
+        assert [m.step for m in series["gpu_utilization_pct"]] == list(
+            range(len(series["gpu_utilization_pct"]))
+        )
+        profile = gpu_profile(trial.params["batch_size"], trial.params["width"], 1)
+        # The trial process's own memory is what its workload declared.
+        assert metrics["gpu_process_memory_peak_mb"] == pytest.approx(profile.memory_mb)
+        assert metrics["gpu_memory_peak_mb"] >= profile.memory_mb
+        # Its GPU showed its own load once declared, and at times its co-tenant's too.
+        others = [gpu_profile(b, w, 1).utilization_pct for b in (32, 512) for w in (128, 1024)]
+        assert metrics["gpu_utilization_p95_pct"] >= profile.utilization_pct - 1e-6
+        assert metrics["gpu_utilization_mean_pct"] <= profile.utilization_pct + max(others)
+        assert tags["hpsearch.gpu_index"] == "0"
+        assert tags["hpsearch.gpu_name"] == "Simulated RTX 4050 Laptop GPU"
+        record = trial.user_attrs[attrs.GPU]
+        assert record["summary"]["gpu_memory_peak_mb"] == pytest.approx(
+            metrics["gpu_memory_peak_mb"], abs=1e-3
+        )
+        sharing.append((metrics["gpu_trials_sharing_max"], tags["hpsearch.gpu_co_tenants"]))
+    # Two trials at half a GPU each ran side by side: someone had a co-tenant.
+    assert any(count == 2 and co != "none" for count, co in sharing)
+
+    parent = client.get_run(outcome.mlflow_parent_run_id or "")
+    assert "gpu0_utilization_mean_pct" in parent.data.metrics
+    assert "gpu_monitor_cpu_share_pct" in parent.data.metrics  # its level: bench_monitor.py
+    report_files = [a.path for a in client.list_artifacts(parent.info.run_id)]
+    assert "gpu_report.txt" in report_files
 
 
 def test_search_learns_to_stay_out_of_memory(write_config: ConfigWriter) -> None:
