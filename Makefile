@@ -5,6 +5,8 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 CONFIG ?= configs/phase1.yaml
+# Two test processes: most of the suite waits on Ray and subprocesses, not on a core.
+TEST_WORKERS ?= 2
 
 .PHONY: setup run debug test lint ui clean
 
@@ -32,7 +34,7 @@ lint: setup
 	$(BIN)/mypy
 
 test: lint
-	$(BIN)/python -m pytest -ra
+	$(BIN)/python -m pytest -ra -n $(TEST_WORKERS) --dist load
 
 ui: setup
 	$(BIN)/hpsearch ui

@@ -231,6 +231,7 @@ def ray_one_gpu() -> Iterator[None]:
     import ray
 
     ray.init(
+        address="local",  # a Ray of its own, even while a test's `ray start` cluster runs
         num_cpus=2,
         num_gpus=1,
         include_dashboard=False,

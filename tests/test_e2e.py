@@ -198,7 +198,9 @@ def ray_head(project: Path) -> Iterator[tuple[str, dict[str, str]]]:
         port = probe.getsockname()[1]
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": os.urandom(16).hex()}
     ray = str(Path(sys.executable).parent / "ray")
-    started = subprocess.run(
+    # --block keeps `ray start` as the parent of this cluster's processes: ending its
+    # process group stops this cluster only (`ray stop` would stop every Ray here).
+    head = subprocess.Popen(
         [
             ray,
             "start",
@@ -208,20 +210,27 @@ def ray_head(project: Path) -> Iterator[tuple[str, dict[str, str]]]:
             "--num-cpus=2",
             "--include-dashboard=false",
             "--disable-usage-stats",
+            "--block",
         ],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
         env=env,
-        timeout=120,
-        check=False,
+        start_new_session=True,
     )
-    assert started.returncode == 0, started.stderr
     try:
+        printed = []
+        assert head.stdout is not None
+        for line in head.stdout:
+            printed.append(line)
+            if "Ray runtime started" in line:
+                break
+        assert head.poll() is None, "".join(printed)
         yield f"127.0.0.1:{port}", env
     finally:
-        subprocess.run(
-            [ray, "stop", "--force"], capture_output=True, env=env, timeout=120, check=False
-        )
+        # The whole group at once: `ray start` waits half a minute on SIGTERM.
+        os.killpg(head.pid, signal.SIGKILL)
+        head.wait(timeout=60)
 
 
 def test_joins_a_running_cluster_by_address(
