@@ -20,7 +20,13 @@ from typing import Any
 from rich.console import Console
 
 from hpsearch.backends import OpenedTelemetry, open_backend
-from hpsearch.config import ExecutionSpec, RunConfig, load_config, parse_simulate
+from hpsearch.config import (
+    ExecutionSpec,
+    RunConfig,
+    SimulatedSpec,
+    load_config,
+    parse_simulate,
+)
 from hpsearch.entrypoint import ensure_importable_from, resolve_train_function
 from hpsearch.errors import HpsearchError
 from hpsearch.lifecycle import (
@@ -197,7 +203,7 @@ def _search(  # noqa: PLR0917 - the root hands over what it opened
     try:
         with (
             _mps(config, telemetry.backend, parent),
-            runner.connect(execution, workdir) as session,
+            runner.connect(execution, workdir, _simulated(config)) as session,
             _monitoring(config, telemetry.backend, session) as monitor,
         ):
             parts = build_search(
@@ -442,6 +448,12 @@ def _execution_for(config: RunConfig, backend: TelemetryBackend | None) -> Execu
             "per simulated GPU) or simulate as many GPUs as Ray has"
         )
     return execution
+
+
+def _simulated(config: RunConfig) -> SimulatedSpec | None:
+    """The simulated GPUs the search runs on, if any."""
+    telemetry = config.telemetry
+    return telemetry.simulation if telemetry.backend == "simulated" else None
 
 
 def _gpu_memory_mb(backend: TelemetryBackend | None) -> float | None:

@@ -12,6 +12,7 @@ from hpsearch.telemetry import (
     LoadModelBackend,
     LoadSink,
     NvmlBackend,
+    SharingModel,
     TelemetryBackend,
     TelemetryUnavailable,
     TraceBackend,
@@ -70,7 +71,9 @@ def simulated_backend(spec: SimulatedSpec) -> TelemetryBackend:
         HpsearchError: a trace that cannot be read.
     """
     if spec.source == "load":
-        return LoadModelBackend(_gpus(spec), idle_power_w=spec.idle_power_w)
+        return LoadModelBackend(
+            _gpus(spec), idle_power_w=spec.idle_power_w, sharing=sharing_model(spec)
+        )
     if spec.source == "constant":
         return ConstantBackend(
             _gpus(spec),
@@ -84,6 +87,11 @@ def simulated_backend(spec: SimulatedSpec) -> TelemetryBackend:
         return TraceBackend(trace_path(spec.trace))
     except TraceError as exc:
         raise HpsearchError(f"telemetry.simulated.trace: {exc}") from None
+
+
+def sharing_model(spec: SimulatedSpec) -> SharingModel:
+    """The sharing model the ``sharing`` section of simulated GPUs describes."""
+    return SharingModel(**spec.sharing.model_dump())
 
 
 def _gpus(spec: SimulatedSpec) -> list[GpuInfo]:

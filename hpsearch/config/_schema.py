@@ -171,6 +171,22 @@ class TrackingSpec(_Section):
     artifact_location: str = DEFAULT_ARTIFACT_LOCATION
 
 
+class SharingSpec(_Section):
+    """How trials that share a simulated GPU slow each other (``hpsearch.telemetry._sharing``).
+
+    Attributes:
+        switch_cost: speed each time-sliced trial loses per extra process on its GPU.
+        mps: the simulated GPUs run MPS (kernels of different trials overlap).
+        mps_switch_cost: speed each trial loses per extra process under MPS.
+        mps_max_speedup: the most MPS gains over time-slicing, in aggregate.
+    """
+
+    switch_cost: float = Field(default=0.03, ge=0, lt=1)
+    mps: bool = False
+    mps_switch_cost: float = Field(default=0.01, ge=0, lt=1)
+    mps_max_speedup: float = Field(default=2.7, ge=1)
+
+
 class SimulatedSpec(_Section):
     """Simulated GPUs, for machines with none (``telemetry.backend: simulated``).
 
@@ -186,6 +202,8 @@ class SimulatedSpec(_Section):
             RTX 4050 Laptop GPU, 6 GB).
         idle_power_w: power at 0% utilisation (``load``).
         utilization_pct, memory_used_mb, power_w: the readings of ``constant``.
+        sharing: how trials sharing a GPU slow each other (``load``, and the
+            simulated-time runner).
     """
 
     source: Literal["load", "constant", "trace"] = "load"
@@ -198,6 +216,7 @@ class SimulatedSpec(_Section):
     utilization_pct: float = 0.0
     memory_used_mb: float = 0.0
     power_w: float | None = None
+    sharing: SharingSpec = Field(default_factory=SharingSpec)
 
     @model_validator(mode="after")
     def _trace_when_replaying(self) -> SimulatedSpec:

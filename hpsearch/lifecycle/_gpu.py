@@ -61,7 +61,8 @@ class GpuSeries(TrialListener):
             self._tracker.set_tags(run_id, {"hpsearch.gpu_telemetry": note})
 
     def on_gpu_load(self, event: GpuLoadDeclared) -> None:
-        self._gpu.declared_load(event.number, event.load.utilization_pct, event.load.memory_mb)
+        load = event.load
+        self._gpu.declared_load(event.number, load.utilization_pct, load.memory_mb, load.sm_share)
 
     def on_reported(self, event: TrialReported) -> None:
         self._flush(event.number)

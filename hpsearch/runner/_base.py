@@ -15,7 +15,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
-from hpsearch.config import ExecutionSpec
+from hpsearch.config import ExecutionSpec, SimulatedSpec
 from hpsearch.placement import ClusterCapacity, NodeGpus
 from hpsearch.pruning import VerdictBoard
 from hpsearch.scheduler import Hold
@@ -91,11 +91,12 @@ class TrialRunner(ABC):
 
     @abstractmethod
     def connect(
-        self, execution: ExecutionSpec, workdir: str
+        self, execution: ExecutionSpec, workdir: str, simulated: SimulatedSpec | None = None
     ) -> AbstractContextManager[RunnerSession]:
         """A session for one search, closed when the search ends.
 
         Args:
             execution: the config's ``execution`` section.
             workdir: the user's working directory (``train`` imports from there).
+            simulated: the simulated GPUs, when the search runs on them.
         """

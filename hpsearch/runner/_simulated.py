@@ -22,14 +22,14 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from hpsearch.config import ExecutionSpec
+from hpsearch.config import ExecutionSpec, SimulatedSpec
 from hpsearch.errors import HpsearchError
 from hpsearch.oom import BatchRetry
 from hpsearch.placement import ClusterCapacity, NodeGpus
 from hpsearch.pruning import LocalVerdictBoard, VerdictBoard
 from hpsearch.runner._base import RunnerSession, TrialEvents, TrialRunner, TrialSource
 from hpsearch.scheduler import Hold
-from hpsearch.telemetry import GpuMonitor
+from hpsearch.telemetry import GpuDemand, GpuMonitor, SharingModel, cpu_rate
 from hpsearch.trial.plan import TrialModel, TrialPlan
 from hpsearch.trial.protocol import (
     PARAMS_KEY,
@@ -86,19 +86,26 @@ class SimulatedRunner(TrialRunner):
         self._stall_s = stall_s
 
     @contextmanager
-    def connect(self, execution: ExecutionSpec, workdir: str) -> Iterator[RunnerSession]:
+    def connect(
+        self, execution: ExecutionSpec, workdir: str, simulated: SimulatedSpec | None = None
+    ) -> Iterator[RunnerSession]:
+        spec = simulated or SimulatedSpec()
+        gpus = _SimulatedGpus(
+            spec.memory_total_mb if simulated is not None else None,
+            SharingModel(**spec.sharing.model_dump()),
+        )
+        capacity = ClusterCapacity(
+            float(execution.num_cpus or self._cpus), float(execution.num_gpus or 0)
+        )
         yield _SimulatedSession(
-            self._model,
-            ClusterCapacity(
-                float(execution.num_cpus or self._cpus), float(execution.num_gpus or 0)
-            ),
-            tick_s=self._tick_s,
-            stall_s=self._stall_s,
+            self._model, capacity, gpus, tick_s=self._tick_s, stall_s=self._stall_s
         )
 
 
 @dataclass
 class _Trial:
+    """A trial being played: its plan, and how far into its current phase it is."""
+
     trial_id: str
     spec: TrialSpec
     assigned: Assignment
@@ -108,17 +115,36 @@ class _Trial:
     last_step: int | None = None
     retries: list[BatchRetry] = field(default_factory=list)
     placed: bool = False
+    # The current phase (an epoch, or the run-up to an OOM): solo seconds left,
+    # the speed it runs at now, since when, and what happens when it is done.
+    remaining: float = 0.0
+    rate: float = 0.0
+    since: float = 0.0
+    started: float = 0.0
+    version: int = 0
+    done: Callable[[], None] | None = None
+
+    @property
+    def gpu(self) -> str | None:
+        return self.assigned.gpu_ids[0] if self.assigned.gpu_ids else None
 
 
 class _SimulatedSession(RunnerSession):
     def __init__(
-        self, model: TrialModel, capacity: ClusterCapacity, *, tick_s: float, stall_s: float
+        self,
+        model: TrialModel,
+        capacity: ClusterCapacity,
+        gpus: _SimulatedGpus,
+        *,
+        tick_s: float,
+        stall_s: float,
     ) -> None:
         self.clock: Callable[[], float] = VirtualClock(time.time())
         self.local_node_id = SIMULATED_NODE
         self._virtual = self.clock
         self._model = model
         self._capacity = capacity
+        self._gpus = gpus
         self._tick_s = tick_s
         self._stall_s = stall_s
         self._board = LocalVerdictBoard()
@@ -250,29 +276,44 @@ class _SimulatedSession(RunnerSession):
 
     def _begin(self, trial: _Trial, params: dict[str, Any]) -> None:
         """Start (or, after a smaller-batch retry, restart) the trial's plan now."""
-        plan = self._model(params, trial.spec.memory_cap_mb)
+        plan = self._model(params, self._memory_limit(trial))
         trial.plan, trial.next_epoch = plan, 0
         if plan.load is not None:
             self._send(trial, WorkerEvent(kind=EventKind.GPU_LOAD, gpu_load=plan.load))
         if plan.oom is not None:
-            self._at(self._now() + plan.oom_after_s, lambda: self._ran_out(trial, params))
+            self._phase(trial, plan.oom_after_s, lambda: self._ran_out(trial, params))
         elif plan.epochs:
-            self._at(self._now() + plan.epochs[0].seconds, lambda: self._epoch(trial))
+            self._phase(trial, plan.epochs[0].seconds, lambda: self._epoch(trial))
         else:
             self._end(trial, Outcome.COMPLETE)
+
+    def _memory_limit(self, trial: _Trial) -> float | None:
+        """The trial's cap, or less when the others on its GPU leave less free."""
+        cap = trial.spec.memory_cap_mb
+        total = self._gpus.memory_total_mb
+        if trial.gpu is None or total is None:
+            return cap
+        held = sum(
+            other.plan.load.memory_mb
+            for other in self._running.values()
+            if other is not trial and other.gpu == trial.gpu and other.plan and other.plan.load
+        )
+        free = total - held
+        return free if free < (cap if cap is not None else total) else cap
 
     def _epoch(self, trial: _Trial) -> None:
         assert trial.plan is not None
         step = trial.next_epoch
         planned = trial.plan.epochs[step]
         trial.last_step = step
-        self._send(trial, WorkerEvent(kind=EventKind.REPORT, step=step, metrics=planned.metrics))
+        metrics = planned.slowed(self._now() - trial.started)  # what the trial measured
+        self._send(trial, WorkerEvent(kind=EventKind.REPORT, step=step, metrics=metrics))
         if self._board.verdict(trial.spec.number, step):
             self._end(trial, Outcome.PRUNED, EndReport(reason=f"pruned after epoch {step}"))
         elif step + 1 < len(trial.plan.epochs):
             trial.next_epoch = step + 1
             following = trial.plan.epochs[step + 1]
-            self._at(self._now() + following.seconds, lambda: self._epoch(trial))
+            self._phase(trial, following.seconds, lambda: self._epoch(trial))
         else:
             self._end(trial, Outcome.COMPLETE)
 
@@ -298,5 +339,75 @@ class _SimulatedSession(RunnerSession):
     def _end(self, trial: _Trial, outcome: Outcome, end: EndReport | None = None) -> None:
         report = end or EndReport(retries=tuple(trial.retries))
         self._send(trial, WorkerEvent(kind=EventKind.END, outcome=outcome, end=report))
+        trial.done = None
         del self._running[trial.trial_id]
         self._live().ended(trial.trial_id)
+        self._rerate()  # the others run faster now
+
+    # -- how fast each trial runs ----------------------------------------------------
+
+    def _phase(self, trial: _Trial, solo_seconds: float, done: Callable[[], None]) -> None:
+        """Run ``solo_seconds`` of the trial's own work, then ``done`` (slower when shared)."""
+        now = self._now()
+        trial.remaining, trial.started, trial.since = solo_seconds, now, now
+        trial.rate, trial.done = 0.0, done
+        self._rerate()
+
+    def _rerate(self) -> None:
+        """Settle every running trial's progress, then give each its speed under sharing."""
+        now = self._now()
+        busy = [t for t in self._running.values() if t.done is not None]
+        for trial in busy:
+            trial.remaining = max(0.0, trial.remaining - trial.rate * (now - trial.since))
+            trial.since = now
+        rates = self._gpus.rates(busy, self._capacity.cpus)
+        for trial in busy:
+            rate = rates[trial.trial_id]
+            if rate == trial.rate:
+                continue  # its completion is already scheduled at this speed
+            trial.rate = rate
+            trial.version += 1
+            self._at(now + trial.remaining / rate, self._finisher(trial, trial.version))
+
+    def _finisher(self, trial: _Trial, version: int) -> Callable[[], None]:
+        """The end of the trial's phase, if it is still due then (not rescheduled since)."""
+
+        def finish() -> None:
+            if version != trial.version or trial.done is None:
+                return
+            done, trial.done = trial.done, None
+            trial.remaining, trial.rate = 0.0, 0.0
+            done()
+
+        return finish
+
+
+@dataclass(frozen=True)
+class _SimulatedGpus:
+    """The simulated machine's GPUs as the runner plays them: their memory and sharing."""
+
+    memory_total_mb: float | None
+    sharing: SharingModel
+
+    def rates(self, trials: list[_Trial], cores: float) -> dict[str, float]:
+        """Each trial's speed, a share of its solo speed: its GPU's sharing, the node's CPUs."""
+        by_gpu: dict[str | None, list[_Trial]] = {}
+        for trial in trials:
+            by_gpu.setdefault(trial.gpu, []).append(trial)
+        host = cpu_rate(cores, [t.plan.cpus if t.plan else 1.0 for t in trials])
+        rates: dict[str, float] = {}
+        for gpu, here in by_gpu.items():
+            if gpu is None:
+                rates.update((t.trial_id, host) for t in here)
+                continue
+            demands = [_demand(t) for t in here]
+            for trial, rate in zip(here, self.sharing.gpu_rates(demands), strict=True):
+                rates[trial.trial_id] = rate * host
+        return rates
+
+
+def _demand(trial: _Trial) -> GpuDemand:
+    load = trial.plan.load if trial.plan is not None else None
+    if load is None:
+        return GpuDemand(0.0)
+    return GpuDemand(load.utilization_pct, load.sm_share)

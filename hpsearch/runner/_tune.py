@@ -13,7 +13,7 @@ from ray import tune
 from ray.tune.experiment import Trial
 
 from hpsearch._compat import tune_max_pending_trials
-from hpsearch.config import ExecutionSpec
+from hpsearch.config import ExecutionSpec, SimulatedSpec
 from hpsearch.placement import ClusterCapacity, NodeGpus
 from hpsearch.pruning import RayVerdictBoard, VerdictBoard
 from hpsearch.runner._adapters import LedgerCallback, SchedulerSearcher
@@ -38,7 +38,10 @@ class RayTuneRunner(TrialRunner):
         self._storage_path = storage_path
 
     @contextmanager
-    def connect(self, execution: ExecutionSpec, workdir: str) -> Iterator[RunnerSession]:
+    def connect(
+        self, execution: ExecutionSpec, workdir: str, simulated: SimulatedSpec | None = None
+    ) -> Iterator[RunnerSession]:
+        # Simulated GPUs are read through their load model; Ray's GPUs are logical ones.
         with ray_cluster(execution, workdir):
             yield _RaySession(self._storage_path, execution.reuse_workers)
 

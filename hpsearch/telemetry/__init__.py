@@ -1,7 +1,8 @@
 """GPU telemetry: backends that read GPUs (NVML, simulated), the monitor, summaries and advice.
 
 The tree: ``_base`` (what a reading is, the backend interface), ``_nvml`` and
-``_simulated`` (the backends), ``_trace`` (samples as CSV), ``_monitor`` (the
+``_simulated`` (the backends), ``_sharing`` (how trials that share a simulated
+GPU slow each other), ``_trace`` (samples as CSV), ``_monitor`` (the
 sampling thread), ``_summary`` (statistics, implausible readings), ``_advice``
 (verdicts and recommendations), ``_report`` (the monitor's report),
 ``_trials`` (per-trial GPU series), ``_watch`` (``hpsearch monitor``). Which
@@ -27,6 +28,7 @@ from hpsearch.telemetry._base import (
 from hpsearch.telemetry._monitor import GpuMonitor
 from hpsearch.telemetry._nvml import NvmlBackend
 from hpsearch.telemetry._report import render_report
+from hpsearch.telemetry._sharing import CUDA_CONTEXT_MB, GpuDemand, SharingModel, cpu_rate
 from hpsearch.telemetry._simulated import ConstantBackend, LoadModelBackend, TraceBackend
 from hpsearch.telemetry._summary import (
     POWER_SPIKE_FACTOR,
@@ -51,9 +53,11 @@ from hpsearch.telemetry._watch import WatchResult, watch
 __all__ = [
     "BUILTIN_TRACES",
     "COLUMNS",
+    "CUDA_CONTEXT_MB",
     "POWER_SPIKE_FACTOR",
     "ConstantBackend",
     "DroppedReading",
+    "GpuDemand",
     "GpuInfo",
     "GpuMonitor",
     "GpuProcess",
@@ -65,6 +69,7 @@ __all__ = [
     "PackingEstimate",
     "Reading",
     "SeriesPoint",
+    "SharingModel",
     "Stats",
     "TelemetryBackend",
     "TelemetryUnavailable",
@@ -76,6 +81,7 @@ __all__ = [
     "TrialLoad",
     "Verdict",
     "WatchResult",
+    "cpu_rate",
     "implausible_readings",
     "packing_estimate",
     "read_trace",

@@ -81,6 +81,7 @@ class TrialLoad:
     memory_mb: float
     pid: int | None = None
     gpus: tuple[int, ...] = field(default_factory=tuple)
+    sm_share: float = 1.0
 
 
 class LoadSink(Protocol):

@@ -20,6 +20,7 @@ from hpsearch.telemetry._base import (
     TelemetryBackend,
     TrialLoad,
 )
+from hpsearch.telemetry._sharing import GpuDemand, SharingModel
 from hpsearch.telemetry._trace import read_trace
 
 
@@ -105,20 +106,34 @@ class TraceBackend(TelemetryBackend):
 
 
 class LoadModelBackend(TelemetryBackend):
-    """GPUs whose readings are the sum of the loads the running trials declare.
+    """GPUs whose readings come from the loads the running trials declare.
 
-    Utilisation adds up to at most 100%; memory adds up to the trials' declared
-    memory (past the total, as a real over-committed GPU never shows, so that a
-    test can see it flagged); power goes linearly from idle to the limit with
-    utilisation. Thread-safe: the driver declares loads while the monitor samples.
+    Utilisation is the share of time some trial's kernels run, per the sharing
+    model (at most 100%: time-sliced trials take turns); memory adds up to the
+    trials' declared memory (past the total, as a real over-committed GPU never
+    shows, so that a test can see it flagged); power goes linearly from idle to
+    the limit with utilisation. Thread-safe: the driver declares loads while
+    the monitor samples.
+
+    Args:
+        gpus: the simulated GPUs.
+        idle_power_w: power at 0% utilisation.
+        sharing: how trials sharing a GPU slow each other (default: time-sliced).
     """
 
     kind = "simulated"
     simulated = True
 
-    def __init__(self, gpus: list[GpuInfo], *, idle_power_w: float = 5.0) -> None:
+    def __init__(
+        self,
+        gpus: list[GpuInfo],
+        *,
+        idle_power_w: float = 5.0,
+        sharing: SharingModel | None = None,
+    ) -> None:
         self._gpus = list(gpus)
         self._idle_power = idle_power_w
+        self.sharing = sharing or SharingModel()
         self._loads: dict[int, TrialLoad] = {}
         self._lock = threading.Lock()
 
@@ -141,7 +156,8 @@ class LoadModelBackend(TelemetryBackend):
         samples = []
         for gpu in self._gpus:
             here = [load for load in loads if gpu.index in load.gpus]
-            utilization = min(100.0, float(sum(load.utilization_pct for load in here)))
+            demands = [GpuDemand(load.utilization_pct, load.sm_share) for load in here]
+            utilization = self.sharing.utilization_pct(demands)
             power = None
             if gpu.power_limit_w is not None:
                 power = (

@@ -113,12 +113,16 @@ class TrialGpuMetrics:
                 other.co_tenants.add(number)
         return ""
 
-    def declared_load(self, number: int, utilization_pct: float, memory_mb: float) -> None:
+    def declared_load(
+        self, number: int, utilization_pct: float, memory_mb: float, sm_share: float = 1.0
+    ) -> None:
         """The trial declared its simulated GPU load: kept in its record, shown by a load model."""
         placement = self._trials.get(number)
         if placement is None:
             return
-        placement.load = TrialLoad(utilization_pct, memory_mb, placement.pid, placement.gpus)
+        placement.load = TrialLoad(
+            utilization_pct, memory_mb, placement.pid, placement.gpus, sm_share
+        )
         if self._load_sink is not None:
             self._load_sink.set_load(number, placement.load)
 

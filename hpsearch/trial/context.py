@@ -176,7 +176,9 @@ class TrialContext:
         self._latest.update(values)
         self._channel.report(int(step), values)
 
-    def simulate_gpu_load(self, utilization_pct: float, memory_mb: float) -> None:
+    def simulate_gpu_load(
+        self, utilization_pct: float, memory_mb: float, *, sm_share: float = 1.0
+    ) -> None:
         """Declare the load this trial would put on its GPU, for simulated GPUs.
 
         For workloads that model a GPU on machines without one: under
@@ -189,7 +191,9 @@ class TrialContext:
 
         Args:
             utilization_pct: 0-100, the share of time the GPU would be busy.
-            memory_mb: device memory the trial would hold, in MiB.
+            memory_mb: device memory the trial would hold, in MiB (its CUDA context included).
+            sm_share: 0-1, the share of the GPU's SMs its kernels would occupy (what MPS
+                can overlap with other trials' kernels).
         """
         if not 0 <= utilization_pct <= 100:
             raise ValueError(
@@ -197,8 +201,10 @@ class TrialContext:
             )
         if memory_mb < 0:
             raise ValueError(f"simulate_gpu_load: memory_mb must be >= 0, got {memory_mb}")
+        if not 0 <= sm_share <= 1:
+            raise ValueError(f"simulate_gpu_load: sm_share must be within 0-1, got {sm_share}")
         self.declared_memory_mb = float(memory_mb)
-        self._channel.gpu_load(GpuLoad(float(utilization_pct), float(memory_mb)))
+        self._channel.gpu_load(GpuLoad(float(utilization_pct), float(memory_mb), float(sm_share)))
 
     def add_metrics_source(self, source: MetricsSource) -> None:
         """Add ``source()``'s figures to every later :meth:`report` (the user's names win)."""

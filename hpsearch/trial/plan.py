@@ -16,10 +16,31 @@ from hpsearch.trial.protocol import GpuLoad
 
 @dataclass(frozen=True)
 class PlannedEpoch:
-    """One report: after ``seconds`` of training, these ``metrics``."""
+    """One report: after ``seconds`` of training alone on its GPU, these ``metrics``.
+
+    Attributes:
+        seconds: how long the epoch takes at the trial's solo speed.
+        metrics: what it reports at that speed.
+        speeds: the metrics that fall when the trial is slowed (samples/s).
+        durations: the metrics that grow when it is slowed (step time, epoch seconds).
+    """
 
     seconds: float
     metrics: dict[str, float]
+    speeds: tuple[str, ...] = ()
+    durations: tuple[str, ...] = ()
+
+    def slowed(self, elapsed: float) -> dict[str, float]:
+        """The metrics of this epoch when it took ``elapsed`` seconds instead of ``seconds``."""
+        factor = elapsed / self.seconds if self.seconds > 0 else 1.0
+        metrics = dict(self.metrics)
+        for name in self.speeds:
+            if name in metrics:
+                metrics[name] /= factor
+        for name in self.durations:
+            if name in metrics:
+                metrics[name] *= factor
+        return metrics
 
 
 @dataclass(frozen=True)
@@ -27,16 +48,18 @@ class TrialPlan:
     """A trial as its model predicts it.
 
     Attributes:
-        load: the load it declares on its GPU (``None``: none).
+        load: the load it declares on its GPU (``None``: none), its memory included.
         epochs: its reports, in order.
-        oom: set when it runs out of memory before its first report.
+        oom: set when it runs out of memory under its cap before its first report.
         oom_after_s: how long it runs before it does.
+        cpus: the CPUs it keeps busy (its loop and its DataLoader workers).
     """
 
     load: GpuLoad | None
     epochs: tuple[PlannedEpoch, ...] = ()
     oom: OomReport | None = None
     oom_after_s: float = 0.0
+    cpus: float = 1.0
 
 
 class TrialModel(Protocol):

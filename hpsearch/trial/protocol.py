@@ -145,10 +145,17 @@ class Assignment:
 
 @dataclass(frozen=True)
 class GpuLoad:
-    """The load a trial declares on its simulated GPU (``ctx.simulate_gpu_load``)."""
+    """The load a trial declares on its simulated GPU (``ctx.simulate_gpu_load``).
+
+    Attributes:
+        utilization_pct: its duty cycle alone on the GPU (0-100).
+        memory_mb: the device memory its process holds, CUDA context included.
+        sm_share: the share of the GPU's SMs its kernels occupy (what MPS can overlap).
+    """
 
     utilization_pct: float
     memory_mb: float
+    sm_share: float = 1.0
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict."""
@@ -157,7 +164,11 @@ class GpuLoad:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> GpuLoad:
         """Inverse of :meth:`to_dict`."""
-        return cls(float(data["utilization_pct"]), float(data["memory_mb"]))
+        return cls(
+            float(data["utilization_pct"]),
+            float(data["memory_mb"]),
+            float(data.get("sm_share", 1.0)),
+        )
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,15 @@ set when it shares its GPU), the first step raises the real
 The model, per step: the GPU computes for ``0.4 ms + 6·batch·width²·depth / 2e8``
 ms (a fixed kernel-launch floor, then the flops); the input pipeline takes
 ``3 ms + 0.002 ms × batch`` during which the GPU waits. Utilisation is the
-compute share of the step. Memory is a 300 MiB CUDA context, 16 bytes per
-weight (weight, gradient, two Adam moments) and 32 bytes per activation.
+compute share of the step. Memory is the CUDA context (``context_mb``, 500 MiB
+by default: ``hpsearch.telemetry.CUDA_CONTEXT_MB``), 16 bytes per weight
+(weight, gradient, two Adam moments) and 32 bytes per activation. The kernels
+occupy the share of the GPU's SMs their output tiles fill: ``ceil(batch/128) ×
+ceil(width/64)`` tiles of a 20-SM laptop GPU (what MPS can overlap). The
+trial keeps ``1 + num_workers`` CPUs busy.
+
+When it shares a GPU, how much it slows is the simulated GPU's business (the
+sharing model in ``hpsearch.telemetry``); :func:`plan` gives the solo speed.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from hpsearch.oom import OomReport
+from hpsearch.telemetry import CUDA_CONTEXT_MB
 from hpsearch.trial.context import TrialContext, TrialPruned
 from hpsearch.trial.plan import PlannedEpoch, TrialPlan
 from hpsearch.trial.protocol import GpuLoad
@@ -48,17 +56,24 @@ DEFAULTS: dict[str, Any] = {
     "seed": 0,
     "time_scale": 1.0,
     "memory_budget_mb": 6141.0,
+    "context_mb": CUDA_CONTEXT_MB,
+    "num_workers": 0,
     "utilization_pct": None,
     "memory_mb": None,
+    "sm_share": None,
 }
 """Every parameter the workload reads, and its value when the space leaves it out.
 
 ``time_scale`` multiplies the time actually slept (0.5 runs twice as fast as modelled).
-``utilization_pct`` and ``memory_mb``, when given, replace the modelled ones (a
-scripted load: the seeds' 11% and 167 MiB, a saturating job, a memory-heavy one).
+``utilization_pct``, ``memory_mb`` (the whole process, context included) and
+``sm_share``, when given, replace the modelled ones (a scripted load: the seeds'
+11% and 167 MiB, a saturating job, a memory-heavy one).
 """
 
 _MIB = 1024 * 1024
+_SPEEDS = ("samples_per_sec",)
+_DURATIONS = ("step_time_ms", "epoch_seconds")
+_TILE_ROWS, _TILE_COLUMNS, _SMS = 128, 64, 20
 
 
 @dataclass(frozen=True)
@@ -69,22 +84,27 @@ class GpuProfile:
     memory_mb: float
     step_time_s: float
     samples_per_sec: float
+    sm_share: float = 1.0
 
 
-def gpu_profile(batch_size: int, width: int, depth: int) -> GpuProfile:
-    """The modelled utilisation, memory and step time of one configuration."""
+def gpu_profile(
+    batch_size: int, width: int, depth: int, context_mb: float = CUDA_CONTEXT_MB
+) -> GpuProfile:
+    """The modelled utilisation, memory, step time and SM share of one configuration."""
     flops = 6.0 * batch_size * width * width * depth
     compute_ms = 0.4 + flops / 2e8
     input_ms = 3.0 + 0.002 * batch_size
     step_ms = compute_ms + input_ms
     weights = width * width * depth
     activations = batch_size * width * depth
-    memory = 300.0 + (16 * weights + 32 * activations) / _MIB
+    memory = context_mb + (16 * weights + 32 * activations) / _MIB
+    tiles = math.ceil(batch_size / _TILE_ROWS) * math.ceil(width / _TILE_COLUMNS)
     return GpuProfile(
         utilization_pct=100.0 * compute_ms / step_ms,
         memory_mb=memory,
         step_time_s=step_ms / 1000,
         samples_per_sec=batch_size / (step_ms / 1000),
+        sm_share=min(1.0, tiles / _SMS),
     )
 
 
@@ -111,11 +131,14 @@ def plan(params: dict[str, Any], memory_cap_mb: float | None = None) -> TrialPla
     batch, width, depth = int(p["batch_size"]), int(p["width"]), int(p["depth"])
     lr, epochs, steps = float(p["lr"]), int(p["epochs"]), int(p["steps_per_epoch"])
     scale = float(p["time_scale"])
-    profile = gpu_profile(batch, width, depth)
+    profile = gpu_profile(batch, width, depth, float(p["context_mb"]))
     if p["utilization_pct"] is not None:
         profile = replace(profile, utilization_pct=float(p["utilization_pct"]))
     if p["memory_mb"] is not None:
         profile = replace(profile, memory_mb=float(p["memory_mb"]))
+    if p["sm_share"] is not None:
+        profile = replace(profile, sm_share=float(p["sm_share"]))
+    cpus = 1.0 + int(p["num_workers"])
     limit = float(p["memory_budget_mb"])
     if memory_cap_mb is not None:
         limit = min(limit, memory_cap_mb)
@@ -126,9 +149,10 @@ def plan(params: dict[str, Any], memory_cap_mb: float | None = None) -> TrialPla
             f"(simulated: {profile.memory_mb:.0f} MiB needed, {limit:.0f} MiB available)"
         )
         return TrialPlan(
-            load=GpuLoad(profile.utilization_pct, limit),
+            load=GpuLoad(profile.utilization_pct, limit, profile.sm_share),
             oom=OomReport("torch", message, peak_mb=limit, cap_mb=memory_cap_mb),
             oom_after_s=min(profile.step_time_s, 0.5) * scale,
+            cpus=cpus,
         )
     effective = batch * int(p["grad_accum_steps"])
     target = final_accuracy(effective, width, depth, lr)
@@ -146,17 +170,17 @@ def plan(params: dict[str, Any], memory_cap_mb: float | None = None) -> TrialPla
             "step_time_ms": 1000 * profile.step_time_s,
             "epoch_seconds": seconds,
         }
-        reports.append(PlannedEpoch(seconds, metrics))
-    return TrialPlan(
-        load=GpuLoad(profile.utilization_pct, profile.memory_mb), epochs=tuple(reports)
-    )
+        reports.append(PlannedEpoch(seconds, metrics, _SPEEDS, _DURATIONS))
+    load = GpuLoad(profile.utilization_pct, profile.memory_mb, profile.sm_share)
+    return TrialPlan(load=load, epochs=tuple(reports), cpus=cpus)
 
 
 def train(params: dict[str, Any], ctx: TrialContext) -> None:
     """Play the modelled epochs in real time, reporting each; stop early when pruned."""
     planned = plan(params, ctx.memory_cap_mb)
     if planned.load is not None:
-        ctx.simulate_gpu_load(planned.load.utilization_pct, planned.load.memory_mb)
+        load = planned.load
+        ctx.simulate_gpu_load(load.utilization_pct, load.memory_mb, sm_share=load.sm_share)
     if planned.oom is not None:
         import torch
 

@@ -1,0 +1,122 @@
+"""How trials that share a simulated GPU, and a node's CPUs, slow each other. Pure.
+
+A trial alone on its GPU keeps it busy a share ``u`` of the time (its solo
+utilisation, what NVML's ``utilization.gpu`` reads) and runs at its solo
+speed. The model says how fast each trial runs when others share the GPU:
+
+* **Time-sliced** (the default compute mode, no MPS): the GPU runs one
+  process's kernels at a time, so together the trials can keep it busy at most
+  100% of the time. Each progresses at ``min(1, 100 / Σu)`` of its solo speed,
+  less a context-switch cost per extra process (``switch_cost``, 3% each by
+  default). This gives the published ≈1.0× aggregate throughput of concurrent
+  time-slicing for GPU-filling models (Wang et al., "Horizontally Fused
+  Training Array", MLSys 2021, the HFTA paper), and full speed for trials that
+  leave the GPU idle, until their duty cycles add up to 100%.
+* **MPS**: kernels of different processes run side by side on free SMs. A
+  trial's demand is its duty cycle times the share of SMs its kernels occupy
+  (``sm_share``); each progresses at ``min(1, 100 / Σ(u·s))``, bounded by
+  ``mps_max_speedup`` over time-slicing (HFTA reports MPS up to ≈2.7× for
+  small models), less a smaller per-process cost (``mps_switch_cost``, 1%).
+  Kernels that fill the GPU (``sm_share`` 1) gain nothing over time-slicing.
+* **Memory** is not shared: each process holds its CUDA context and what it
+  allocates (the simulated workload's ``context_mb``, 500 MiB by default,
+  :data:`CUDA_CONTEXT_MB`, from the few hundred MiB PyTorch's CUDA context costs
+  before the first tensor). An allocation past the GPU's free memory, or past
+  the trial's cap, runs out of memory.
+* **Host CPU**: trials whose CPU demand (the training loop and its DataLoader
+  workers) exceeds the node's cores slow in proportion: ``min(1, cores / Σcpus)``.
+
+The constants are defaults of :class:`SharingModel`; a config sets them under
+``telemetry.simulated.sharing``. They are to be calibrated on a real GPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+CUDA_CONTEXT_MB = 500.0
+"""What a process's CUDA context costs on its GPU before its first tensor, in MiB."""
+
+_SLOWEST = 0.05
+"""No trial runs slower than this share of its solo speed (switch costs have a floor)."""
+
+
+@dataclass(frozen=True)
+class GpuDemand:
+    """What one trial asks of its GPU.
+
+    Attributes:
+        utilization_pct: its solo duty cycle, 0-100 (NVML's utilisation when alone).
+        sm_share: the share of the GPU's SMs its kernels occupy while they run (0-1).
+    """
+
+    utilization_pct: float
+    sm_share: float = 1.0
+
+
+@dataclass(frozen=True)
+class SharingModel:
+    """How shared GPUs and CPUs slow trials (see the module docstring for the rules).
+
+    Attributes:
+        switch_cost: the speed each trial loses per extra process on a time-sliced GPU.
+        mps: whether the GPU runs an MPS daemon (kernels overlap).
+        mps_switch_cost: the speed each trial loses per extra process under MPS.
+        mps_max_speedup: the most MPS gains over time-slicing, in aggregate.
+    """
+
+    switch_cost: float = 0.03
+    mps: bool = False
+    mps_switch_cost: float = 0.01
+    mps_max_speedup: float = 2.7
+
+    def gpu_rates(self, demands: Sequence[GpuDemand]) -> list[float]:
+        """Each trial's speed, as a share of its solo speed, while these share one GPU."""
+        n = len(demands)
+        if n == 0:
+            return []
+        duty = sum(max(0.0, d.utilization_pct) for d in demands)
+        time_sliced = min(1.0, 100.0 / duty) if duty > 0 else 1.0
+        if self.mps:
+            overlap = sum(max(0.0, d.utilization_pct) * _share(d.sm_share) for d in demands)
+            by_overlap = min(1.0, 100.0 / overlap) if overlap > 0 else 1.0
+            rate = min(by_overlap, time_sliced * self.mps_max_speedup)
+            cost = self.mps_switch_cost
+        else:
+            rate, cost = time_sliced, self.switch_cost
+        slowed = rate * (1.0 - cost * (n - 1))
+        return [max(_SLOWEST, slowed)] * n
+
+    def throughput(self, demand: GpuDemand, trials: int) -> float:
+        """Aggregate speed of ``trials`` identical trials on one GPU, in solo trials."""
+        if trials <= 0:
+            return 0.0
+        return trials * self.gpu_rates([demand] * trials)[0]
+
+    def utilization_pct(self, demands: Sequence[GpuDemand]) -> float:
+        """What NVML would read: the share of time some kernel runs.
+
+        Time-sliced trials take turns: their duty cycles add up, to 100% at most
+        (the time spent switching still reads as busy). Under MPS their kernels
+        overlap: the GPU is idle only when none of them runs.
+        """
+        if not self.mps:
+            return min(100.0, float(sum(max(0.0, d.utilization_pct) for d in demands)))
+        rates = self.gpu_rates(demands)
+        idle = 1.0
+        for demand, rate in zip(demands, rates, strict=True):
+            idle *= 1.0 - min(1.0, max(0.0, demand.utilization_pct) * rate / 100.0)
+        return 100.0 * (1.0 - idle)
+
+
+def cpu_rate(cores: float, demands: Sequence[float]) -> float:
+    """The speed of every trial on a node whose trials ask for ``demands`` CPUs in all."""
+    total = sum(demands)
+    if total <= 0 or cores <= 0:
+        return 1.0
+    return min(1.0, cores / total)
+
+
+def _share(value: float) -> float:
+    return min(1.0, max(0.0, value))
