@@ -78,12 +78,15 @@ class RunOutcome:
         mlflow_parent_run_id: this run's MLflow parent run; ``None`` when there was nothing to do.
         finished: trials this run finished (complete, pruned or failed).
         interrupted: trials stopped by an interruption (enqueued to run again).
+        elapsed_s: how long the search ran on the runner's clock (simulated seconds
+            under the simulated runner).
     """
 
     results: StudyResults
     mlflow_parent_run_id: str | None
     finished: int
     interrupted: int
+    elapsed_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -199,7 +202,7 @@ def _search(  # noqa: PLR0917 - the root hands over what it opened
         telemetry.line if telemetry.backend is not None else f"{telemetry.line}; trials run on CPU"
     )
     console.print(line, highlight=False, markup=False)
-    status, interrupted = RunStatus.FAILED, 0
+    status, interrupted, elapsed = RunStatus.FAILED, 0, 0.0
     try:
         with (
             _mps(config, telemetry.backend, parent),
@@ -217,6 +220,7 @@ def _search(  # noqa: PLR0917 - the root hands over what it opened
                 policy=policy,
                 before=before,
             )
+            started = session.clock()
             try:
                 with parts.view:
                     session.run(
@@ -226,6 +230,7 @@ def _search(  # noqa: PLR0917 - the root hands over what it opened
                         max_pending=parts.max_pending,
                     )
             finally:
+                elapsed = session.clock() - started
                 # However the search ended, while the runner still runs: record every
                 # trial still open, so nothing already run is lost.
                 interrupted = close_out(parts, parent, monitor, handle)
@@ -238,7 +243,11 @@ def _search(  # noqa: PLR0917 - the root hands over what it opened
 
     after = count_budget(handle.study.get_trials(deepcopy=False))
     return RunOutcome(
-        StudyResults(handle.study), parent.run_id, after.finished - before.finished, interrupted
+        StudyResults(handle.study),
+        parent.run_id,
+        after.finished - before.finished,
+        interrupted,
+        elapsed,
     )
 
 

@@ -18,6 +18,7 @@ from rich.table import Table
 
 from hpsearch.config import DEFAULT_ARTIFACT_LOCATION, DEFAULT_TRACKING_URI, load_config
 from hpsearch.errors import HpsearchError
+from hpsearch.telemetry import TARGET_UTIL_PCT
 
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
@@ -215,9 +216,9 @@ def ui(config: Path | None, host: str, port: int) -> None:
 @click.option(
     "--target-util",
     type=click.FloatRange(1, 100),
-    default=85.0,
+    default=TARGET_UTIL_PCT,
     show_default=True,
-    help="Utilisation (%) the packing estimate aims for.",
+    help="Predicted busy share (%) the packing estimate fills a GPU up to.",
 )
 def monitor(
     config: Path | None,

@@ -18,6 +18,12 @@ from pydantic import (
 )
 
 from hpsearch.space import SEARCHED_TYPES, ParamSpec, SearchSpace, expand_shorthand
+from hpsearch.telemetry import (
+    MEMORY_HEADROOM,
+    MOST_TRIALS_PER_GPU,
+    SATURATION_UTIL_PCT,
+    TARGET_UTIL_PCT,
+)
 
 DEFAULT_STUDY_STORAGE = "sqlite:///mlruns/optuna.db"
 DEFAULT_TRACKING_URI = "sqlite:///mlruns/mlflow.db"
@@ -333,16 +339,17 @@ class PackingSpec(_Section):
 
     Attributes:
         mode: ``auto``: measure and decide per GPU (one trial until the search's
-            trials are measured, more while utilisation stays under ``target_util``
-            and memory fits); ``off``: one trial per GPU; ``fixed``: ``trials_per_gpu``.
+            trials are measured, then as many as the sharing model predicts the
+            most throughput for, while memory fits); ``off``: one trial per GPU;
+            ``fixed``: ``trials_per_gpu``.
         trials_per_gpu: the count of ``fixed``.
-        target_util: the aggregate utilisation (%) a GPU is filled up to.
-        saturation_util: the measured utilisation (%) from which the count falls;
-            above ``target_util`` (the gap is the hysteresis).
+        target_util: the predicted busy share (%) a GPU is filled up to.
+        saturation_util: the measured utilisation (%) from which a count larger
+            than what fits falls; not below ``target_util`` (the hysteresis).
         max_trials_per_gpu: the most trials on one GPU.
         memory_headroom: the share of a GPU's memory left free.
         probe_seconds: how long a GPU is measured, past its trials' warm-up,
-            before one more trial is added.
+            before its count rises.
         cooldown_seconds: after the count falls, how long before it may rise.
         mps: ``auto`` starts NVIDIA MPS for the search where it is installed (and
             stops it after); ``off`` never does.
@@ -350,20 +357,20 @@ class PackingSpec(_Section):
 
     mode: Literal["auto", "off", "fixed"] = "auto"
     trials_per_gpu: PositiveInt = 2
-    target_util: float = Field(default=85.0, gt=0, le=100)
-    saturation_util: float = Field(default=95.0, gt=0, le=100)
-    max_trials_per_gpu: PositiveInt = 8
-    memory_headroom: float = Field(default=0.10, ge=0, lt=0.9)
+    target_util: float = Field(default=TARGET_UTIL_PCT, gt=0, le=100)
+    saturation_util: float = Field(default=SATURATION_UTIL_PCT, gt=0, le=100)
+    max_trials_per_gpu: PositiveInt = MOST_TRIALS_PER_GPU
+    memory_headroom: float = Field(default=MEMORY_HEADROOM, ge=0, lt=0.9)
     probe_seconds: Seconds = 10.0
     cooldown_seconds: float = Field(default=30.0, ge=0)
     mps: Literal["auto", "off"] = "off"
 
     @model_validator(mode="after")
     def _band(self) -> PackingSpec:
-        if self.saturation_util <= self.target_util:
+        if self.saturation_util < self.target_util:
             raise ValueError(
-                f"saturation_util ({self.saturation_util:g}) must be above target_util "
-                f"({self.target_util:g}): the count falls only above saturation_util"
+                f"saturation_util ({self.saturation_util:g}) must not be below target_util "
+                f"({self.target_util:g}): a count falls only above what it was filled to"
             )
         return self
 

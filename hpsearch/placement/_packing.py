@@ -37,6 +37,14 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Literal
 
+from hpsearch.telemetry import (
+    MEMORY_HEADROOM,
+    MOST_TRIALS_PER_GPU,
+    SATURATION_UTIL_PCT,
+    TARGET_UTIL_PCT,
+    fit,
+)
+
 PackingMode = Literal["auto", "off", "fixed"]
 
 _RECENT_PROFILES = 20
@@ -68,10 +76,10 @@ class PackingSettings:
 
     mode: PackingMode = "auto"
     trials_per_gpu: int = 2
-    target_util: float = 85.0
-    saturation_util: float = 95.0
-    max_trials_per_gpu: int = 8
-    memory_headroom: float = 0.10
+    target_util: float = TARGET_UTIL_PCT
+    saturation_util: float = SATURATION_UTIL_PCT
+    max_trials_per_gpu: int = MOST_TRIALS_PER_GPU
+    memory_headroom: float = MEMORY_HEADROOM
     probe_seconds: float = 10.0
     cooldown_seconds: float = 30.0
 
@@ -211,8 +219,8 @@ class PackingPolicy:
     """
 
     def __init__(self, settings: PackingSettings) -> None:
-        if settings.saturation_util <= settings.target_util:
-            raise ValueError("saturation_util must be above target_util (the hysteresis band)")
+        if settings.saturation_util < settings.target_util:
+            raise ValueError("saturation_util must not be below target_util (the hysteresis band)")
         self.settings = settings
         self._state: dict[GpuKey, _GpuState] = {}
         self._profiles: deque[TrialProfile] = deque(maxlen=_RECENT_PROFILES)
@@ -234,10 +242,16 @@ class PackingPolicy:
         return TrialProfile(-1, util, max(memories) if memories else None)
 
     def _learn(self, gpu: GpuView, now: float) -> None:
-        """Profile each trial of a GPU measured long enough past every warm-up on it."""
+        """Profile each trial of a GPU measured long enough past every warm-up on it.
+
+        A GPU several trials saturate says only that they ask for more than it has:
+        their shares are not learned from it.
+        """
         if not self._measured(gpu, now) or gpu.utilization_pct is None:
             return
         n = len(gpu.trials)
+        if n > 1 and gpu.utilization_pct >= self.settings.saturation_util:
+            return
         for trial in gpu.trials:
             memory = trial.memory_mb
             if memory is None and gpu.memory_used_mb is not None:
@@ -319,7 +333,7 @@ class PackingPolicy:
     def _limit(  # noqa: PLR0911 - one return per rule reads better than a chain of flags
         self, gpu: GpuView, view: PackingView, gpus_on_node: int
     ) -> tuple[int, str]:
-        """The GPU's limit now and why: a fall, a hold or a rise of one."""
+        """The GPU's limit now and why: a fall, a hold, or a rise to what fits."""
         s = self.settings
         state = self._state.get(gpu.key)
         current = state.limit if state is not None else 1
@@ -336,7 +350,7 @@ class PackingPolicy:
                 f"{s.probe_seconds:g} s past its warm-up"
             )
         by_util, hard, arithmetic = self._ceiling(gpu, view, estimate, gpus_on_node)
-        fall = self._fall(gpu, view.now, current)
+        fall = self._fall(gpu, view.now, current, estimate)
         if fall is not None:
             return fall
         if state is not None and view.now - state.oom_seen < s.cooldown_seconds:
@@ -350,7 +364,7 @@ class PackingPolicy:
             )
         if current == min(by_util, hard):
             return current, arithmetic
-        # A rise: only from a full GPU, one step per probe period, none in the cool-down.
+        # A rise: only from a full GPU, once per probe period, none in the cool-down.
         if len(gpu.trials) < current or (
             state is not None
             and (
@@ -359,16 +373,32 @@ class PackingPolicy:
             )
         ):
             return current, state.reason if state is not None else arithmetic
-        return self._rise(gpu, view.now, current, estimate, arithmetic)
+        return self._rise(gpu, view.now, current, min(by_util, hard), estimate, arithmetic)
 
-    def _fall(self, gpu: GpuView, now: float, current: int) -> tuple[int, str] | None:
-        """One trial less when the GPU is measured saturated or its memory nearly full."""
+    def _fall(
+        self, gpu: GpuView, now: float, current: int, estimate: TrialProfile
+    ) -> tuple[int, str] | None:
+        """One trial less on saturation the estimate did not predict, or nearly full memory.
+
+        Time-sliced trials past 100% of duty read 100%: saturation that the
+        estimate predicts is where the most throughput is. Saturation it does not
+        predict says the trials grew; one fewer, measured again, tells by how much.
+        """
         s = self.settings
         n = len(gpu.trials)
         util = gpu.utilization_pct
-        if self._measured(gpu, now) and util is not None and util >= s.saturation_util:
+        expected = n * estimate.utilization_pct
+        if (
+            self._measured(gpu, now)
+            and util is not None
+            and util >= s.saturation_util
+            and expected < s.saturation_util
+            and n > 1
+        ):
             return max(1, min(current, n) - 1), (
-                f"saturated: {util:.0f}% utilisation with {n} trial(s) >= {s.saturation_util:g}%"
+                f"saturated: {util:.0f}% utilisation with {n} trial(s) >= "
+                f"{s.saturation_util:g}%, where {n} × {estimate.utilization_pct:.0f}% "
+                "was expected"
             )
         total, used = gpu.memory_total_mb, gpu.memory_used_mb
         if total and used is not None and used >= total * (1 - s.memory_headroom / 2):
@@ -377,56 +407,66 @@ class PackingPolicy:
             )
         return None
 
-    def _rise(
-        self, gpu: GpuView, now: float, current: int, estimate: TrialProfile, arithmetic: str
+    def _rise(  # noqa: PLR0917 - the rise's inputs, computed by _limit
+        self,
+        gpu: GpuView,
+        now: float,
+        current: int,
+        target: int,
+        estimate: TrialProfile,
+        arithmetic: str,
     ) -> tuple[int, str]:
-        """One trial more if utilisation and memory, with one more trial, stay within bounds."""
+        """Straight to what fits, if the GPU's memory, with the trials to come, allows it."""
         s = self.settings
         util_now = self._utilization(gpu, estimate, self._measured(gpu, now))
-        if util_now + estimate.utilization_pct > s.target_util:
-            return current, (
-                f"full: {util_now:.0f}% + {estimate.utilization_pct:.0f}% for one more "
-                f"> {s.target_util:g}% target"
-            )
         memory_now = self._memory(gpu, estimate)
         total = gpu.memory_total_mb
         memory_text = ""
-        if total and memory_now is not None and estimate.memory_mb is not None:
+        if total and memory_now is not None and estimate.memory_mb:
             usable = total * (1 - s.memory_headroom)
-            if memory_now + estimate.memory_mb > usable:
+            room = math.floor((usable - memory_now) / estimate.memory_mb)
+            if room < 1:
                 return current, (
                     f"full: {memory_now:.0f} + {estimate.memory_mb:.0f} MiB for one more "
                     f"> {usable:.0f} MiB usable"
                 )
-            memory_text = f", {memory_now:.0f} + {estimate.memory_mb:.0f} <= {usable:.0f} MiB"
-        return current + 1, (
-            f"room: {util_now:.0f}% + {estimate.utilization_pct:.0f}% per trial "
-            f"<= {s.target_util:g}% target{memory_text}; {arithmetic}"
+            target = min(target, len(gpu.trials) + room)
+            memory_text = (
+                f", {memory_now:.0f} + {target - len(gpu.trials)} × "
+                f"{estimate.memory_mb:.0f} <= {usable:.0f} MiB"
+            )
+        if target <= current:
+            return current, arithmetic
+        return target, (
+            f"room: {util_now:.0f}% now, {estimate.utilization_pct:.0f}% per trial → {target} "
+            f"trial(s){memory_text}; {arithmetic}"
         )
 
     def _ceiling(
         self, gpu: GpuView, view: PackingView, estimate: TrialProfile, gpus_on_node: int
     ) -> tuple[int, int, str]:
-        """The most trials of the estimated size the GPU could hold, with the arithmetic.
+        """The most trials of the estimated size the GPU should hold, with the arithmetic.
 
-        Returns the bound by utilisation, the bound by everything else (memory,
+        Returns the count by utilisation (the most predicted throughput, see
+        :func:`hpsearch.telemetry.fit`), the bound by everything else (memory,
         CPUs, the maximum) and the arithmetic. Only the second lowers a count:
         utilisation lowers it when measured saturated, which is the hysteresis.
         """
         s = self.settings
-        parts = [f"max {s.max_trials_per_gpu}"]
+        fitted = fit(
+            estimate.utilization_pct,
+            estimate.memory_mb,
+            gpu.memory_total_mb,
+            most=s.max_trials_per_gpu,
+            target_util_pct=s.target_util,
+            memory_headroom=s.memory_headroom,
+        )
+        by_util = fitted.by_utilization or s.max_trials_per_gpu
         hard = [s.max_trials_per_gpu]
-        by_util = s.max_trials_per_gpu
-        if estimate.utilization_pct > 0:
-            by_util = max(1, math.floor(s.target_util / estimate.utilization_pct))
-            parts.append(
-                f"utilisation {s.target_util:g}/{estimate.utilization_pct:.1f} → {by_util}"
-            )
-        if gpu.memory_total_mb and estimate.memory_mb:
-            usable = gpu.memory_total_mb * (1 - s.memory_headroom)
-            by_memory = max(1, math.floor(usable / estimate.memory_mb))
-            hard.append(by_memory)
-            parts.append(f"memory {usable:.0f}/{estimate.memory_mb:.0f} MiB → {by_memory}")
+        if fitted.by_memory is not None:
+            hard.append(fitted.by_memory)
+        parts = [f"max {s.max_trials_per_gpu}"]
+        parts += fitted.arithmetic(estimate.utilization_pct, estimate.memory_mb)
         cpus = view.node_cpus.get(gpu.key.node)
         if cpus:
             by_cpu = max(1, math.floor(cpus / max(view.new_trial_cpus, 1e-9) / gpus_on_node))

@@ -149,7 +149,7 @@ class _SimulatedSession(RunnerSession):
         self._stall_s = stall_s
         self._board = LocalVerdictBoard()
         self._monitor: GpuMonitor | None = None
-        self._queue: list[tuple[float, int, Callable[[], None]]] = []
+        self._queue: list[tuple[float, int, bool, Callable[[], None]]] = []
         self._order = itertools.count()
         self._pids = itertools.count(10_000)
         self._running: dict[str, _Trial] = {}
@@ -181,11 +181,11 @@ class _SimulatedSession(RunnerSession):
         ids = (f"sim_{n}" for n in itertools.count())
         self._at(self._now(), self._tick)
         if self._monitor is not None:
-            self._at(self._now(), self._sample)
-        finished = False
+            self._at(self._now(), self._sample, quiet=True)
+        finished, changed = False, True
         idle_since: float | None = None
         while True:
-            while not finished:
+            while changed and not finished:
                 trial_id = next(ids)
                 answer = source.suggest(trial_id)
                 if answer is Hold.FINISHED:
@@ -205,31 +205,33 @@ class _SimulatedSession(RunnerSession):
                     f"simulated search '{name}' stalled: nothing ran or was admitted for "
                     f"{self._stall_s:g} simulated seconds"
                 )
-            self._advance()
+            changed = self._advance()
 
     # -- the event queue -----------------------------------------------------------
 
     def _now(self) -> float:
         return self._virtual()
 
-    def _at(self, when: float, action: Callable[[], None]) -> None:
-        heapq.heappush(self._queue, (when, next(self._order), action))
+    def _at(self, when: float, action: Callable[[], None], *, quiet: bool = False) -> None:
+        """Run ``action`` at ``when``; a quiet one (a GPU sample) cannot make room for a trial."""
+        heapq.heappush(self._queue, (when, next(self._order), quiet, action))
 
-    def _advance(self) -> None:
-        """Run the next scheduled action, and any due at the same time, moving the clock."""
-        when, _, action = heapq.heappop(self._queue)
+    def _advance(self) -> bool:
+        """Run the next scheduled action, moving the clock; whether it may have made room."""
+        when, _, quiet, action = heapq.heappop(self._queue)
         assert isinstance(self._virtual, VirtualClock)
         self._virtual.now = max(self._virtual.now, when)
         action()
+        return not quiet
 
     def _tick(self) -> None:
-        self._live().maintain(self._now())
+        self._live().maintain()  # on the wall clock: heartbeats are real
         self._at(self._now() + self._tick_s, self._tick)
 
     def _sample(self) -> None:
         assert self._monitor is not None
         self._monitor.sample_now()
-        self._at(self._now() + self._monitor.interval_s, self._sample)
+        self._at(self._now() + self._monitor.interval_s, self._sample, quiet=True)
 
     def _live(self) -> TrialEvents:
         if self._events is None:

@@ -25,6 +25,14 @@ from hpsearch.telemetry._base import (
     TelemetryUnavailable,
     TrialLoad,
 )
+from hpsearch.telemetry._fit import (
+    MEMORY_HEADROOM,
+    MOST_TRIALS_PER_GPU,
+    SATURATION_UTIL_PCT,
+    TARGET_UTIL_PCT,
+    Fit,
+    fit,
+)
 from hpsearch.telemetry._monitor import GpuMonitor
 from hpsearch.telemetry._nvml import NvmlBackend
 from hpsearch.telemetry._report import render_report
@@ -54,9 +62,14 @@ __all__ = [
     "BUILTIN_TRACES",
     "COLUMNS",
     "CUDA_CONTEXT_MB",
+    "MEMORY_HEADROOM",
+    "MOST_TRIALS_PER_GPU",
     "POWER_SPIKE_FACTOR",
+    "SATURATION_UTIL_PCT",
+    "TARGET_UTIL_PCT",
     "ConstantBackend",
     "DroppedReading",
+    "Fit",
     "GpuDemand",
     "GpuInfo",
     "GpuMonitor",
@@ -82,6 +95,7 @@ __all__ = [
     "Verdict",
     "WatchResult",
     "cpu_rate",
+    "fit",
     "implausible_readings",
     "packing_estimate",
     "read_trace",

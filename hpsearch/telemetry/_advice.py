@@ -7,10 +7,10 @@ trust it.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from enum import StrEnum
 
+from hpsearch.telemetry._fit import MEMORY_HEADROOM, TARGET_UTIL_PCT, fit
 from hpsearch.telemetry._summary import GpuSummary, Reading
 
 
@@ -73,23 +73,34 @@ def verdict_of(summary: GpuSummary) -> Verdict:
 
 
 def packing_estimate(
-    summary: GpuSummary, *, target_util_pct: float = 85.0, memory_headroom: float = 0.10
+    summary: GpuSummary,
+    *,
+    target_util_pct: float = TARGET_UTIL_PCT,
+    memory_headroom: float = MEMORY_HEADROOM,
 ) -> PackingEstimate:
-    """How many trials of the measured size this GPU could hold at once."""
-    by_util = None
-    if summary.utilization is not None and summary.utilization.mean > 0:
-        by_util = max(1, math.floor(target_util_pct / summary.utilization.mean))
-    usable = by_memory = None
-    if summary.memory_total_mb and summary.memory_used is not None:
-        usable = summary.memory_total_mb * (1 - memory_headroom)
-        if summary.memory_used.max > 0:
-            by_memory = max(1, math.floor(usable / summary.memory_used.max))
-    known = [n for n in (by_util, by_memory) if n is not None]
-    return PackingEstimate(by_util, by_memory, min(known) if known else 1, usable)
+    """How many trials of the measured size this GPU could hold at once.
+
+    The packing policy's own arithmetic (:func:`~hpsearch.telemetry.fit`), with its defaults.
+    """
+    util = summary.utilization.mean if summary.utilization is not None else None
+    peak = summary.memory_used.max if summary.memory_used is not None else None
+    fitted = fit(
+        util,
+        peak,
+        summary.memory_total_mb,
+        target_util_pct=target_util_pct,
+        memory_headroom=memory_headroom,
+    )
+    return PackingEstimate(
+        fitted.by_utilization, fitted.by_memory, fitted.trials, fitted.usable_memory_mb
+    )
 
 
 def recommendations(
-    summary: GpuSummary, *, target_util_pct: float = 85.0, memory_headroom: float = 0.10
+    summary: GpuSummary,
+    *,
+    target_util_pct: float = TARGET_UTIL_PCT,
+    memory_headroom: float = MEMORY_HEADROOM,
 ) -> list[str]:
     """What to do about this GPU, each line with the numbers it comes from."""
     lines: list[str] = []
@@ -125,8 +136,8 @@ def recommendations(
         assert util is not None
         lines.append(
             f"{util.mean:.1f}% mean utilisation is good use: "
-            f"{target_util_pct:g}% target / {util.mean:.1f}% = "
-            f"{target_util_pct / util.mean:.2f} → {estimate.by_utilization} trial(s) of this size; "
+            f"{estimate.by_utilization} trial(s) of this size predicted fastest "
+            "(time-sliced trials take turns once their duty cycles pass 100%); "
             "packing more would make them wait on each other"
         )
     else:
@@ -165,8 +176,8 @@ def _packing_line(estimate: PackingEstimate, summary: GpuSummary, target_util_pc
     if estimate.by_utilization is not None and summary.utilization is not None:
         mean = summary.utilization.mean
         parts.append(
-            f"by utilisation {target_util_pct:g}% target / {mean:.1f}% mean = "
-            f"{target_util_pct / mean:.1f} → {estimate.by_utilization}"
+            f"by utilisation {mean:.1f}% each, most throughput at {estimate.by_utilization} "
+            f"(duty cycles {estimate.by_utilization} × {mean:.1f}% ≤ {target_util_pct:g}% busy)"
         )
     if (
         estimate.by_memory is not None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from hpsearch.telemetry._advice import recommendations, verdict_of
+from hpsearch.telemetry._fit import MEMORY_HEADROOM, TARGET_UTIL_PCT
 from hpsearch.telemetry._summary import GpuSummary, Stats
 
 
@@ -15,8 +16,8 @@ def render_report(
     interval_s: float,
     sampler_cpu_s: float | None = None,
     wall_s: float | None = None,
-    target_util_pct: float = 85.0,
-    memory_headroom: float = 0.10,
+    target_util_pct: float = TARGET_UTIL_PCT,
+    memory_headroom: float = MEMORY_HEADROOM,
 ) -> str:
     """The report as plain text (Markdown-friendly), one block per GPU."""
     lines = []

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from hpsearch.errors import HpsearchError
 from hpsearch.telemetry._base import GpuSample, TelemetryBackend
+from hpsearch.telemetry._fit import TARGET_UTIL_PCT
 from hpsearch.telemetry._monitor import GpuMonitor
 from hpsearch.telemetry._report import render_report
 from hpsearch.telemetry._summary import GpuSummary
@@ -40,7 +41,7 @@ def watch(
     interval_s: float,
     csv_path: Path | None,
     console: Console,
-    target_util_pct: float = 85.0,
+    target_util_pct: float = TARGET_UTIL_PCT,
 ) -> WatchResult:
     """Sample ``backend`` until ``duration_s`` passes (or Ctrl-C), then summarise everything.
 

@@ -178,7 +178,7 @@ def test_packing_defaults_to_auto_and_trials_per_gpu_means_fixed(
         ),
         (
             {"packing": {"target_util": 90, "saturation_util": 80}},
-            "saturation_util (80) must be above target_util (90)",
+            "saturation_util (80) must not be below target_util (90)",
         ),
         ({"packing": {"mode": "dynamic"}}, "packing.mode"),
         ({"packing": {"max_trials_per_gpu": 0}}, "packing.max_trials_per_gpu"),

@@ -95,14 +95,14 @@ def test_trials_are_spread_then_packed_from_what_the_monitor_measured() -> None:
     third = rig.admit()
 
     assert third is not None
-    assert third.gpus == 0.5
-    assert ("gpu0", 2, 1) in rig.changes
+    assert third.gpus == 1 / 8  # measured at 11%: eight fit (6.3x one alone)
+    assert ("gpu0", 8, 1) in rig.changes
     profile = rig.admission.policy.estimate()
     assert profile is not None
     assert round(profile.utilization_pct) == 11
     assert profile.memory_mb == 167.0  # the process's own memory, read by pid
     assert rig.series_points[-1]["packing_gpu0_trials"] == 1.0  # the third is not counted yet
-    assert rig.series_points[-1]["packing_gpu0_trials_allowed"] == 2.0
+    assert rig.series_points[-1]["packing_gpu0_trials_allowed"] == 8.0
     assert rig.series_points[-1]["packing_gpu0_utilization_pct"] == 11.0
 
 

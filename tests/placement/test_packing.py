@@ -101,12 +101,12 @@ def test_an_unmeasured_search_runs_one_trial_per_gpu() -> None:
 def test_the_seeds_rtx4050_case_packs_several_trials() -> None:
     # Seed 004: 11% utilisation and 167 MiB of 6 GiB for one trial.
     machine = Machine(PackingPolicy(FAST), util=11, memory=167)
-    final = machine.run(12)
-    assert final == 7  # 85% target / 11% per trial
-    assert machine.limits[:4] == [1, 2, 3, 4]  # one step per probe period, each measured
-    assert len(machine.trials[GPU0]) == 7
+    final = machine.run(6)
+    assert final == 8  # 8 x 11% = 88% busy, each at 79% speed: 6.3x one alone (the maximum)
+    assert machine.limits[:3] == [1, 8, 8]  # measured alone once, then straight to what fits
+    assert len(machine.trials[GPU0]) == 8
     reason = machine.policy.decide(machine.view())[GPU0].reason
-    assert "utilisation 85/11.0 → 7" in reason
+    assert "throughput 11.0% each → 8 (≈6.32× one trial alone)" in reason
 
 
 def test_a_saturating_workload_stays_at_one() -> None:
@@ -122,40 +122,41 @@ def test_a_memory_heavy_workload_stays_at_one_whatever_its_utilisation() -> None
     assert "memory 5527/3500 MiB → 1" in reason
 
 
-def test_saturation_lowers_the_count() -> None:
-    machine = Machine(PackingPolicy(FAST), util=20, memory=200)
-    assert machine.run(6) == 4
-    machine.util = 30  # the same trials now work the GPU harder (a later, larger config)
+def test_saturation_the_estimate_did_not_predict_lowers_the_count() -> None:
+    machine = Machine(PackingPolicy(FAST), util=10, memory=200)
+    assert machine.run(4) == 8
+    machine.util = 20  # the same trials now work the GPU harder (a later, larger config)
     machine.now += FAST.probe_seconds + 1
     decision = machine.policy.decide(machine.view())[GPU0]
-    assert decision.limit == 3
+    assert decision.limit == 7
     assert decision.changed
-    assert decision.previous == 4
-    assert decision.reason.startswith("saturated: 100% utilisation with 4 trial(s)")
+    assert decision.previous == 8
+    assert decision.reason.startswith("saturated: 100% utilisation with 8 trial(s) >= 100%")
+    assert "where 8 × 10% was expected" in decision.reason
 
 
-def test_between_target_and_saturation_the_count_holds() -> None:
-    machine = Machine(PackingPolicy(FAST), util=22, memory=200)
-    assert machine.run(8) == 3  # 3 x 22 = 66; a 4th would make 88 > 85
-    for util in (29, 30, 31, 29):  # 87-93%: inside the band, no flapping
-        machine.util = util
-        machine.now += FAST.probe_seconds + 1
+def test_saturation_the_estimate_predicts_holds_without_flapping() -> None:
+    # 45% each: three take turns at 100% busy (2.1x one alone), the most throughput.
+    machine = Machine(PackingPolicy(FAST), util=45, memory=200)
+    assert machine.run(3) == 3
+    for _ in range(4):
+        machine.now += FAST.cooldown_seconds
         assert machine.policy.decide(machine.view())[GPU0].limit == 3
 
 
 def test_an_oom_under_packing_lowers_the_count_and_holds_it_for_the_cool_down() -> None:
     machine = Machine(PackingPolicy(FAST), util=10, memory=300)
-    assert machine.run(6) == 6
-    oom = OomEvent(GPU0, machine.now, sharing=6)
+    assert machine.run(3) == 8
+    oom = OomEvent(GPU0, machine.now, sharing=8)
     decision = machine.policy.decide(machine.view(ooms=(oom,)))[GPU0]
-    assert (decision.previous, decision.limit) == (6, 5)
-    assert "ran out of memory with 6 trials" in decision.reason
-    # A trial ends; within the cool-down the freed place is not refilled past 5.
+    assert (decision.previous, decision.limit) == (8, 7)
+    assert "ran out of memory with 8 trials" in decision.reason
+    # A trial ends; within the cool-down the freed place is not refilled past 7.
     machine.trials[GPU0].pop()
     machine.now += FAST.cooldown_seconds / 2
-    assert machine.policy.decide(machine.view())[GPU0].limit == 5
+    assert machine.policy.decide(machine.view())[GPU0].limit == 7
     machine.now += FAST.cooldown_seconds
-    assert machine.policy.decide(machine.view())[GPU0].limit == 6
+    assert machine.policy.decide(machine.view())[GPU0].limit == 8
 
 
 def test_an_oom_of_a_trial_alone_changes_nothing() -> None:
@@ -233,8 +234,8 @@ def test_a_gpu_without_telemetry_holds_one_trial() -> None:
     assert "no telemetry" in decisions[remote.key].reason
 
 
-def test_hysteresis_band_must_be_positive() -> None:
-    with pytest.raises(ValueError, match="saturation_util must be above target_util"):
+def test_hysteresis_band_cannot_be_negative() -> None:
+    with pytest.raises(ValueError, match="saturation_util must not be below target_util"):
         PackingPolicy(PackingSettings(target_util=90, saturation_util=85))
 
 

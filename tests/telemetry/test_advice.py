@@ -52,18 +52,18 @@ def test_verdicts(util: float, memory: float, expected: Verdict) -> None:
 def test_seed_004_recommends_packing_and_a_larger_batch_with_arithmetic() -> None:
     summary = summarize(read_trace(trace_path("rtx4050-seed004")))
     estimate = packing_estimate(summary)
-    assert (estimate.by_utilization, estimate.by_memory, estimate.trials) == (7, 33, 7)
+    assert (estimate.by_utilization, estimate.by_memory, estimate.trials) == (8, 33, 8)
     text = "\n".join(recommendations(summary))
     assert "11.4% utilisation, 2.7% memory: input-bound or small batch" in text
     assert "6141 MiB × 0.90 usable = 5527 MiB; 5527 / 167 MiB peak = 33.1" in text
-    assert "pack about 7 trials" in text
-    assert "85% target / 11.4% mean = 7.5 → 7" in text
+    assert "pack about 8 trials" in text
+    assert "11.4% each, most throughput at 8 (duty cycles 8 × 11.4% ≤ 100% busy)" in text
     assert "mean 20.5 W without the dropped reading(s), 26.8 W with them" in text
 
 
 def test_memory_heavy_workload_packs_one_by_memory() -> None:
     estimate = packing_estimate(_flat(11.0, 3500.0))
-    assert (estimate.by_utilization, estimate.by_memory, estimate.trials) == (7, 1, 1)
+    assert (estimate.by_utilization, estimate.by_memory, estimate.trials) == (8, 1, 1)
 
 
 def test_saturated_gpu_is_left_alone() -> None:
@@ -77,6 +77,29 @@ def test_target_changes_the_estimate() -> None:
     summary = _flat(20.0, 100.0)
     assert packing_estimate(summary, target_util_pct=60).by_utilization == 3
     assert packing_estimate(summary, target_util_pct=90).by_utilization == 4
+    assert packing_estimate(summary).by_utilization == 5  # 100% busy: the most throughput
+
+
+@pytest.mark.parametrize("util", [3.0, 11.4, 20.0, 30.0, 45.0, 60.0, 88.0, 95.0])
+@pytest.mark.parametrize("memory", [167.0, 900.0, 2500.0, 6000.0])
+def test_the_monitor_and_the_packing_policy_agree(util: float, memory: float) -> None:
+    # One arithmetic: the monitor's "pack about N" is the count the policy climbs to.
+    from hpsearch.placement import (
+        GpuKey,
+        GpuView,
+        PackingPolicy,
+        PackingSettings,
+        PackingView,
+        TrialOnGpu,
+    )
+
+    policy = PackingPolicy(PackingSettings(probe_seconds=1))
+    gpu = GpuKey("node", 0)
+    alone = GpuView(gpu, 6141.0, (TrialOnGpu(0, warm_at=0.0, memory_mb=memory),), 0.0, util, memory)
+    view = PackingView(now=2.0, gpus=(alone,), node_cpus={"node": 64.0})
+    policy.decide(view)  # learns the trial's profile, rises
+    decided = policy.decide(PackingView(now=20.0, gpus=(alone,), node_cpus={"node": 64.0}))
+    assert decided[gpu].limit == packing_estimate(_flat(util, memory)).trials
 
 
 def test_report_lists_each_gpu_its_verdict_and_the_dropped_readings() -> None:
