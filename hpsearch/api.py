@@ -284,7 +284,7 @@ def build_search(
     if policy is None:
         policy, placing = _resource_policy(config, session, monitor, [view, parent])
     gpu_memory_mb = _gpu_memory_mb(telemetry.backend)
-    oom = OomHandling(OomBook(config.oom, earlier, gpu_memory_mb), handle)
+    oom = OomHandling(OomBook(config.oom, earlier, gpu_memory_mb), handle, earlier)
     running = RunningTrials(
         config.oom.grows_memory,
         earlier,

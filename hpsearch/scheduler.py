@@ -41,6 +41,13 @@ class TrialOpener(Protocol):
     def open(self, trial_id: str, admission: Admission) -> dict[str, Any] | None:
         """Ask Optuna for a trial; the runner's config, or ``None`` when held back."""
 
+    @property
+    def waiting(self) -> int:
+        """Trials asked for that wait for a whole GPU."""
+
+    def open_waiting(self, trial_id: str, admission: Admission) -> dict[str, Any] | None:
+        """Launch the longest-waiting of those with ``admission`` (a whole GPU)."""
+
 
 class RunningSource(Protocol):
     """The trials holding resources now (the packing feedback listener)."""
@@ -89,23 +96,41 @@ class Scheduler:
             return Hold.FINISHED
         running = self._running.running()
         capacity = self._current_capacity()
-        admission = self._policy.admit(running, capacity)
+        if self._ledger.waiting:
+            return self._launch_waiting(trial_id, running, capacity)
+        admission, trials = self._admit(running, capacity)
         if admission is None:
             return Hold.WAIT
-        trials = self._ledger.study_trials()  # read once for both questions below
+        decision = self._budget.decide(count_budget(trials))
+        if decision is not BudgetDecision.START:
+            return Hold.FINISHED if decision is BudgetDecision.FINISHED else Hold.WAIT
+        config = self._ledger.open(trial_id, admission)
+        # None: the suggestion was held back (predicted to run out, or to need a whole GPU).
+        return Hold.WAIT if config is None else config
+
+    def _admit(
+        self, running: list[RunningTrial], capacity: ClusterCapacity
+    ) -> tuple[Admission | None, list[FrozenTrial]]:
+        """The policy's answer now, and the study's trials (read once, only when it admits)."""
+        admission = self._policy.admit(running, capacity)
+        if admission is None:
+            return None, []
+        trials = self._ledger.study_trials()
         if admission.gpus > 0 and self._runs_alone(trials):
             # A configuration that ran out of memory under a shared GPU's cap gets
             # one run on a whole GPU before it is judged infeasible.
             admission = self._policy.admit(running, capacity, whole_gpu=True)
-            if admission is None:
-                return Hold.WAIT
-        decision = self._budget.decide(count_budget(trials))
-        if decision is BudgetDecision.FINISHED:
-            return Hold.FINISHED
-        if decision is BudgetDecision.WAIT:
-            return Hold.WAIT
-        config = self._ledger.open(trial_id, admission)
-        # None: the suggestion was predicted to run out of memory and recorded unlaunched.
+        return admission, trials
+
+    def _launch_waiting(
+        self, trial_id: str, running: list[RunningTrial], capacity: ClusterCapacity
+    ) -> dict[str, Any] | Hold:
+        """A trial known to need more than a share goes first, alone on a whole GPU.
+
+        Nothing new starts until a GPU is free for it: new trials would starve it.
+        """
+        whole = self._policy.admit(running, capacity, whole_gpu=True)
+        config = self._ledger.open_waiting(trial_id, whole) if whole is not None else None
         return Hold.WAIT if config is None else config
 
     def _current_capacity(self) -> ClusterCapacity:

@@ -41,6 +41,8 @@ class Opening:
         skip_reason: set by a listener that holds the trial back (it ends PRUNED
             with this reason, never launched).
         skip_oom: the out-of-memory record that goes with such a skip.
+        whole_gpu_reason: set by a listener that knows the trial needs more than a
+            share: it waits for a whole GPU, launched when one is free.
     """
 
     number: int
@@ -49,11 +51,16 @@ class Opening:
     admission: Admission
     skip_reason: str = ""
     skip_oom: OomRecord | None = None
+    whole_gpu_reason: str = ""
 
     def skip(self, reason: str, oom: OomRecord | None = None) -> None:
         """Do not launch the trial: it ends PRUNED with ``reason``."""
         self.skip_reason = reason
         self.skip_oom = oom
+
+    def wait_for_whole_gpu(self, reason: str) -> None:
+        """Launch the trial only on a whole GPU (it would run out of memory in its share)."""
+        self.whole_gpu_reason = reason
 
 
 @dataclass(frozen=True)
@@ -160,6 +167,7 @@ class Ending:
         prune_reason: why it was pruned (the pruner's verdict, or an amendment).
         pruned_at: the step at which it was pruned.
         oom: set when it ended for memory (by the out-of-memory handling).
+        peak_memory_mb: its process's peak GPU memory, where a monitor measured it.
     """
 
     number: int
@@ -176,6 +184,7 @@ class Ending:
     prune_reason: str = ""
     pruned_at: int | None = None
     oom: OomRecord | None = None
+    peak_memory_mb: float | None = None
 
 
 @dataclass(frozen=True)
@@ -206,6 +215,7 @@ class TrialEnded:
         reached: for objectives with ``until``: index to the value where the target was reached.
         oom: the out-of-memory record of a trial pruned for memory.
         retries: smaller-batch retries made before the end.
+        peak_memory_mb: its process's peak GPU memory, where a monitor measured it.
     """
 
     number: int
@@ -223,6 +233,7 @@ class TrialEnded:
     reached: dict[int, float] = field(default_factory=dict)
     oom: OomRecord | None = None
     retries: tuple[BatchRetry, ...] = ()
+    peak_memory_mb: float | None = None
 
 
 @dataclass(frozen=True)

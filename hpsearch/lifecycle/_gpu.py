@@ -85,6 +85,9 @@ class GpuSeries(TrialListener):
         self._tracker.log_metrics(run_id, report.metrics, 0)
         self._tracker.set_tags(run_id, report.tags)
         event.trial.set_user_attr(attrs.GPU, report.attrs)
+        peaks = [v for k, v in report.metrics.items() if k.endswith("process_memory_peak_mb")]
+        if peaks:
+            event.peak_memory_mb = max(peaks)
 
     def on_ended(self, event: TrialEnded) -> None:
         self._open.discard(event.number)

@@ -105,6 +105,7 @@ class _Open:
     prune_reason: str = ""
     end: WorkerEvent | None = None
     assigned: Assignment | None = None
+    waited_for_whole_gpu: str = ""
 
 
 class TrialLedger:
@@ -140,6 +141,7 @@ class TrialLedger:
         self._listeners = list(listeners)
         self._clock = clock
         self._open: dict[str, _Open] = {}
+        self._waiting: list[_Open] = []
         self._last_stamp = -float("inf")
         self._last_reclaim = -float("inf")
 
@@ -152,24 +154,12 @@ class TrialLedger:
     def open(self, trial_id: str, admission: Admission) -> dict[str, Any] | None:
         """Ask Optuna for a new trial and return the runner's config that runs it.
 
-        Returns ``None`` when a listener held the suggestion back (it needs at
-        least the memory of one that ran out): it is recorded as pruned, not launched.
+        Returns ``None`` when a listener held the suggestion back: it needs at
+        least the memory of one that ran out (recorded as pruned, not launched),
+        or more than its share (it waits for a whole GPU: :meth:`open_waiting`).
         """
         trial = self._handle.ask(self._distributions)
         sampled = dict(trial.params)
-        resources: dict[str, Any] = {
-            "cpus": admission.cpus,
-            "gpus": admission.gpus,
-            "reason": admission.reason,
-        }
-        if admission.gpu_index is not None:
-            resources.update(
-                gpu=admission.gpu_index,
-                node=admission.node_address,
-                node_id=admission.node,
-                co_tenants=list(admission.co_tenants),
-            )
-        trial.set_user_attr(attrs.RESOURCES, resources)
         inherited = trial.user_attrs  # read once: a live trial's user_attrs is a query
         if attrs.INTERMEDIATE in inherited:
             # A retry of a lost trial inherits its attrs; its steps start again.
@@ -182,17 +172,54 @@ class TrialLedger:
             admission=admission,
             alone_retry_of=inherited.get(attrs.ALONE_RETRY_OF),
         )
-        opening = Opening(trial.number, trial, sampled, admission)
+        return self._launch(trial_id, record)
+
+    @property
+    def waiting(self) -> int:
+        """Trials asked for that wait for a whole GPU."""
+        return len(self._waiting)
+
+    def open_waiting(self, trial_id: str, admission: Admission) -> dict[str, Any] | None:
+        """Launch the longest-waiting trial that needs a whole GPU, with ``admission``."""
+        record = self._waiting.pop(0)
+        record.admission = admission
+        return self._launch(trial_id, record)
+
+    def _launch(self, trial_id: str, record: _Open) -> dict[str, Any] | None:
+        """Record the trial's resources; launch it unless a listener holds it back."""
+        admission, trial = record.admission, record.trial
+        resources: dict[str, Any] = {
+            "cpus": admission.cpus,
+            "gpus": admission.gpus,
+            "reason": admission.reason,
+        }
+        if admission.gpu_index is not None:
+            resources.update(
+                gpu=admission.gpu_index,
+                node=admission.node_address,
+                node_id=admission.node,
+                co_tenants=list(admission.co_tenants),
+            )
+        opening = Opening(record.number, trial, record.sampled, admission)
         self._each(lambda listener: listener.on_opening(opening))
+        waits = bool(opening.whole_gpu_reason) and 0 < admission.gpus < 1
+        if waits:
+            record.waited_for_whole_gpu = opening.whole_gpu_reason
+        if record.waited_for_whole_gpu:
+            resources["waits_for_whole_gpu"] = record.waited_for_whole_gpu
+        trial.set_user_attr(attrs.RESOURCES, resources)
+        if waits:
+            self._waiting.append(record)
+            return None
         if opening.skip_reason:
             ending = self._ending(record, Outcome.PRUNED)
             ending.prune_reason, ending.oom = opening.skip_reason, opening.skip_oom
             self._finish(record, ending)
             return None
         self._open[trial_id] = record
-        opened = TrialOpened(trial.number, sampled, admission, record.alone_retry_of)
+        opened = TrialOpened(record.number, record.sampled, admission, record.alone_retry_of)
         self._each(lambda listener: listener.on_opened(opened))
-        spec = self._template.spec(trial.number, admission)
+        spec = self._template.spec(record.number, admission)
         return {PARAMS_KEY: record.params, SPEC_KEY: spec.to_dict()}
 
     # -- told by the runner ---------------------------------------------------------
@@ -259,6 +286,10 @@ class TrialLedger:
         A trial whose worker already sent its end event keeps its outcome.
         """
         outcomes = [self.ended(trial_id) for trial_id in list(self._open)]
+        while self._waiting:  # asked for, never launched: they run again next time
+            record = self._waiting.pop(0)
+            reason = "the search stopped while it waited for a whole GPU"
+            outcomes.append(self._finish(record, self._ending(record, Outcome.INTERRUPTED, reason)))
         return outcomes.count(Outcome.INTERRUPTED)
 
     def maintain(self, now: float | None = None) -> None:
@@ -272,7 +303,8 @@ class TrialLedger:
         now = time.monotonic() if now is None else now
         if now - self._last_stamp >= self._handle.heartbeat_interval_s / 2:
             self._last_stamp = now
-            self._handle.stamp_alive([r.trial for r in self._open.values()])
+            alive = [*self._open.values(), *self._waiting]
+            self._handle.stamp_alive([r.trial for r in alive])
         if now - self._last_reclaim >= self._handle.grace_period_s / 2:
             self._last_reclaim = now
             reclaimed = self._handle.reclaim_stale()
@@ -391,6 +423,7 @@ class TrialLedger:
             reached=dict(record.reached),
             oom=ending.oom,
             retries=ending.report.retries if ending.report is not None else (),
+            peak_memory_mb=ending.peak_memory_mb,
         )
         self._each(lambda listener: listener.on_ended(ended))
         return outcome

@@ -17,8 +17,15 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hpsearch import attrs
 from hpsearch.lifecycle._base import TrialListener
-from hpsearch.lifecycle._events import Ending, Opening, TrialEnded
-from hpsearch.oom import OomBook, OomReport, cgroup_oom_kills, host_oom_evidence
+from hpsearch.lifecycle._events import Ending, Opening, TrialEnded, TrialOpened
+from hpsearch.oom import (
+    MemoryNeeds,
+    OomBook,
+    OomReport,
+    cgroup_oom_kills,
+    host_oom_evidence,
+    oom_record,
+)
 from hpsearch.study import StudyHandle
 from hpsearch.trial.protocol import Outcome
 
@@ -29,13 +36,21 @@ class OomHandling(TrialListener):
     Args:
         book: judges, predicts and records.
         handle: the study (re-runs alone are queued in it).
+        earlier: the study's trials so far (their peaks and OOMs say what configurations need).
     """
 
-    def __init__(self, book: OomBook, handle: StudyHandle) -> None:
+    def __init__(
+        self, book: OomBook, handle: StudyHandle, earlier: Sequence[FrozenTrial] = ()
+    ) -> None:
         self._book = book
         self._handle = handle
         self._oom_kills = cgroup_oom_kills()
         self._alone: dict[int, dict[str, Any]] = {}
+        self._sampled: dict[int, dict[str, Any]] = {}
+        spec = book.spec
+        self._needs = MemoryNeeds(spec.grows_memory, spec.memory_neutral)
+        for trial in earlier:
+            self._learn_from(trial)
 
     def next_runs_alone(self, trials: Sequence[FrozenTrial]) -> bool:
         """Whether the next trial Optuna hands out re-runs, alone on a whole GPU, an OOM."""
@@ -49,6 +64,17 @@ class OomHandling(TrialListener):
         verdict = self._book.predicted(event.params, event.admission.gpus)
         if verdict is not None:
             event.skip(verdict.reason, verdict.record)
+            return
+        cap = self._book.cap_mb(event.admission.gpus)
+        need = self._needs.beyond(event.params, cap) if cap is not None else None
+        if cap is not None and need is not None:
+            event.wait_for_whole_gpu(
+                f"needs at least {need[0]:.0f} MiB (as trial {need[1]}, which it is at least "
+                f"as large as), more than its share's {cap:.0f} MiB"
+            )
+
+    def on_opened(self, event: TrialOpened) -> None:
+        self._sampled[event.number] = event.params
 
     def on_ending(self, event: Ending) -> None:
         report = event.report
@@ -77,15 +103,34 @@ class OomHandling(TrialListener):
             )
             if verdict.run_alone:
                 self._alone[event.number] = dict(event.params)
+            if oom.cap_mb is not None:
+                self._needs.ran_out(event.number, event.params, oom.cap_mb)
         if event.oom is not None:
             self._book.record(event.trial, event.oom)
 
     def on_ended(self, event: TrialEnded) -> None:
+        sampled = self._sampled.pop(event.number, None)
+        if sampled is not None and event.peak_memory_mb is not None and event.oom is None:
+            self._needs.ran(event.number, sampled, event.peak_memory_mb)
         params = self._alone.pop(event.number, None)
         if params is not None:
             self._handle.study.enqueue_trial(
                 params, user_attrs={attrs.ALONE_RETRY_OF: event.number}
             )
+
+    def _learn_from(self, trial: FrozenTrial) -> None:
+        """What an earlier trial says its configuration needs: its peak, or a cap too small."""
+        record = oom_record(trial)
+        if record is not None:
+            if record.report is not None and record.report.cap_mb is not None:
+                self._needs.ran_out(trial.number, trial.params, record.report.cap_mb)
+            return
+        if trial.state != TrialState.COMPLETE:
+            return
+        summary = trial.user_attrs.get(attrs.GPU, {}).get("summary", {})
+        peaks = [v for k, v in summary.items() if k.endswith("process_memory_peak_mb")]
+        if peaks:
+            self._needs.ran(trial.number, trial.params, max(peaks))
 
     def _host_oom(self, crash: str, step: int | None) -> OomReport | None:
         """The worker died: was it killed for host memory? (Ray's text, or the cgroup's count.)"""

@@ -31,13 +31,14 @@ from hpsearch.oom._detect import (
     is_library_alloc_failure,
     is_torch_oom,
 )
-from hpsearch.oom._predict import MeasuredConfigs, OomPredictor, needs_at_least
+from hpsearch.oom._predict import MeasuredConfigs, MemoryNeeds, OomPredictor, needs_at_least
 
 __all__ = [
     "CONSTRAINT",
     "PREDICTED",
     "BatchRetry",
     "MeasuredConfigs",
+    "MemoryNeeds",
     "OomBook",
     "OomCase",
     "OomPredictor",

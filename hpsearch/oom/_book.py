@@ -45,9 +45,13 @@ class OomBook:
                 oom = trial.user_attrs.get(attrs.OOM, {})
                 self._predictor.add(OomCase(trial.number, dict(trial.params), oom.get("cap_mb")))
 
+    def cap_mb(self, gpus: float) -> float | None:
+        """The memory cap of a trial holding ``gpus`` of one GPU (``None``: a whole GPU)."""
+        return memory_cap_mb(gpus, self._gpu_memory_mb)
+
     def predicted(self, params: Mapping[str, Any], gpus: float) -> OomVerdict | None:
         """The verdict on a suggestion that needs at least the memory of a trial that ran out."""
-        known = self._predictor.predict(params, memory_cap_mb(gpus, self._gpu_memory_mb))
+        known = self._predictor.predict(params, self.cap_mb(gpus))
         if known is None:
             return None
         grows = [n for n in self.spec.grows_memory if n in params]

@@ -118,3 +118,38 @@ def _cap_no_larger(known: float | None, candidate: float | None) -> bool:
     if known is None:  # ran out with the whole GPU
         return True
     return candidate is not None and candidate <= known
+
+
+class MemoryNeeds:
+    """What a configuration needs at least, learnt from what ran: peaks, and caps too small.
+
+    A suggestion needs at least the memory of every configuration it is at least
+    as large as (along ``oom.grows_memory``, the neutral parameters ignored):
+    the peak that configuration was measured at, or more than the cap it ran out
+    under. The packing policy uses it to give a trial a whole GPU before it runs
+    out under a share.
+    """
+
+    def __init__(self, grows_memory: Sequence[str], memory_neutral: Sequence[str] = ()) -> None:
+        self._grows = frozenset(grows_memory)
+        self._neutral = frozenset(memory_neutral)
+        # (params, MiB, trial number, whether it needs more than that rather than that)
+        self._known: list[tuple[dict[str, Any], float, int, bool]] = []
+
+    def ran(self, number: int, params: Mapping[str, Any], peak_mb: float) -> None:
+        """Trial ``number`` ran with these parameters and held ``peak_mb`` at most."""
+        self._known.append((dict(params), peak_mb, number, False))
+
+    def ran_out(self, number: int, params: Mapping[str, Any], cap_mb: float) -> None:
+        """Trial ``number`` ran out of memory under a cap of ``cap_mb``: it needs more."""
+        self._known.append((dict(params), cap_mb, number, True))
+
+    def beyond(self, params: Mapping[str, Any], cap_mb: float) -> tuple[float, int] | None:
+        """The memory ``params`` is known to need past ``cap_mb``, and the trial that says so."""
+        found = [
+            (need, number)
+            for known, need, number, more in self._known
+            if (need > cap_mb or (more and need >= cap_mb))
+            and needs_at_least(params, known, self._grows, self._neutral)
+        ]
+        return max(found) if found else None

@@ -63,7 +63,8 @@ class SimulatedRunner(TrialRunner):
     Args:
         model: predicts each trial (default: ``hpsearch.workloads.simulated_gpu.plan``).
         cpus: the node's CPUs when ``execution.num_cpus`` is not set.
-        tick_s: virtual seconds between upkeep ticks (heartbeats, GPU series flushes).
+        tick_s: virtual seconds between ticks: upkeep, and asking the scheduler again when
+            time alone may have made room (a packing probe, a cool-down).
         stall_s: virtual seconds with nothing running and nothing admitted after
             which the search is stuck (an error, not an endless loop).
     """
@@ -73,7 +74,7 @@ class SimulatedRunner(TrialRunner):
         model: TrialModel | None = None,
         *,
         cpus: int = 8,
-        tick_s: float = 1.0,
+        tick_s: float = 5.0,
         stall_s: float = 3600.0,
     ) -> None:
         if model is None:

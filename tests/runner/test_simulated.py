@@ -256,6 +256,50 @@ def test_search_on_simulated_gpus_gives_every_trial_gpu_series(
     assert "gpu_report.txt" in report_files
 
 
+def test_a_trial_known_to_need_more_than_a_share_waits_for_a_whole_gpu(
+    write_config: ConfigWriter,
+) -> None:
+    # Two per 6 GB GPU (3 GB each): 64x8192 needs 4.7 GB. The first runs out under its
+    # share and re-runs alone; the next ones are known to need as much, and wait for a
+    # whole GPU instead of running out first.
+    path = write_config(
+        {
+            "train": "hpsearch.workloads.simulated_gpu:train",
+            "study": {"n_trials": 5},
+            "space": {
+                "x": None,
+                "steps": None,
+                "batch_size": [64, 128],
+                "width": [512, 8192],
+                "depth": 4,
+                "epochs": 2,
+                "steps_per_epoch": 1000,
+            },
+            "objective": {"metric": "val_accuracy", "direction": "maximize"},
+            "execution": {"trials_per_gpu": 2, "max_concurrent": 2},
+            "telemetry": {"backend": "simulated", "interval_s": 5},
+            "oom": {"grows_memory": ["batch_size", "width"]},
+        }
+    )
+    queued = open_study(load_config(path)).study
+    for batch, width in ((64, 8192), (64, 512), (64, 8192), (128, 8192), (64, 512)):
+        queued.enqueue_trial({"batch_size": batch, "width": width})
+
+    trials = _run(path).results.study.trials
+
+    assert not [t for t in trials if t.state.name == "FAIL"]
+    first, _, second, larger = trials[:4]
+    assert OomRecord.from_dict(first.user_attrs[attrs.OOM]).report is not None  # ran out once
+    for trial in (second, larger):
+        resources = trial.user_attrs[attrs.RESOURCES]
+        assert trial.state.name == "COMPLETE", trial.user_attrs.get(attrs.PRUNE_REASON)
+        assert attrs.OOM not in trial.user_attrs  # it never ran out
+        assert resources["gpus"] == 1.0
+        assert resources["waits_for_whole_gpu"].startswith("needs at least 3070 MiB (as trial 0")
+    ran_out = [t for t in trials if attrs.OOM in t.user_attrs]
+    assert [t.number for t in ran_out] == [0]
+
+
 def test_search_learns_to_stay_out_of_memory(write_config: ConfigWriter) -> None:
     # scripts/bench_oom.py's search on a 1 GB simulated GPU, 100 trials, one at a time,
     # so the seeded search is the same every run; the bench measures it over seeds.
