@@ -102,6 +102,8 @@ class PackingAdmission(ResourcePolicy):
         self._lock = threading.Lock()
         self._ooms: list[OomEvent] = []
         self._limits: dict[GpuKey, int] = {}
+        self._members: dict[GpuKey, frozenset[int]] = {}
+        self._members_since: dict[GpuKey, float] = {}
         self._series_at = -float("inf")
         self.decisions: list[dict[str, object]] = []
         """Every first or changed limit: time, GPU, limit, previous, reason (for the parent run)."""
@@ -173,7 +175,13 @@ class PackingAdmission(ResourcePolicy):
         key = GpuKey(node.node_id, index, address=node.node)
         read = node.local and self._monitor is not None
         warm = [t.warm_at for t in trials if t.warm_at is not None]
-        since = max(warm) if warm else None
+        # Readings count from when the trials now on the GPU all ran: the latest
+        # warm-up, or the latest end of another trial there, whichever is later.
+        members = frozenset(t.number for t in trials)
+        if self._members.get(key) != members:
+            self._members[key] = members
+            self._members_since[key] = self._clock()
+        since = max([*warm, self._members_since[key]]) if warm else None
         samples = (
             self._monitor.history(index, since)
             if read and since is not None and self._monitor is not None
