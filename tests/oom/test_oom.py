@@ -132,3 +132,20 @@ def test_a_configuration_larger_than_any_measured_is_a_new_kind() -> None:
     assert seen.covers({"batch_size": 64, "width": 512, "lr": 0.3})
     assert not seen.covers({"batch_size": 256, "width": 256, "lr": 0.01})
     assert not seen.covers({"batch_size": 64, "width": 1024, "lr": 0.01})
+
+
+def test_memory_needs_learn_from_peaks_and_from_caps_run_out_under() -> None:
+    from hpsearch.oom import MemoryNeeds
+
+    needs = MemoryNeeds(["batch_size", "width"], memory_neutral=["lr"])
+    needs.ran(3, {"batch_size": 64, "width": 512, "lr": 0.1}, peak_mb=900.0)
+    needs.ran_out(7, {"batch_size": 64, "width": 8192, "lr": 0.1}, cap_mb=3070.0)
+    small = {"batch_size": 32, "width": 512, "lr": 0.5}
+    larger = {"batch_size": 128, "width": 8192, "lr": 0.01}
+    # Nothing known that the small one is at least as large as.
+    assert needs.beyond(small, 500.0) is None
+    # At least as large as trial 3 (900 MiB), and than trial 7, which needs more than 3070.
+    assert needs.beyond(larger, 3070.0) == (3070.0, 7)
+    assert needs.beyond(larger, 6000.0) is None
+    assert needs.beyond({"batch_size": 64, "width": 512, "lr": 0.3}, 800.0) == (900.0, 3)
+    assert needs.beyond({"batch_size": 64, "width": 512, "lr": 0.3}, 900.0) is None
