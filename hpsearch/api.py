@@ -55,7 +55,7 @@ from hpsearch.placement import (
 from hpsearch.progress import ProgressView
 from hpsearch.pruning import VerdictBoard, make_judge
 from hpsearch.results import StudyResults
-from hpsearch.runner import RunnerSession, TrialRunner, mps_daemon
+from hpsearch.runner import MpsState, RunnerSession, TrialRunner, mps_daemon
 from hpsearch.scheduler import Scheduler
 from hpsearch.study import (
     BudgetCount,
@@ -205,7 +205,7 @@ def _search(  # noqa: PLR0917 - the root hands over what it opened
     status, interrupted, elapsed = RunStatus.FAILED, 0, 0.0
     try:
         with (
-            _mps(config, telemetry.backend, parent),
+            _mps(config, telemetry.backend, parent) as mps,
             runner.connect(execution, workdir, _simulated(config)) as session,
             _monitoring(config, telemetry.backend, session) as monitor,
         ):
@@ -219,6 +219,7 @@ def _search(  # noqa: PLR0917 - the root hands over what it opened
                 console=console,
                 policy=policy,
                 before=before,
+                mps=mps.active,
             )
             started = session.clock()
             try:
@@ -262,6 +263,7 @@ def build_search(
     console: Console,
     policy: ResourcePolicy | None = None,
     before: BudgetCount | None = None,
+    mps: bool = False,
 ) -> SearchParts:
     """Wire the parts of a search: the ledger, its listeners, the policy and the scheduler.
 
@@ -291,7 +293,7 @@ def build_search(
         ran_out=placing.trial_ran_out if placing is not None else None,
         clock=session.clock,
     )
-    mirror = MlflowMirror(parent.tracker, handle.name, parent.run_id, objectives)
+    mirror = MlflowMirror(parent.tracker, handle.name, parent.run_id, objectives, mps=mps)
     # The order listeners are told in: the mirror's run exists before GPU series use it.
     listeners: list[TrialListener] = [mirror, oom, running]
     if monitor is not None:
@@ -388,7 +390,9 @@ def _resource_policy(
 
 
 @contextmanager
-def _mps(config: RunConfig, backend: TelemetryBackend | None, parent: ParentRun) -> Iterator[None]:
+def _mps(
+    config: RunConfig, backend: TelemetryBackend | None, parent: ParentRun
+) -> Iterator[MpsState]:
     """MPS for the search where ``packing.mps`` allows it; the parent run says what happened."""
     packing = config.packing_in_effect
     with mps_daemon(
@@ -397,7 +401,7 @@ def _mps(config: RunConfig, backend: TelemetryBackend | None, parent: ParentRun)
         cluster=bool(config.execution.address),
     ) as state:
         parent.set_tags({"hpsearch.mps": state.detail})
-        yield
+        yield state
 
 
 @contextmanager

@@ -114,6 +114,8 @@ class TrialReported:
     Attributes:
         first: the trial's first report (it is past its warm-up).
         verdict: whether the pruner says to stop after this step.
+        sharing: the trials running on its GPU when it reported, itself included
+            (0: no GPU); what it measured of its own speed was measured so.
     """
 
     number: int
@@ -121,6 +123,7 @@ class TrialReported:
     metrics: dict[str, float]
     first: bool
     verdict: Verdict
+    sharing: int = 0
 
 
 @dataclass(frozen=True)

@@ -347,21 +347,30 @@ class TrialLedger:
         newly_pruned = verdict.prune and record.pruned_at is None
         if newly_pruned:
             record.pruned_at, record.prune_reason = step, verdict.reason
-        reported = TrialReported(record.number, step, dict(metrics), first, verdict)
+        reported = TrialReported(
+            record.number, step, dict(metrics), first, verdict, self._sharing(record)
+        )
         self._each(lambda listener: listener.on_reported(reported))
         if newly_pruned:
             pruned = TrialPruned(record.number, step, verdict.reason)
             self._each(lambda listener: listener.on_pruned(pruned))
 
-    def _ending(self, record: _Open, outcome: Outcome, error: str = "") -> Ending:
+    def _sharing(self, record: _Open) -> int:
+        """Trials on the record's GPU now, itself included (0: it has no GPU)."""
         mine = record.assigned
-        co_tenants = sum(
+        if mine is None or not mine.gpu_ids:
+            return 0
+        others = sum(
             1
             for other in self._open.values()
-            if mine is not None
+            if other is not record
             and other.assigned is not None
             and mine.shares_gpu_with(other.assigned)
         )
+        return others + 1
+
+    def _ending(self, record: _Open, outcome: Outcome, error: str = "") -> Ending:
+        co_tenants = max(0, self._sharing(record) - 1)
         return Ending(
             number=record.number,
             trial=record.trial,

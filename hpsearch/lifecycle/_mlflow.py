@@ -52,6 +52,7 @@ class MlflowMirror(TrialListener):
         study: the study name (a tag on every run).
         parent_run_id: this search's parent run.
         objectives: the config's objectives (``until`` ones get a metric of their own).
+        mps: whether the trials' GPUs run MPS (their kernels overlap; speeds differ).
     """
 
     def __init__(
@@ -60,11 +61,14 @@ class MlflowMirror(TrialListener):
         study: str,
         parent_run_id: str,
         objectives: Sequence[ObjectiveSpec],
+        *,
+        mps: bool = False,
     ) -> None:
         self._tracker = tracker
         self._study = study
         self._parent = parent_run_id
         self._objectives = list(objectives)
+        self._mps = mps
         self._runs: dict[int, str] = {}
 
     def run_id(self, number: int) -> str | None:
@@ -81,6 +85,7 @@ class MlflowMirror(TrialListener):
                 "hpsearch.cpus": str(event.admission.cpus),
                 "hpsearch.gpus": str(event.admission.gpus),
                 "hpsearch.policy": event.admission.reason,
+                "hpsearch.mps": "on" if self._mps else "off",
                 **_placement_tags(event.admission),
             },
             parent_run_id=self._parent,
@@ -92,7 +97,11 @@ class MlflowMirror(TrialListener):
         self._tracker.set_tags(self._runs[event.number], _assigned_tags(event.assigned))
 
     def on_reported(self, event: TrialReported) -> None:
-        self._tracker.log_metrics(self._runs[event.number], event.metrics, event.step)
+        metrics = dict(event.metrics)
+        if event.sharing:
+            # What it measured of its own speed (samples/s, step time) it measured so.
+            metrics["trials_sharing_gpu"] = float(event.sharing)
+        self._tracker.log_metrics(self._runs[event.number], metrics, event.step)
 
     def on_pruned(self, event: TrialPruned) -> None:
         # Shown at once: a trial may take a while to reach its next should_prune().

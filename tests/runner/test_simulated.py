@@ -95,6 +95,11 @@ def test_trials_that_leave_the_gpu_idle_are_packed_and_spread_over_two_gpus(
     )[0]
     assert run.data.tags["hpsearch.gpu"] in {"0", "1"}
     assert "hpsearch.co_tenants_at_start" in run.data.tags
+    assert run.data.tags["hpsearch.mps"] == "off"
+    # Each report says how many shared the GPU while its speed was measured.
+    sharing = client.get_metric_history(run.info.run_id, "trials_sharing_gpu")
+    assert [m.step for m in sharing] == [0, 1, 2, 3]
+    assert max(m.value for m in sharing) > 1
     parent = client.get_run(outcome.mlflow_parent_run_id).data.tags
     assert parent["hpsearch.mps"] == "off (packing.mps)"
     assert parent["hpsearch.packing_mode"] == "auto"
