@@ -14,7 +14,7 @@ import math
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rich.console import Console
@@ -297,8 +297,13 @@ def build_search(
     # The order listeners are told in: the mirror's run exists before GPU series use it.
     listeners: list[TrialListener] = [mirror, oom, running]
     if monitor is not None:
+        # MPS started for this search overlaps kernels whatever the model's default says.
+        sharing = replace(telemetry.sharing, mps=telemetry.sharing.mps or mps)
         gpu = TrialGpuMetrics(
-            monitor, local_node_id=session.local_node_id, load_sink=telemetry.load_sink
+            monitor,
+            local_node_id=session.local_node_id,
+            load_sink=telemetry.load_sink,
+            sharing=sharing,
         )
         listeners.append(GpuSeries(gpu, parent.tracker, mirror, session.clock))
     if board is not None:

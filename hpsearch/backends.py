@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hpsearch.config import SimulatedSpec, TelemetrySpec
 from hpsearch.errors import HpsearchError
@@ -29,11 +29,14 @@ class OpenedTelemetry:
         backend: what the monitor reads; ``None``: no GPU telemetry.
         line: one line saying what will be read (or why nothing is).
         load_sink: where trials' declared loads go, when the GPUs are a load model.
+        sharing: how trials sharing these GPUs slow each other: the simulated GPUs'
+            own model, else the model's defaults (to be calibrated on real GPUs).
     """
 
     backend: TelemetryBackend | None
     line: str
     load_sink: LoadSink | None = None
+    sharing: SharingModel = field(default_factory=SharingModel)
 
 
 def open_backend(spec: TelemetrySpec) -> OpenedTelemetry:
@@ -51,7 +54,9 @@ def open_backend(spec: TelemetrySpec) -> OpenedTelemetry:
         backend = simulated_backend(spec.simulation)
         # A load model shows what the running trials declare: the search feeds it.
         sink = backend if isinstance(backend, LoadModelBackend) else None
-        return OpenedTelemetry(backend, f"GPU telemetry: {backend.describe()}", sink)
+        return OpenedTelemetry(
+            backend, f"GPU telemetry: {backend.describe()}", sink, sharing_model(spec.simulation)
+        )
     try:
         nvml = NvmlBackend()
     except TelemetryUnavailable as exc:

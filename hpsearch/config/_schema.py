@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -23,6 +24,7 @@ from hpsearch.telemetry import (
     MOST_TRIALS_PER_GPU,
     SATURATION_UTIL_PCT,
     TARGET_UTIL_PCT,
+    objective_reading,
 )
 
 DEFAULT_STUDY_STORAGE = "sqlite:///mlruns/optuna.db"
@@ -100,6 +102,15 @@ class ObjectiveSpec(_Section):
     metric: str = Field(min_length=1)
     direction: Literal["maximize", "minimize"]
     until: TargetSpec | None = None
+
+    def read(self, metrics: Mapping[str, float]) -> float | None:
+        """The objective's metric in a trial's report: a speed's solo equivalent when known.
+
+        A speed metric (``samples_per_sec``, ``step_time_ms``, ...) measured while
+        the GPU was shared reads as its ``<metric>_solo`` twin, so that trials
+        compare as if each had run alone (see :mod:`hpsearch.telemetry._speed`).
+        """
+        return objective_reading(metrics, self.metric)
 
     @property
     def name(self) -> str:

@@ -6,6 +6,7 @@ from hpsearch.lifecycle._events import (
     Ending,
     GpuLoadDeclared,
     KnobsReported,
+    Measured,
     Opening,
     TrialEnded,
     TrialOpened,
@@ -22,8 +23,8 @@ class TrialListener:
     """Follows trials through the :class:`~hpsearch.lifecycle.TrialLedger`.
 
     Subclasses override the events they care about. Listeners are told in the
-    order the composition root subscribed them; only :meth:`on_opening` and
-    :meth:`on_ending` may amend what they are given.
+    order the composition root subscribed them; only :meth:`on_opening`,
+    :meth:`on_measured` and :meth:`on_ending` may amend what they are given.
     """
 
     def on_opening(self, event: Opening) -> None:
@@ -37,6 +38,9 @@ class TrialListener:
 
     def on_placed(self, event: TrialPlaced) -> None:
         """A trial's worker said where it runs."""
+
+    def on_measured(self, event: Measured) -> None:
+        """A trial reported metrics, not yet recorded: :meth:`Measured.derive` adds to them."""
 
     def on_reported(self, event: TrialReported) -> None:
         """A trial reported a step."""

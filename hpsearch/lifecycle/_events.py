@@ -107,6 +107,34 @@ class TrialPlaced:
     started_at: float
 
 
+@dataclass
+class Measured:
+    """What a trial just reported (a step, or train's return), before anyone records it.
+
+    A listener may add metrics derived from it (:meth:`derive`): they are recorded
+    with it, and objectives and the pruner read them.
+
+    Attributes:
+        number: the Optuna trial number.
+        metrics: what the trial reported.
+        since: when the interval it measured began (its previous report, or its start).
+        at: now.
+        derived: metrics listeners derived from these.
+    """
+
+    number: int
+    metrics: dict[str, float]
+    since: float
+    at: float
+    derived: dict[str, float] = field(default_factory=dict)
+
+    def derive(self, metrics: dict[str, float]) -> None:
+        """Record ``metrics`` with the trial's own (they never replace what it reported)."""
+        for name, value in metrics.items():
+            if name not in self.metrics:
+                self.derived[name] = value
+
+
 @dataclass(frozen=True)
 class TrialReported:
     """One ``ctx.report``, with the pruner's verdict on it.

@@ -10,12 +10,13 @@ from hpsearch.lifecycle._base import TrialListener
 from hpsearch.lifecycle._events import (
     Ending,
     GpuLoadDeclared,
+    Measured,
     TrialEnded,
     TrialPlaced,
     TrialReported,
 )
 from hpsearch.lifecycle._mlflow import MlflowMirror
-from hpsearch.telemetry import TrialGpuMetrics
+from hpsearch.telemetry import SPEED_SHARE, TrialGpuMetrics, is_speed, solo_metrics
 from hpsearch.tracking import MlflowTracker
 
 GPU_FLUSH_S = 5.0
@@ -63,6 +64,15 @@ class GpuSeries(TrialListener):
     def on_gpu_load(self, event: GpuLoadDeclared) -> None:
         load = event.load
         self._gpu.declared_load(event.number, load.utilization_pct, load.memory_mb, load.sm_share)
+
+    def on_measured(self, event: Measured) -> None:
+        """Each speed metric's solo equivalent, from how shared the GPU was while it measured."""
+        if not any(is_speed(name) for name in event.metrics):
+            return
+        share = self._gpu.speed_share(event.number, event.since, event.at)
+        if share is None:
+            return
+        event.derive({SPEED_SHARE: share, **solo_metrics(event.metrics, share)})
 
     def on_reported(self, event: TrialReported) -> None:
         self._flush(event.number)

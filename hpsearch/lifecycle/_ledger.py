@@ -24,6 +24,7 @@ from hpsearch.lifecycle._events import (
     Ending,
     GpuLoadDeclared,
     KnobsReported,
+    Measured,
     Opening,
     TrialEnded,
     TrialOpened,
@@ -98,6 +99,7 @@ class _Open:
     alone_retry_of: int | None = None
     announced: bool = False
     started_at: float | None = None
+    measured_at: float | None = None
     metrics: dict[str, float] = field(default_factory=dict)
     reached: dict[int, float] = field(default_factory=dict)
     last_step: int | None = None
@@ -267,7 +269,7 @@ class TrialLedger:
             return None
         end = record.end
         if end is not None and end.outcome is not None:
-            record.metrics.update(end.metrics)
+            record.metrics.update(self._measured(record, end.metrics))
             self._objectives.note_targets(record.metrics, record.reached)
             ending = self._ending(record, end.outcome, end.error)
             ending.report = end.end
@@ -336,12 +338,24 @@ class TrialLedger:
         placed = TrialPlaced(record.number, assigned, started_at)
         self._each(lambda listener: listener.on_placed(placed))
 
-    def _reported(self, record: _Open, step: int, metrics: dict[str, float]) -> None:
+    def _measured(self, record: _Open, metrics: dict[str, float]) -> dict[str, float]:
+        """``metrics`` with what listeners derive from them (a speed's solo equivalent)."""
+        if not metrics:
+            return metrics
+        now = self._clock()
+        since = record.measured_at if record.measured_at is not None else record.started_at
+        record.measured_at = now
+        measured = Measured(record.number, dict(metrics), now if since is None else since, now)
+        self._each(lambda listener: listener.on_measured(measured))
+        return {**metrics, **measured.derived}
+
+    def _reported(self, record: _Open, step: int, raw: dict[str, float]) -> None:
         first = record.last_step is None
+        self._announce(record)
+        metrics = self._measured(record, raw)
         record.metrics.update(metrics)
         record.last_step = step
         self._objectives.note_targets(record.metrics, record.reached)
-        self._announce(record)
         verdict = KEEP if self._judge is None else self._judge.judge(record.trial, step, metrics)
         # The first verdict to prune is kept, with its reason, for the trial's end.
         newly_pruned = verdict.prune and record.pruned_at is None

@@ -26,8 +26,9 @@ class ObjectiveValues:
             target = objective.until
             if target is None or index in reached or not target.reached(dict(metrics)):
                 continue
-            if objective.metric in metrics:
-                reached[index] = metrics[objective.metric]
+            value = objective.read(metrics)
+            if value is not None:
+                reached[index] = value
 
     def values(
         self, metrics: Mapping[str, float], reached: Mapping[int, float]
@@ -40,14 +41,14 @@ class ObjectiveValues:
                 worst = math.inf if objective.direction == "minimize" else -math.inf
                 values.append(reached.get(index, worst))
                 continue
-            if objective.metric not in metrics:
+            value = objective.read(metrics)
+            if value is None:
                 reported = ", ".join(sorted(metrics)) or "nothing"
                 return None, (
                     f"train finished without reporting the objective metric '{objective.metric}' "
                     f"(reported: {reported}); report it with ctx.report(step, "
                     f"{objective.metric}=...) or fix the objective in {self._source}"
                 )
-            value = metrics[objective.metric]
             if not math.isfinite(value):
                 return None, f"the objective metric '{objective.metric}' is {value}"
             values.append(value)

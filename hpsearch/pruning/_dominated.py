@@ -93,7 +93,7 @@ class DominatedJudge:
         self._finished += 1
 
     def _vector(self, metrics: Mapping[str, Any]) -> tuple[float, ...] | None:
-        values = [metrics.get(o.metric) for o in self._objectives]
+        values = [o.read(metrics) for o in self._objectives]
         if any(v is None or not math.isfinite(v) for v in values):
             return None
         return tuple(float(v) for v in values if v is not None)

@@ -23,7 +23,7 @@ class OptunaJudge:
         self._study = study
 
     def judge(self, trial: optuna.Trial, step: int, metrics: Mapping[str, float]) -> Verdict:
-        value = metrics.get(self._objective.metric)
+        value = self._objective.read(metrics)
         if value is None or not math.isfinite(value):
             return KEEP
         trial.report(value, step)
@@ -62,7 +62,7 @@ class PrimaryObjectiveJudge:
             self._replay(frozen)
 
     def judge(self, trial: optuna.Trial, step: int, metrics: Mapping[str, float]) -> Verdict:
-        value = metrics.get(self._primary.metric)
+        value = self._primary.read(metrics)
         if value is None or not math.isfinite(value):
             return KEEP
         store_intermediate(trial, step, {self._primary.metric: value})

@@ -2,11 +2,12 @@
 
 The tree: ``_base`` (what a reading is, the backend interface), ``_nvml`` and
 ``_simulated`` (the backends), ``_sharing`` (how trials that share a simulated
-GPU slow each other), ``_trace`` (samples as CSV), ``_monitor`` (the
-sampling thread), ``_summary`` (statistics, implausible readings), ``_advice``
-(verdicts and recommendations), ``_report`` (the monitor's report),
-``_trials`` (per-trial GPU series), ``_watch`` (``hpsearch monitor``). Which
-backend a config asks for is opened by the composition root (:mod:`hpsearch.backends`).
+GPU slow each other), ``_speed`` (a trial's solo-equivalent speed), ``_trace``
+(samples as CSV), ``_monitor`` (the sampling thread), ``_summary``
+(statistics, implausible readings), ``_advice`` (verdicts and
+recommendations), ``_report`` (the monitor's report), ``_trials`` (per-trial
+GPU series and speed shares), ``_watch`` (``hpsearch monitor``). Which backend
+a config asks for is opened by the composition root (:mod:`hpsearch.backends`).
 """
 
 from hpsearch.telemetry._advice import (
@@ -38,6 +39,14 @@ from hpsearch.telemetry._nvml import NvmlBackend
 from hpsearch.telemetry._report import render_report
 from hpsearch.telemetry._sharing import CUDA_CONTEXT_MB, GpuDemand, SharingModel, cpu_rate
 from hpsearch.telemetry._simulated import ConstantBackend, LoadModelBackend, TraceBackend
+from hpsearch.telemetry._speed import (
+    SOLO_SUFFIX,
+    SPEED_SHARE,
+    is_speed,
+    objective_reading,
+    solo_metrics,
+    solo_name,
+)
 from hpsearch.telemetry._summary import (
     POWER_SPIKE_FACTOR,
     DroppedReading,
@@ -66,6 +75,8 @@ __all__ = [
     "MOST_TRIALS_PER_GPU",
     "POWER_SPIKE_FACTOR",
     "SATURATION_UTIL_PCT",
+    "SOLO_SUFFIX",
+    "SPEED_SHARE",
     "TARGET_UTIL_PCT",
     "ConstantBackend",
     "DroppedReading",
@@ -97,10 +108,14 @@ __all__ = [
     "cpu_rate",
     "fit",
     "implausible_readings",
+    "is_speed",
+    "objective_reading",
     "packing_estimate",
     "read_trace",
     "recommendations",
     "render_report",
+    "solo_metrics",
+    "solo_name",
     "summarize",
     "trace_path",
     "verdict_of",

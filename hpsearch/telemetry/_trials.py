@@ -8,14 +8,20 @@ its placement was learned a moment later.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 from hpsearch.telemetry._base import GpuSample, LoadSink, TrialLoad
 from hpsearch.telemetry._monitor import GpuMonitor
+from hpsearch.telemetry._sharing import GpuDemand, SharingModel
 from hpsearch.telemetry._summary import Reading, implausible_readings, summarize
 
 _KEEP_S = 600.0
+
+BUSY_READING_PCT = 95.0
+"""A GPU reading this busy may hide demand: the trials on it could want more than 100%."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +59,7 @@ class _Placement:
     load: TrialLoad | None = None
     sharing_max: int = 1
     co_tenants: set[int] = field(default_factory=set)
+    alone_util: list[float] = field(default_factory=list)
 
 
 class TrialGpuMetrics:
@@ -64,6 +71,8 @@ class TrialGpuMetrics:
             another node is not attributed (its GPUs are not the ones sampled).
         load_sink: where declared loads go when the GPUs are simulated from the
             trials' declarations (a load model); ``None``: they are only recorded.
+        sharing: how trials sharing a GPU slow each other, to tell a trial's share
+            of its solo speed (:meth:`speed_share`).
     """
 
     def __init__(
@@ -72,8 +81,12 @@ class TrialGpuMetrics:
         *,
         local_node_id: str | None = None,
         load_sink: LoadSink | None = None,
+        sharing: SharingModel | None = None,
     ) -> None:
         self._monitor = monitor
+        self._sharing_model = sharing or SharingModel()
+        self._learned_until: dict[int, float] = {}
+        self._per_trial_util = (0.0, 0)  # sum and count: utilisation per trial, not busy
         self._local_node = local_node_id
         self._known = {gpu.index for gpu in monitor.gpus}
         self._names = {gpu.index: gpu.name for gpu in monitor.gpus}
@@ -126,6 +139,47 @@ class TrialGpuMetrics:
         if self._load_sink is not None:
             self._load_sink.set_load(number, placement.load)
 
+    def speed_share(self, number: int, since: float, until: float) -> float | None:
+        """The share of its solo speed trial ``number`` ran at between ``since`` and ``until``.
+
+        The time-weighted mean of the sharing model's speed for the trials on its
+        GPU, piece by piece: a piece ends where a trial joins or leaves the GPU or
+        a sample is taken. The trials' demand (the sum of their solo
+        utilisations) is what they declared when all did (simulated loads); else
+        the GPU's latest reading when it was not busy (then it is the sum); else,
+        on a busy GPU, the larger of the reading and the trials' solo
+        utilisations as measured: each trial's own while it ran alone, or the
+        mean per trial of every reading that was not busy.
+
+        Returns:
+            ``None`` when the trial's GPUs are not sampled, or no reading says how
+            busy they were.
+        """
+        placement = self._trials.get(number)
+        if placement is None:
+            return None
+        since = max(since, placement.start)
+        until = max(until, since)
+        weighted, weights = 0.0, 0.0
+        for index in placement.gpus:
+            self._learn(index)
+            history = self._monitor.history(index)
+            times = [sample.time for sample in history]
+            cuts = {since, until}
+            for other in self._trials.values():
+                if index in other.gpus:
+                    cuts.update(t for t in (other.start, other.end) if t and since < t < until)
+            cuts.update(sample.time for sample in history if since < sample.time < until)
+            edges = sorted(cuts)
+            pieces = list(pairwise(edges)) or [(since, since)]
+            for start, end in pieces:
+                middle = (start + end) / 2
+                share = self._share_at(index, middle, _reading_at(history, times, middle))
+                if share is not None:
+                    weight = max(end - start, 1e-9)
+                    weighted, weights = weighted + share * weight, weights + weight
+        return weighted / weights if weights else None
+
     def tracked(self) -> list[int]:
         """Trials whose GPUs are being sampled."""
         return [n for n, p in self._trials.items() if p.end is None]
@@ -177,11 +231,49 @@ class TrialGpuMetrics:
     # -- internals -------------------------------------------------------------
 
     def _sharing(self, index: int, at: float) -> int:
-        return sum(
-            1
+        return len(self._members(index, at))
+
+    def _members(self, index: int, at: float) -> list[_Placement]:
+        return [
+            p
             for p in self._trials.values()
             if index in p.gpus and p.start < at and (p.end is None or at <= p.end)
-        )
+        ]
+
+    def _learn(self, index: int) -> None:
+        """Take the solo utilisations the GPU's new samples show (alone, or not busy)."""
+        since = self._learned_until.get(index)
+        for sample in self._monitor.history(index, since):
+            self._learned_until[index] = sample.time
+            used = sample.utilization_pct
+            members = self._members(index, sample.time)
+            if used is None or sample.error or not members or used >= BUSY_READING_PCT:
+                continue
+            if len(members) == 1:
+                members[0].alone_util.append(used)
+            total, count = self._per_trial_util
+            self._per_trial_util = (total + used / len(members), count + 1)
+
+    def _share_at(self, index: int, at: float, sample: GpuSample | None) -> float | None:
+        members = self._members(index, at)
+        if len(members) <= 1:
+            return 1.0
+        loads = [p.load for p in members]
+        if all(load is not None for load in loads):
+            demands = [GpuDemand(p.utilization_pct, p.sm_share) for p in loads if p is not None]
+            return self._sharing_model.gpu_rates(demands)[0]
+        used = sample.utilization_pct if sample is not None and not sample.error else None
+        if used is None:
+            return None
+        n = len(members)
+        if used >= BUSY_READING_PCT:
+            total, count = self._per_trial_util
+            typical = total / count if count else used / n
+            solo = [
+                sum(p.alone_util) / len(p.alone_util) if p.alone_util else typical for p in members
+            ]
+            used = max(used, sum(solo))
+        return self._sharing_model.gpu_rates([GpuDemand(used / n)] * n)[0]
 
     def _sample_metrics(
         self, sample: GpuSample, placement: _Placement, prefix: str
@@ -255,3 +347,11 @@ class TrialGpuMetrics:
                 "memory_mb": placement.load.memory_mb,
             }
         return TrialGpuReport(metrics, tags, attrs)
+
+
+def _reading_at(history: list[GpuSample], times: list[float], at: float) -> GpuSample | None:
+    """The sample that describes the moment ``at``: the first taken at or after it (a
+    utilisation reading covers the period before it), else the latest one."""
+    if not history:
+        return None
+    return history[min(bisect_left(times, at), len(history) - 1)]

@@ -105,6 +105,44 @@ def test_trials_that_leave_the_gpu_idle_are_packed_and_spread_over_two_gpus(
     assert parent["hpsearch.packing_mode"] == "auto"
 
 
+def test_the_speed_objective_is_each_trials_solo_speed_however_packed(
+    write_config: ConfigWriter, project: Path
+) -> None:
+    # Trials of a modelled size, three to a GPU: each measures its neighbours' load
+    # in its samples_per_sec, and the objective is what it would measure alone.
+    config = load_search(util=60, memory=300, trials=6, seconds=8)
+    config["space"].update(utilization_pct=None, memory_mb=None, width=[256, 1024])
+    config["objective"] = None  # the base config's, deleted
+    config["objectives"] = [
+        {"metric": "val_accuracy", "direction": "maximize"},
+        {"metric": "samples_per_sec", "direction": "maximize"},
+    ]
+    config["packing"] = {"mode": "fixed", "trials_per_gpu": 3}
+
+    outcome = _run(write_config(config))
+
+    trials = outcome.results.study.trials
+    assert [t.state.name for t in trials] == ["COMPLETE"] * 6
+    slowed = 0
+    for trial in trials:
+        solo = gpu_profile(64, trial.params["width"], 1).samples_per_sec
+        metrics = trial.user_attrs[attrs.METRICS]
+        assert trial.values[1] == pytest.approx(solo, rel=1e-6)
+        assert metrics["samples_per_sec_solo"] == trial.values[1]
+        # As measured: its last epoch's rate, slowed by whoever shared the GPU then.
+        assert metrics["samples_per_sec"] == pytest.approx(solo * metrics["gpu_speed_share"])
+        slowed += metrics["gpu_speed_share"] < 0.99
+    assert slowed >= 3
+    client = mlflow_client(project)
+    run = client.search_runs(
+        [client.get_experiment_by_name("test-study").experiment_id],  # type: ignore[union-attr]
+        f"tags.`{TRIAL_NUMBER_TAG}` = '0'",
+    )[0]
+    shares = client.get_metric_history(run.info.run_id, "gpu_speed_share")
+    assert [m.step for m in shares] == [0, 1, 2, 3]
+    assert min(m.value for m in shares) < 0.99
+
+
 @pytest.mark.parametrize(
     ("util", "memory", "why"),
     [(95, 800, "throughput 95.0% each → 1"), (20, 3500, "memory 5527/3500 MiB → 1")],

@@ -4,8 +4,18 @@ from __future__ import annotations
 
 import pytest
 
+from hpsearch.config import ObjectiveSpec
 from hpsearch.runner import VirtualClock as Clock
-from hpsearch.telemetry import GpuInfo, GpuMonitor, LoadModelBackend, TrialGpuMetrics
+from hpsearch.telemetry import (
+    GpuDemand,
+    GpuInfo,
+    GpuMonitor,
+    LoadModelBackend,
+    SharingModel,
+    TrialGpuMetrics,
+    TrialLoad,
+    solo_metrics,
+)
 
 GPUS = [GpuInfo(0, "sim", 6141.0, 115.0), GpuInfo(1, "sim", 6141.0, 115.0)]
 
@@ -123,3 +133,78 @@ def test_trials_whose_gpus_are_not_sampled_say_why(
     assert gpu.placed(2, gpu_ids=[], node_id=None, pid=1, started_at=clock.now) == ""
     assert gpu.tracked() == []
     assert gpu.finish(0, clock.now) == ([], None)
+
+
+# -- a trial's share of its solo speed ------------------------------------------------
+
+
+def test_a_shared_trial_runs_at_the_sharing_models_share_of_its_solo_speed(
+    model: LoadModelBackend, monitor: GpuMonitor, clock: Clock
+) -> None:
+    gpu = TrialGpuMetrics(monitor, load_sink=model)
+    start = clock.now
+    gpu.placed(0, gpu_ids=["0"], node_id=None, pid=1, started_at=start)
+    gpu.declared_load(0, 60.0, 500.0)
+    _tick(monitor, clock, 10)
+    gpu.placed(1, gpu_ids=["0"], node_id=None, pid=2, started_at=clock.now)
+    gpu.declared_load(1, 60.0, 500.0)
+    _tick(monitor, clock, 10)
+
+    # Two 60% trials ask 120% of a time-sliced GPU: 100/120 of solo speed, less 3%.
+    both = SharingModel().gpu_rates([GpuDemand(60.0)] * 2)[0]
+    assert both == pytest.approx(100 / 120 * 0.97)
+    assert gpu.speed_share(0, start, start + 10) == pytest.approx(1.0)
+    assert gpu.speed_share(0, start + 10, start + 20) == pytest.approx(both)
+    # Over both halves: the time-weighted mean, what a rate over 20 s measures.
+    assert gpu.speed_share(0, start, start + 20) == pytest.approx((1.0 + both) / 2)
+    # A trial on the other GPU, or one never placed, is not slowed by these.
+    gpu.placed(2, gpu_ids=["1"], node_id=None, pid=3, started_at=clock.now)
+    _tick(monitor, clock, 2)
+    assert gpu.speed_share(2, clock.now - 2, clock.now) == pytest.approx(1.0)
+    assert gpu.speed_share(9, start, clock.now) is None
+
+
+def test_without_declared_loads_the_readings_tell_the_share(
+    model: LoadModelBackend, monitor: GpuMonitor, clock: Clock
+) -> None:
+    # Real GPUs declare nothing: the share comes from the readings. The model shows
+    # the loads (set directly), the trials' records do not know them.
+    gpu = TrialGpuMetrics(monitor)
+    start = clock.now
+    gpu.placed(0, gpu_ids=["0"], node_id=None, pid=1, started_at=start)
+    model.set_load(0, TrialLoad(20.0, 500.0, 1, (0,)))
+    gpu.placed(1, gpu_ids=["0"], node_id=None, pid=2, started_at=start)
+    model.set_load(1, TrialLoad(20.0, 500.0, 2, (0,)))
+    _tick(monitor, clock, 5)
+    # Not busy (40%): the reading is the demand; only the switching cost slows them.
+    assert gpu.speed_share(0, start, clock.now) == pytest.approx(0.97)
+
+    model.clear_load(1)
+    gpu.finish(1, clock.now)
+    model.set_load(0, TrialLoad(70.0, 500.0, 1, (0,)))
+    alone = clock.now
+    _tick(monitor, clock, 5)  # trial 0 alone: 70% is its solo utilisation
+    gpu.placed(2, gpu_ids=["0"], node_id=None, pid=3, started_at=clock.now)
+    model.set_load(2, TrialLoad(70.0, 500.0, 3, (0,)))
+    shared = clock.now
+    _tick(monitor, clock, 5)
+    assert gpu.speed_share(0, alone, shared) == pytest.approx(1.0)
+    # Busy (100%): the reading hides demand. Trial 0's own solo 70%, and for trial
+    # 2 (never alone) the mean per trial of the readings that were not busy:
+    # five samples at 20% each (two trials at 40%), five at 70% (trial 0 alone).
+    typical = (5 * 20.0 + 5 * 70.0) / 10
+    expected = SharingModel().gpu_rates([GpuDemand((70.0 + typical) / 2)] * 2)[0]
+    assert gpu.speed_share(0, shared, clock.now) == pytest.approx(expected)
+    assert expected < 0.97  # slower than the switching cost alone says
+
+
+def test_speed_metrics_get_solo_twins_and_objectives_read_them() -> None:
+    metrics = {"samples_per_sec": 500.0, "step_time_ms": 8.0, "val_accuracy": 0.9}
+    twins = solo_metrics(metrics, 0.5)
+    # A rate doubles, a duration halves; other metrics have no twin.
+    assert twins == {"samples_per_sec_solo": 1000.0, "step_time_ms_solo": 4.0}
+    speed = ObjectiveSpec(metric="samples_per_sec", direction="maximize")
+    accuracy = ObjectiveSpec(metric="val_accuracy", direction="maximize")
+    assert speed.read({**metrics, **twins}) == 1000.0
+    assert speed.read(metrics) == 500.0  # no twin (no GPU sampled): as measured
+    assert accuracy.read({**metrics, **twins}) == 0.9
