@@ -15,6 +15,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -65,7 +66,13 @@ from hpsearch.study import (
     count_budget,
     open_study,
 )
-from hpsearch.telemetry import GpuMonitor, TelemetryBackend, TrialGpuMetrics
+from hpsearch.telemetry import (
+    GpuMonitor,
+    PacePublisher,
+    SharedGpus,
+    TelemetryBackend,
+    TrialGpuMetrics,
+)
 from hpsearch.tracking import MlflowTracker, RunStatus
 
 
@@ -296,13 +303,15 @@ def build_search(
     mirror = MlflowMirror(parent.tracker, handle.name, parent.run_id, objectives, mps=mps)
     # The order listeners are told in: the mirror's run exists before GPU series use it.
     listeners: list[TrialListener] = [mirror, oom, running]
+    pace: PacePublisher | None = None
     if monitor is not None:
+        load_sink, pace = _pace(telemetry.load_sink, session.pace_path)
         # MPS started for this search overlaps kernels whatever the model's default says.
         sharing = replace(telemetry.sharing, mps=telemetry.sharing.mps or mps)
         gpu = TrialGpuMetrics(
             monitor,
             local_node_id=session.local_node_id,
-            load_sink=telemetry.load_sink,
+            load_sink=load_sink,
             sharing=sharing,
         )
         listeners.append(GpuSeries(gpu, parent.tracker, mirror, session.clock))
@@ -317,6 +326,7 @@ def build_search(
         oom_action=config.oom.action,
         max_halvings=config.oom.max_halvings,
         gpu_memory_mb=gpu_memory_mb,
+        pace_file=str(pace.path) if pace is not None else "",
     )
     ledger = TrialLedger(
         handle,
@@ -342,6 +352,16 @@ def build_search(
         1, math.floor(session.capacity().cpus / execution.cpus_per_trial)
     )
     return SearchParts(ledger, scheduler, running, view, max_pending, board, placing)
+
+
+def _pace(
+    model: SharedGpus | None, path: Path | None
+) -> tuple[SharedGpus | None, PacePublisher | None]:
+    """The load model, publishing its speed shares where workers play trials in real time."""
+    if model is None or path is None:
+        return model, None
+    pace = PacePublisher(model, path)
+    return pace, pace
 
 
 def close_out(

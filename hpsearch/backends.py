@@ -10,8 +10,8 @@ from hpsearch.telemetry import (
     ConstantBackend,
     GpuInfo,
     LoadModelBackend,
-    LoadSink,
     NvmlBackend,
+    SharedGpus,
     SharingModel,
     TelemetryBackend,
     TelemetryUnavailable,
@@ -35,7 +35,7 @@ class OpenedTelemetry:
 
     backend: TelemetryBackend | None
     line: str
-    load_sink: LoadSink | None = None
+    load_sink: SharedGpus | None = None
     sharing: SharingModel = field(default_factory=SharingModel)
 
 

@@ -59,6 +59,7 @@ class TrialTemplate:
     Attributes:
         gpu_memory_mb: each GPU's memory (the smallest), to turn a share into a
             memory cap; ``None``: unknown.
+        pace_file: where simulated GPUs' speed shares are published for workers.
     """
 
     train: str
@@ -68,6 +69,7 @@ class TrialTemplate:
     oom_action: str = "prune"
     max_halvings: int = 2
     gpu_memory_mb: float | None = None
+    pace_file: str = ""
 
     def spec(self, number: int, admission: Admission) -> TrialSpec:
         """The spec of trial ``number`` admitted with ``admission``."""
@@ -86,6 +88,7 @@ class TrialTemplate:
             node=admission.node,
             node_address=admission.node_address,
             ray_gpus=admission.ray_gpus,
+            pace_file=self.pace_file,
         )
 
 

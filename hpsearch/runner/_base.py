@@ -13,6 +13,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import Any, Protocol
 
 from hpsearch.config import ExecutionSpec, SimulatedSpec
@@ -53,10 +54,13 @@ class RunnerSession(ABC):
         clock: Unix time as the runner keeps it (virtual in a simulated search);
             every part that times trials reads this one.
         local_node_id: the node the driver's GPU monitor reads (``None``: none).
+        pace_path: where simulated GPUs publish each trial's speed share for workers
+            that run trials in real time (``None``: the runner plays sharing itself).
     """
 
     clock: Callable[[], float]
     local_node_id: str | None
+    pace_path: Path | None = None
 
     @abstractmethod
     def capacity(self) -> ClusterCapacity:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -42,8 +43,14 @@ class RayTuneRunner(TrialRunner):
         self, execution: ExecutionSpec, workdir: str, simulated: SimulatedSpec | None = None
     ) -> Iterator[RunnerSession]:
         # Simulated GPUs are read through their load model; Ray's GPUs are logical ones.
-        with ray_cluster(execution, workdir):
-            yield _RaySession(self._storage_path, execution.reuse_workers)
+        with (
+            ray_cluster(execution, workdir),
+            tempfile.TemporaryDirectory(prefix="hpsearch-") as tmp,
+        ):
+            session = _RaySession(self._storage_path, execution.reuse_workers)
+            # Simulated trials run in real time in workers: they read their pace here.
+            session.pace_path = Path(tmp) / "simulated-gpu-pace.json"
+            yield session
 
 
 class _RaySession(RunnerSession):

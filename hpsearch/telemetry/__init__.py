@@ -2,12 +2,13 @@
 
 The tree: ``_base`` (what a reading is, the backend interface), ``_nvml`` and
 ``_simulated`` (the backends), ``_sharing`` (how trials that share a simulated
-GPU slow each other), ``_speed`` (a trial's solo-equivalent speed), ``_trace``
-(samples as CSV), ``_monitor`` (the sampling thread), ``_summary``
-(statistics, implausible readings), ``_advice`` (verdicts and
-recommendations), ``_report`` (the monitor's report), ``_trials`` (per-trial
-GPU series and speed shares), ``_watch`` (``hpsearch monitor``). Which backend
-a config asks for is opened by the composition root (:mod:`hpsearch.backends`).
+GPU slow each other), ``_pace`` (those speeds, for workers that play trials in
+real time), ``_speed`` (a trial's solo-equivalent speed), ``_trace`` (samples
+as CSV), ``_monitor`` (the sampling thread), ``_summary`` (statistics,
+implausible readings), ``_advice`` (verdicts and recommendations), ``_report``
+(the monitor's report), ``_trials`` (per-trial GPU series and speed shares),
+``_watch`` (``hpsearch monitor``). Which backend a config asks for is opened by
+the composition root (:mod:`hpsearch.backends`).
 """
 
 from hpsearch.telemetry._advice import (
@@ -36,6 +37,7 @@ from hpsearch.telemetry._fit import (
 )
 from hpsearch.telemetry._monitor import GpuMonitor
 from hpsearch.telemetry._nvml import NvmlBackend
+from hpsearch.telemetry._pace import PacePublisher, PaceReader, SharedGpus
 from hpsearch.telemetry._report import render_report
 from hpsearch.telemetry._sharing import CUDA_CONTEXT_MB, GpuDemand, SharingModel, cpu_rate
 from hpsearch.telemetry._simulated import ConstantBackend, LoadModelBackend, TraceBackend
@@ -90,9 +92,12 @@ __all__ = [
     "LoadModelBackend",
     "LoadSink",
     "NvmlBackend",
+    "PacePublisher",
+    "PaceReader",
     "PackingEstimate",
     "Reading",
     "SeriesPoint",
+    "SharedGpus",
     "SharingModel",
     "Stats",
     "TelemetryBackend",

@@ -150,6 +150,18 @@ class LoadModelBackend(TelemetryBackend):
         with self._lock:
             self._loads.pop(key, None)
 
+    def speed_shares(self) -> dict[int, float]:
+        """Each trial's share of its solo speed, per the sharing model (its slowest GPU)."""
+        with self._lock:
+            loads = dict(self._loads)
+        shares: dict[int, float] = {}
+        for gpu in self._gpus:
+            here = [key for key, load in loads.items() if gpu.index in load.gpus]
+            demands = [GpuDemand(loads[k].utilization_pct, loads[k].sm_share) for k in here]
+            for key, rate in zip(here, self.sharing.gpu_rates(demands), strict=True):
+                shares[key] = min(rate, shares.get(key, 1.0))
+        return shares
+
     def sample(self, now: float) -> list[GpuSample]:
         with self._lock:
             loads = list(self._loads.values())

@@ -73,8 +73,10 @@ class TrialContext:
         prune_oracle: PruneOracle | None = None,
         resources: Mapping[str, float] | None = None,
         memory_cap_mb: float | None = None,
+        pace: Callable[[], float] | None = None,
     ) -> None:
         self._trial_number = trial_number
+        self._pace = pace
         self._memory_cap_mb = memory_cap_mb
         self.declared_memory_mb: float | None = None
         self._channel = channel
@@ -92,6 +94,7 @@ class TrialContext:
         device: str = "cpu",
         prune_at: int | None = None,
         memory_cap_mb: float | None = None,
+        speed_share: float | None = None,
     ) -> LocalTrialContext:
         """A context that keeps reports in memory, for running ``train`` without a search.
 
@@ -100,12 +103,14 @@ class TrialContext:
             device: the device the function is told to use.
             prune_at: ``should_prune()`` turns true from this step on (to test pruning paths).
             memory_cap_mb: the memory cap the function is told it has.
+            speed_share: what :meth:`simulated_speed_share` answers (a shared simulated GPU).
         """
         return LocalTrialContext(
             trial_number=trial_number,
             device=device,
             prune_at=prune_at,
             memory_cap_mb=memory_cap_mb,
+            pace=None if speed_share is None else (lambda: speed_share),
         )
 
     @property
@@ -206,6 +211,16 @@ class TrialContext:
         self.declared_memory_mb = float(memory_mb)
         self._channel.gpu_load(GpuLoad(float(utilization_pct), float(memory_mb), float(sm_share)))
 
+    def simulated_speed_share(self) -> float:
+        """The share of its solo speed this trial's simulated GPU gives it now (0-1].
+
+        For workloads that model a GPU: under ``telemetry.backend: simulated``
+        with ``source: load``, trials that share a simulated GPU slow each other
+        per its sharing model, and a workload that plays its steps in real time
+        divides its work by this. 1.0 elsewhere (real GPUs slow trials themselves).
+        """
+        return 1.0 if self._pace is None else self._pace()
+
     def add_metrics_source(self, source: MetricsSource) -> None:
         """Add ``source()``'s figures to every later :meth:`report` (the user's names win)."""
         self._sources.append(source)
@@ -244,6 +259,7 @@ class LocalTrialContext(TrialContext):
         device: str,
         prune_at: int | None,
         memory_cap_mb: float | None = None,
+        pace: Callable[[], float] | None = None,
     ) -> None:
         self.history: list[ReportedStep] = []
         self.gpu_loads: list[tuple[float, float]] = []
@@ -255,6 +271,7 @@ class LocalTrialContext(TrialContext):
             channel=_Kept(self),
             prune_oracle=None if prune_at is None else (lambda step: step >= prune_at),
             memory_cap_mb=memory_cap_mb,
+            pace=pace,
         )
 
 

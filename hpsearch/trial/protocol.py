@@ -64,6 +64,8 @@ class TrialSpec:
         node: the Ray node id the trial is pinned to (with ``gpu_index``).
         node_address: that node's address (its ``node:<address>`` resource).
         ray_gpus: the GPU amount asked of Ray when it differs from ``gpus``.
+        pace_file: where the driver publishes simulated GPUs' speed shares
+            (``ctx.simulated_speed_share()``); empty: none.
     """
 
     number: int
@@ -80,6 +82,7 @@ class TrialSpec:
     node: str | None = None
     node_address: str | None = None
     ray_gpus: float | None = None
+    pace_file: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for the Tune config."""

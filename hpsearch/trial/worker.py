@@ -22,6 +22,7 @@ from typing import Any
 
 from hpsearch.entrypoint import resolve_train_function
 from hpsearch.oom import BatchRetry, OomReport, device_oom
+from hpsearch.telemetry import PaceReader
 from hpsearch.trial.context import PruneOracle, TrialContext, TrialPruned, as_metric_value
 from hpsearch.trial.protocol import (
     Assignment,
@@ -126,6 +127,7 @@ def _call_train(
     resources = {k: v for k, v in (("CPU", assigned.cpus), ("GPU", assigned.gpus)) if v is not None}
     attempt = dict(params)
     retries: list[BatchRetry] = []
+    pace = PaceReader(spec.pace_file, spec.number).share if spec.pace_file else None
     while True:
         ctx = TrialContext(
             trial_number=spec.number,
@@ -134,6 +136,7 @@ def _call_train(
             prune_oracle=oracle,
             resources=resources,
             memory_cap_mb=cap_mb,
+            pace=pace,
         )
         result = _attempt(train, attempt, ctx, spec)
         if result.oom is None:

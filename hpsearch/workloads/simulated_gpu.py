@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -175,8 +176,28 @@ def plan(params: dict[str, Any], memory_cap_mb: float | None = None) -> TrialPla
     return TrialPlan(load=load, epochs=tuple(reports), cpus=cpus)
 
 
+PACE_CHECK_S = 0.1
+"""How often a trial playing in real time asks its simulated GPU how fast it runs."""
+
+
+def _play(seconds: float, share: Callable[[], float]) -> float:
+    """Sleep through ``seconds`` of solo work at the pace ``share`` gives; the time it took."""
+    remaining, spent = seconds, 0.0
+    while remaining > 1e-9:
+        pace = max(0.01, min(1.0, share()))
+        step = min(PACE_CHECK_S, remaining / pace)
+        time.sleep(step)
+        spent += step
+        remaining -= step * pace
+    return spent
+
+
 def train(params: dict[str, Any], ctx: TrialContext) -> None:
-    """Play the modelled epochs in real time, reporting each; stop early when pruned."""
+    """Play the modelled epochs in real time, reporting each; stop early when pruned.
+
+    Trials that share a simulated GPU (``telemetry.simulated.source: load``) run
+    at the pace its sharing model gives them, as in the simulated-time runner.
+    """
     planned = plan(params, ctx.memory_cap_mb)
     if planned.load is not None:
         load = planned.load
@@ -188,9 +209,8 @@ def train(params: dict[str, Any], ctx: TrialContext) -> None:
         raise torch.cuda.OutOfMemoryError(planned.oom.message)
     for epoch, planned_epoch in enumerate(planned.epochs):
         started = time.perf_counter()
-        time.sleep(planned_epoch.seconds)
-        ctx.report(
-            epoch, **{**planned_epoch.metrics, "epoch_seconds": time.perf_counter() - started}
-        )
+        spent = _play(planned_epoch.seconds, ctx.simulated_speed_share)
+        metrics = planned_epoch.slowed(spent)
+        ctx.report(epoch, **{**metrics, "epoch_seconds": time.perf_counter() - started})
         if ctx.should_prune():
             raise TrialPruned(f"pruned after epoch {epoch}")

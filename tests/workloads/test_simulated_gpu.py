@@ -24,6 +24,20 @@ def test_bigger_batches_and_models_use_the_gpu_more() -> None:
         )
 
 
+def test_a_trial_on_a_shared_simulated_gpu_runs_at_the_pace_it_is_given() -> None:
+    params = {"batch_size": 64, "width": 256, "depth": 1, "epochs": 1, "time_scale": 0.01}
+    alone, shared = TrialContext.local(), TrialContext.local(speed_share=0.5)
+    train(params, alone)
+    train(params, shared)
+    solo = gpu_profile(64, 256, 1).samples_per_sec
+    assert alone.history[-1].metrics["samples_per_sec"] == pytest.approx(solo)
+    # At half its solo speed its epoch does the same work in twice the time.
+    assert shared.history[-1].metrics["samples_per_sec"] == pytest.approx(solo / 2)
+    assert shared.history[-1].metrics["step_time_ms"] == pytest.approx(
+        2 * alone.history[-1].metrics["step_time_ms"]
+    )
+
+
 def test_accuracy_rewards_capacity_and_a_good_learning_rate() -> None:
     assert final_accuracy(64, 512, 2, 3e-3) > final_accuracy(64, 64, 1, 3e-3)
     assert final_accuracy(64, 512, 2, 3e-3) > final_accuracy(64, 512, 2, 1e-1)

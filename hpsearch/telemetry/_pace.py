@@ -1,0 +1,108 @@
+"""A simulated GPU's pace for trials that run in real time, in other processes.
+
+The simulated-time runner plays each trial at its shared speed itself. Under
+Ray, a simulated trial runs in a worker process and sleeps its modelled
+epochs: to slow down as a shared GPU would, it needs the speed the load model
+gives it. :class:`PacePublisher` (in the driver) writes every trial's share of
+its solo speed to a small JSON file each time a trial's load starts or ends;
+:class:`PaceReader` (in the worker, through ``ctx.simulated_speed_share()``)
+reads its own, at most every few tenths of a second. A worker that cannot read
+the file (another machine, not written yet) runs at its solo speed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol
+
+from hpsearch.telemetry._base import TrialLoad
+
+READ_EVERY_S = 0.1
+"""How often a worker reads the pace file again (its neighbours change seldom)."""
+
+
+class SharedGpus(Protocol):
+    """A load model: takes the trials' loads and says how fast each then runs."""
+
+    def set_load(self, key: int, load: TrialLoad) -> None:
+        """Trial ``key`` puts ``load`` on its GPUs from now on."""
+
+    def clear_load(self, key: int) -> None:
+        """Trial ``key`` ended."""
+
+    def speed_shares(self) -> dict[int, float]:
+        """Each trial's share of its solo speed under the loads now declared."""
+
+
+class PacePublisher:
+    """Forwards trials' loads to the load model and publishes their speed shares.
+
+    Args:
+        model: the simulated GPUs' load model.
+        path: the file the workers read (written whole, then renamed into place).
+    """
+
+    def __init__(self, model: SharedGpus, path: Path) -> None:
+        self._model = model
+        self.path = path
+        self._write()
+
+    def set_load(self, key: int, load: TrialLoad) -> None:
+        """Trial ``key`` puts ``load`` on its GPUs from now on."""
+        self._model.set_load(key, load)
+        self._write()
+
+    def clear_load(self, key: int) -> None:
+        """Trial ``key`` ended."""
+        self._model.clear_load(key)
+        self._write()
+
+    def speed_shares(self) -> dict[int, float]:
+        """The model's shares (what the file holds)."""
+        return self._model.speed_shares()
+
+    def close(self) -> None:
+        """Remove the file."""
+        self.path.unlink(missing_ok=True)
+
+    def _write(self) -> None:
+        shares = {str(key): share for key, share in self._model.speed_shares().items()}
+        partial = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+        partial.write_text(json.dumps(shares), encoding="utf-8")
+        os.replace(partial, self.path)  # readers see the old file or the new one, whole
+
+
+class PaceReader:
+    """One trial's share of its solo speed, read from the driver's pace file.
+
+    Args:
+        path: the pace file.
+        number: the trial's number.
+        clock: monotonic seconds.
+    """
+
+    def __init__(self, path: str, number: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self._path = Path(path)
+        self._key = str(number)
+        self._clock = clock
+        self._read_at = -float("inf")
+        self._share = 1.0
+
+    def share(self) -> float:
+        """The trial's share now (1.0 while the file says nothing of it)."""
+        now = self._clock()
+        if now - self._read_at >= READ_EVERY_S:
+            self._read_at = now
+            self._share = self._read()
+        return self._share
+
+    def _read(self) -> float:
+        try:
+            shares = json.loads(self._path.read_text(encoding="utf-8"))
+            return min(1.0, max(0.01, float(shares.get(self._key, 1.0))))
+        except (OSError, ValueError, TypeError, AttributeError):
+            return 1.0
