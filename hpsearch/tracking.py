@@ -153,14 +153,20 @@ class MlflowTracker:
         """End a run with ``status``."""
         self._client.set_terminated(run_id, status=status.value)
 
-    def end_if_running(self, run_id: str, status: RunStatus) -> None:
-        """End a run left RUNNING by a driver that stopped; ignore runs already ended or gone."""
+    def end_if_running(self, run_id: str, status: RunStatus) -> str | None:
+        """End a run left RUNNING by a driver that stopped; ignore runs already ended or gone.
+
+        Returns:
+            The run's parent run id, if it has one (a trial's: the search's run).
+        """
         try:
             run = self._client.get_run(run_id)
         except MlflowException:
-            return
+            return None
         if run.info.status == "RUNNING":
             self.end_run(run_id, status)
+        parent = run.data.tags.get("mlflow.parentRunId")
+        return str(parent) if parent else None
 
 
 class MetricRow(Protocol):

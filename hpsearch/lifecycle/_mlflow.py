@@ -161,11 +161,16 @@ class MlflowMirror(TrialListener):
 
 
 def end_reclaimed_runs(tracker: MlflowTracker, trials: Sequence[FrozenTrial]) -> None:
-    """End as KILLED the MLflow runs of trials a dead driver left running."""
+    """End as KILLED the MLflow runs of trials a dead driver left running, and its parent run."""
+    parents: set[str] = set()
     for trial in trials:
         run_id = trial.user_attrs.get(attrs.MLFLOW_RUN)
         if run_id:
-            tracker.end_if_running(str(run_id), RunStatus.KILLED)
+            parent = tracker.end_if_running(str(run_id), RunStatus.KILLED)
+            if parent:
+                parents.add(parent)
+    for parent in parents:
+        tracker.end_if_running(parent, RunStatus.KILLED)
 
 
 def reclaim_stale_trials(handle: StudyHandle, tracker: MlflowTracker) -> int:

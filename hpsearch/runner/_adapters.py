@@ -13,6 +13,7 @@ pickled (``__getstate__``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ray.tune import Callback
@@ -25,15 +26,28 @@ from hpsearch.trial.protocol import WorkerEvent
 
 
 class SchedulerSearcher(Searcher):
-    """Tune searcher whose suggestions are the scheduler's."""
+    """Tune searcher whose suggestions are the scheduler's.
 
-    def __init__(self, source: TrialSource) -> None:
+    Args:
+        source: the scheduler.
+        upkeep: the ledger's periodic upkeep (heartbeats, reclaiming a dead driver's
+            trials), run before each answer to wait: with nothing running, Tune
+            asks again every second for up to 600 s and runs no step (so no
+            ``on_step_end``) meanwhile, and a dead driver's trials, which hold the
+            budget, must still be reclaimed.
+    """
+
+    def __init__(self, source: TrialSource, upkeep: Callable[[], None] | None = None) -> None:
         super().__init__()
         self._source: TrialSource | None = source
+        self._upkeep = upkeep
 
     # Ray's annotation omits the documented Searcher.FINISHED string sentinel.
     def suggest(self, trial_id: str) -> dict[str, Any] | str | None:  # type: ignore[override]
         answer = self._live().suggest(trial_id)
+        if answer is Hold.WAIT and self._upkeep is not None:
+            self._upkeep()
+            answer = self._live().suggest(trial_id)  # what upkeep reclaimed may run now
         if answer is Hold.FINISHED:
             return Searcher.FINISHED
         if answer is Hold.WAIT:
@@ -59,7 +73,7 @@ class SchedulerSearcher(Searcher):
         return self._source
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_source": None}
+        return {**self.__dict__, "_source": None, "_upkeep": None}
 
 
 class LedgerCallback(Callback):

@@ -76,7 +76,7 @@ class _RaySession(RunnerSession):
         tuner = tune.Tuner(
             tune.with_resources(run_trial, trial_resources),
             tune_config=tune.TuneConfig(
-                search_alg=SchedulerSearcher(source),
+                search_alg=SchedulerSearcher(source, upkeep=events.maintain),
                 num_samples=-1,
                 reuse_actors=self._reuse_workers,
                 trial_name_creator=_trial_name,

@@ -59,6 +59,17 @@ def test_the_searcher_speaks_tunes_language() -> None:
     assert searcher.suggest("c") == Searcher.FINISHED
 
 
+def test_the_searcher_does_the_upkeep_before_it_says_to_wait() -> None:
+    # Tune idles in suggest() when nothing runs: reclaiming must happen there too.
+    events = Events()
+    searcher = SchedulerSearcher(
+        Answers(Hold.WAIT, {"params": {"x": 2}}, Hold.WAIT, Hold.WAIT), upkeep=events.maintain
+    )
+    assert searcher.suggest("a") == {"params": {"x": 2}}  # freed by the upkeep
+    assert searcher.suggest("b") is None
+    assert events.told == [("maintain",), ("maintain",)]
+
+
 def test_the_callback_forwards_every_event_and_ray_errors() -> None:
     events = Events()
     callback = LedgerCallback(events)

@@ -1,0 +1,73 @@
+"""Fault tests drive real processes: a driver started as a user starts it, real signals."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import optuna
+import pytest
+
+
+class Drivers:
+    """``hpsearch run`` processes started for a test, each in its own process group.
+
+    Whatever a test leaves running (a killed driver's Ray, say) is killed at the end.
+    """
+
+    def __init__(self) -> None:
+        self.started: list[subprocess.Popen[str]] = []
+
+    def start(self, config: Path, *args: str) -> subprocess.Popen[str]:
+        """Start ``hpsearch run CONFIG`` in the background."""
+        process = subprocess.Popen(
+            [sys.executable, "-m", "hpsearch", "run", str(config), *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        self.started.append(process)
+        return process
+
+    def cleanup(self) -> None:
+        for process in self.started:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+
+
+@pytest.fixture
+def drivers(project: Path) -> Iterator[Drivers]:
+    """Start drivers in the test's project; kill whatever they leave behind."""
+    started = Drivers()
+    try:
+        yield started
+    finally:
+        started.cleanup()
+
+
+def study_trials(name: str = "test-study") -> list[optuna.trial.FrozenTrial]:
+    """The study's trials as stored (empty while the store is not there yet)."""
+    if not Path("mlruns/mlflow.db").exists():
+        return []  # the driver creates the MLflow store once the Optuna one is complete
+    try:
+        return optuna.load_study(study_name=name, storage="sqlite:///mlruns/optuna.db").trials
+    except KeyError:
+        return []
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll ``condition`` until it holds; fail the test after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")

@@ -1,0 +1,71 @@
+"""A driver killed with SIGKILL mid-search, and the search run again at once."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from optuna.storages import RetryHeartbeatStaleTrialCallback
+
+from hpsearch.study import GRACE_PERIOD_S
+from tests.conftest import ConfigWriter, mlflow_client
+from tests.faults.conftest import Drivers, study_trials, wait_for
+
+pytestmark = pytest.mark.slow
+
+TRIAL_S = 4.0
+
+
+def test_a_rerun_right_after_a_kill_reclaims_the_dead_drivers_trials_and_finishes(
+    write_config: ConfigWriter, project: Path, drivers: Drivers
+) -> None:
+    path = write_config(
+        {
+            "train": "tests.train_functions:timed",
+            "space": {"sleep": TRIAL_S, "steps": None},
+            "study": {"n_trials": 6},
+        }
+    )
+    first = drivers.start(path)
+
+    def one_done_two_running() -> bool:
+        states = [t.state.name for t in study_trials()]
+        return states.count("COMPLETE") >= 1 and states.count("RUNNING") == 2
+
+    wait_for(one_done_two_running, 180, "a completed trial and two running")
+    before = {t.number: t.value for t in study_trials() if t.state.name == "COMPLETE"}
+    os.kill(first.pid, signal.SIGKILL)  # the driver only, as `kill -9 PID` would
+    first.communicate()
+
+    started = time.monotonic()
+    rerun = drivers.start(path)
+    # Without reclaiming while Tune idles, the rerun would sit for 600 s.
+    _, stderr = rerun.communicate(timeout=GRACE_PERIOD_S + 120)
+    took = time.monotonic() - started
+
+    assert rerun.returncode == 0, stderr[-2000:]
+    trials = study_trials()
+    done = [t for t in trials if t.state.name == "COMPLETE"]
+    assert len(done) == 6
+    assert not [t for t in trials if t.state.name in {"RUNNING", "WAITING"}]
+    # Nothing completed before the kill was lost or changed.
+    assert {t.number: t.value for t in done if t.number in before} == before
+    # The dead driver's running trials (two, or three if one had just been asked
+    # for as another ended) were failed and run again.
+    lost = [t for t in trials if t.state.name == "FAIL"]
+    assert 2 <= len(lost) <= 3
+    retried = [RetryHeartbeatStaleTrialCallback.retried_trial_number(t) for t in done]
+    assert sorted(n for n in retried if n is not None) == sorted(t.number for t in lost)
+    # Ray start, the grace period, then at most two rounds of trials: no long idle.
+    assert took < GRACE_PERIOD_S + 60, f"the rerun took {took:.0f} s"
+    # The killed driver's MLflow runs (its parent and its trials') were ended KILLED.
+    client = mlflow_client(project)
+    experiment = client.get_experiment_by_name("test-study")
+    assert experiment is not None
+    runs = client.search_runs([experiment.experiment_id], max_results=100)
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    assert sorted(r.info.status for r in parents) == ["FINISHED", "KILLED"]
+    assert not [r for r in runs if r.info.status == "RUNNING"]
