@@ -53,10 +53,10 @@ def test_a_rerun_right_after_a_kill_reclaims_the_dead_drivers_trials_and_finishe
     assert not [t for t in trials if t.state.name in {"RUNNING", "WAITING"}]
     # Nothing completed before the kill was lost or changed.
     assert {t.number: t.value for t in done if t.number in before} == before
-    # The dead driver's running trials (two, or three if one had just been asked
-    # for as another ended) were failed and run again.
+    # The dead driver's running trials were failed and run again (two, give or take
+    # one that ended or was asked for between the last look and the kill).
     lost = [t for t in trials if t.state.name == "FAIL"]
-    assert 2 <= len(lost) <= 3
+    assert 1 <= len(lost) <= 3
     retried = [RetryHeartbeatStaleTrialCallback.retried_trial_number(t) for t in done]
     assert sorted(n for n in retried if n is not None) == sorted(t.number for t in lost)
     # Ray start, the grace period, then at most two rounds of trials: no long idle.
