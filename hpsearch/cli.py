@@ -18,6 +18,7 @@ from rich.table import Table
 
 from hpsearch.config import DEFAULT_ARTIFACT_LOCATION, DEFAULT_TRACKING_URI, load_config
 from hpsearch.errors import HpsearchError
+from hpsearch.interrupts import EXIT_TERMINATED, terminated
 from hpsearch.telemetry import TARGET_UTIL_PCT
 
 EXIT_USER_ERROR = 2
@@ -25,7 +26,8 @@ EXIT_INTERRUPTED = 130
 
 
 class _Group(click.Group):
-    """Turns :class:`HpsearchError` into one line and exit code 2, Ctrl-C into 130."""
+    """Turns :class:`HpsearchError` into one line and exit code 2, Ctrl-C into 130 (143
+    for a SIGTERM, which stops a search as Ctrl-C does)."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -34,6 +36,9 @@ class _Group(click.Group):
             click.echo(f"error: {exc}", err=True)
             raise click.exceptions.Exit(EXIT_USER_ERROR) from None
         except KeyboardInterrupt:
+            if terminated():
+                click.echo("terminated (SIGTERM)", err=True)
+                raise click.exceptions.Exit(EXIT_TERMINATED) from None
             click.echo("interrupted", err=True)
             raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
 
@@ -97,7 +102,7 @@ def run(
             f"{outcome.interrupted} trial(s) were interrupted and will run again on the next "
             f"`hpsearch run {config}`"
         )
-        raise click.exceptions.Exit(EXIT_INTERRUPTED)
+        raise click.exceptions.Exit(EXIT_TERMINATED if terminated() else EXIT_INTERRUPTED)
 
 
 @main.command()

@@ -20,6 +20,7 @@ from hpsearch._compat import (
 )
 from hpsearch.config import ExecutionSpec
 from hpsearch.errors import HpsearchError
+from hpsearch.interrupts import sigterm_as_ctrl_c
 from hpsearch.placement import ClusterCapacity, NodeGpus
 from hpsearch.runner._mps import MPS_ENV
 
@@ -72,7 +73,9 @@ def ray_cluster(spec: ExecutionSpec, workdir: str) -> Iterator[ClusterCapacity]:
             raise HpsearchError(_connect_error(spec.address, exc)) from None
         started_here = True
     try:
-        yield current_capacity()
+        # After ray.init, which makes SIGTERM exit at once, skipping the search's end.
+        with sigterm_as_ctrl_c():
+            yield current_capacity()
     finally:
         if started_here:
             ray.shutdown()

@@ -1,0 +1,44 @@
+"""SIGTERM stops a search as Ctrl-C does: trials re-queued, runs ended KILLED, exit 143.
+
+Ray's ``ray.init`` makes SIGTERM exit the driver at once (``sys.exit``), which
+skips the search's own ending and leaves trials RUNNING; a scheduler or
+``timeout`` that sends SIGTERM would lose what Ctrl-C keeps. While a search
+runs, SIGTERM is turned into the SIGINT Ctrl-C sends, and remembered, so that
+the command exits with 143 (128 + SIGTERM) rather than 130.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+EXIT_TERMINATED = 128 + signal.SIGTERM
+
+_terminated = threading.Event()
+
+
+def terminated() -> bool:
+    """Whether a SIGTERM stopped the search (the interruption is then its doing)."""
+    return _terminated.is_set()
+
+
+def _as_ctrl_c(signum: int, frame: FrameType | None) -> None:
+    _terminated.set()
+    os.kill(os.getpid(), signal.SIGINT)
+
+
+@contextmanager
+def sigterm_as_ctrl_c() -> Iterator[None]:
+    """Within the block, SIGTERM interrupts as Ctrl-C does (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _as_ctrl_c)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

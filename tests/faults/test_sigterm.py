@@ -1,0 +1,53 @@
+"""SIGTERM (a scheduler's stop, ``timeout``, ``docker stop``) stops a search as Ctrl-C does."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import pytest
+
+from hpsearch import attrs
+from hpsearch.interrupts import EXIT_TERMINATED
+from tests.conftest import ConfigWriter, mlflow_client
+from tests.faults.conftest import Drivers, study_trials, wait_for
+
+pytestmark = pytest.mark.slow
+
+
+def test_sigterm_requeues_running_trials_ends_runs_killed_and_exits_143(
+    write_config: ConfigWriter, project: Path, drivers: Drivers
+) -> None:
+    path = write_config(
+        {
+            "train": "tests.train_functions:timed",
+            "space": {"sleep": 60, "steps": None},
+            "study": {"n_trials": 4},
+        }
+    )
+    driver = drivers.start(path)
+
+    def two_running() -> bool:
+        return sum(attrs.MLFLOW_RUN in t.user_attrs for t in study_trials()) == 2
+
+    wait_for(two_running, 120, "two trials to start")
+    driver.send_signal(signal.SIGTERM)
+    out, stderr = driver.communicate(timeout=120)
+
+    assert driver.returncode == EXIT_TERMINATED == 143, stderr[-2000:]
+    assert "2 trial(s) were interrupted and will run again" in out
+    assert "*** SIG" not in stderr  # no C++ signal dump
+    assert "Traceback" not in stderr
+    trials = study_trials()
+    interrupted = [t for t in trials if t.state.name == "FAIL"]
+    assert len(interrupted) == 2
+    assert all(t.user_attrs[attrs.OUTCOME] == "interrupted" for t in interrupted)
+    retries = [t for t in trials if t.state.name == "WAITING"]
+    assert sorted(t.user_attrs[attrs.RETRY_OF] for t in retries) == sorted(
+        t.number for t in interrupted
+    )
+    client = mlflow_client(project)
+    experiment = client.get_experiment_by_name("test-study")
+    assert experiment is not None
+    runs = client.search_runs([experiment.experiment_id], max_results=100)
+    assert sorted(r.info.status for r in runs) == ["KILLED"] * 3  # the parent and two trials
