@@ -327,6 +327,7 @@ def build_search(
         max_halvings=config.oom.max_halvings,
         gpu_memory_mb=gpu_memory_mb,
         pace_file=str(pace.path) if pace is not None else "",
+        timeout_s=config.execution.trial_timeout,
     )
     ledger = TrialLedger(
         handle,

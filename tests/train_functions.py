@@ -110,3 +110,10 @@ def fits_up_to(params: dict[str, Any], ctx: TrialContext) -> None:
     if params["batch_size"] > params["fits"]:
         raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
     ctx.report(1, score=1.0, accumulation=float(params.get("grad_accum_steps", 1)))
+
+
+def hangs(params: dict[str, Any], ctx: TrialContext) -> None:
+    """Reports step 0, then hangs (a deadlock, a stuck collective) when ``x`` is above 0.5."""
+    ctx.report(0, score=float(params["x"]))
+    if float(params["x"]) > 0.5:
+        time.sleep(3600)

@@ -168,6 +168,8 @@ class ExecutionSpec(_Section):
             which saves Ray's worker start-up (3.8 s against 0.48 s of overhead per
             trial in scripts/bench_overhead.py on 2 CPUs).
         runtime_env: Ray runtime environment for the job (e.g. ``working_dir``, ``pip``).
+        trial_timeout: the longest one trial may run (seconds, or ``90m``, ``2h``); a
+            trial past it is stopped and ends FAIL with reason ``timeout``. Off by default.
     """
 
     address: str | None = None
@@ -178,6 +180,7 @@ class ExecutionSpec(_Section):
     num_gpus: int | None = Field(default=None, ge=0)
     reuse_workers: bool = True
     runtime_env: dict[str, Any] = Field(default_factory=dict)
+    trial_timeout: Seconds | None = None
 
 
 class TrackingSpec(_Section):

@@ -60,6 +60,7 @@ class TrialTemplate:
         gpu_memory_mb: each GPU's memory (the smallest), to turn a share into a
             memory cap; ``None``: unknown.
         pace_file: where simulated GPUs' speed shares are published for workers.
+        timeout_s: the longest a trial may run (``execution.trial_timeout``).
     """
 
     train: str
@@ -70,6 +71,7 @@ class TrialTemplate:
     max_halvings: int = 2
     gpu_memory_mb: float | None = None
     pace_file: str = ""
+    timeout_s: float | None = None
 
     def spec(self, number: int, admission: Admission) -> TrialSpec:
         """The spec of trial ``number`` admitted with ``admission``."""
@@ -89,6 +91,7 @@ class TrialTemplate:
             node_address=admission.node_address,
             ray_gpus=admission.ray_gpus,
             pace_file=self.pace_file,
+            timeout_s=self.timeout_s,
         )
 
 
@@ -277,13 +280,25 @@ class TrialLedger:
             ending = self._ending(record, end.outcome, end.error)
             ending.report = end.end
         elif crash is not None:
-            ending = self._ending(record, Outcome.FAIL, f"trial worker died: {crash}")
+            ending = self._ending(record, Outcome.FAIL, self._death(record, crash))
             ending.crash = crash
         else:
             ending = self._ending(
                 record, Outcome.INTERRUPTED, "the search stopped before train returned"
             )
         return self._finish(record, ending)
+
+    def _death(self, record: _Open, crash: str) -> str:
+        """Why a worker died without an end event: past its time limit, or the runner's error."""
+        limit = self._template.timeout_s
+        ran = self._clock() - record.started_at if record.started_at is not None else 0.0
+        if limit is not None and ran >= limit:
+            last = "none" if record.last_step is None else str(record.last_step)
+            return (
+                f"timeout: ran past execution.trial_timeout ({limit:g} s) and was stopped; "
+                f"last reported step: {last}"
+            )
+        return f"trial worker died: {crash}"
 
     def interrupt_open(self) -> int:
         """End every trial still open when the search stops; return how many were interrupted.

@@ -8,7 +8,7 @@ from ray.tune.execution.placement_groups import PlacementGroupFactory
 
 from hpsearch.pruning import ray_board_lookup, verdict_oracle
 from hpsearch.trial.protocol import PARAMS_KEY, SPEC_KEY, Assignment, TrialSpec, WorkerEvent
-from hpsearch.trial.worker import execute_trial, use_gpu
+from hpsearch.trial.worker import execute_trial, time_limit, use_gpu
 
 NODE_ID_LABEL = "ray.io/node-id"
 """The label every Ray node carries with its id (placement groups select on it)."""
@@ -32,8 +32,11 @@ def run_trial(config: dict[str, Any]) -> None:
     oracle = None
     if spec.decision_board:
         oracle = verdict_oracle(spec.number, ray_board_lookup(spec.decision_board))
-    end = execute_trial(spec, dict(config[PARAMS_KEY]), assigned=assigned, send=send, oracle=oracle)
-    send(end)
+    with time_limit(spec.timeout_s, spec.number):
+        end = execute_trial(
+            spec, dict(config[PARAMS_KEY]), assigned=assigned, send=send, oracle=oracle
+        )
+        send(end)
 
 
 def trial_resources(config: dict[str, Any]) -> PlacementGroupFactory:

@@ -42,6 +42,10 @@ class EventKind(StrEnum):
     """The throughput knobs in effect (``ctx.record_knobs``)."""
 
 
+EXIT_TIMEOUT = 124
+"""The exit code of a worker that ended itself past its trial's time limit (as ``timeout``'s)."""
+
+
 @dataclass(frozen=True)
 class TrialSpec:
     """Everything a worker needs besides the parameters.
@@ -66,6 +70,8 @@ class TrialSpec:
         ray_gpus: the GPU amount asked of Ray when it differs from ``gpus``.
         pace_file: where the driver publishes simulated GPUs' speed shares
             (``ctx.simulated_speed_share()``); empty: none.
+        timeout_s: the longest the trial may run (``execution.trial_timeout``); past
+            it the worker process ends itself with :data:`EXIT_TIMEOUT`.
     """
 
     number: int
@@ -83,6 +89,7 @@ class TrialSpec:
     node_address: str | None = None
     ray_gpus: float | None = None
     pace_file: str = ""
+    timeout_s: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for the Tune config."""

@@ -15,8 +15,10 @@ import logging
 import math
 import os
 import sys
+import threading
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -25,6 +27,7 @@ from hpsearch.oom import BatchRetry, OomReport, device_oom
 from hpsearch.telemetry import PaceReader
 from hpsearch.trial.context import PruneOracle, TrialContext, TrialPruned, as_metric_value
 from hpsearch.trial.protocol import (
+    EXIT_TIMEOUT,
     Assignment,
     EndReport,
     EventKind,
@@ -64,6 +67,35 @@ class _Sender:
 
     def knobs(self, knobs: KnobReport) -> None:
         self._emit(WorkerEvent(kind=EventKind.KNOBS, knobs=knobs))
+
+
+@contextmanager
+def time_limit(seconds: float | None, number: int) -> Iterator[None]:
+    """End this worker process (exit :data:`EXIT_TIMEOUT`) if the block runs past ``seconds``.
+
+    A hung trial (a deadlock, a stuck collective, a blocking C call) cannot be
+    stopped from inside Python; ending its process frees its resources, and the
+    driver records the trial as timed out.
+    """
+    if seconds is None:
+        yield
+        return
+
+    def overdue() -> None:
+        sys.stderr.write(
+            f"hpsearch: trial {number} ran past execution.trial_timeout ({seconds:g} s); "
+            "ending its worker\n"
+        )
+        sys.stderr.flush()
+        os._exit(EXIT_TIMEOUT)
+
+    timer = threading.Timer(seconds, overdue)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
 
 
 def execute_trial(
