@@ -19,10 +19,21 @@ from rich.table import Table
 from hpsearch.config import DEFAULT_ARTIFACT_LOCATION, DEFAULT_TRACKING_URI, load_config
 from hpsearch.errors import HpsearchError
 from hpsearch.interrupts import EXIT_TERMINATED, terminated
+from hpsearch.storage_faults import Stores, storage_fault
 from hpsearch.telemetry import TARGET_UTIL_PCT
 
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
+
+
+_stores: list[Stores] = []
+"""The stores of the config the command works on, to name them in a storage fault."""
+
+
+def _note_stores(config: Path) -> None:
+    """Remember where ``config`` keeps its records (for :func:`storage_fault`'s line)."""
+    loaded = load_config(config)
+    _stores[:] = [Stores(str(config), loaded.study.storage, loaded.tracking.uri)]
 
 
 class _Group(click.Group):
@@ -34,6 +45,13 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except HpsearchError as exc:
             click.echo(f"error: {exc}", err=True)
+            raise click.exceptions.Exit(EXIT_USER_ERROR) from None
+        except Exception as exc:
+            # A full disk, a read-only or corrupt store: one line, not a traceback.
+            line = storage_fault(exc, _stores[0] if _stores else None)
+            if line is None:
+                raise
+            click.echo(f"error: {line}", err=True)
             raise click.exceptions.Exit(EXIT_USER_ERROR) from None
         except KeyboardInterrupt:
             if terminated():
@@ -81,6 +99,7 @@ def run(
     """Run the search CONFIG describes, or continue it where it stopped."""
     from hpsearch.api import run as run_search
 
+    _note_stores(config)
     console = Console()
     outcome = run_search(
         config,
@@ -143,6 +162,7 @@ def best(config: Path, as_json: bool, pareto: bool, oom: bool) -> None:
     """Show the best trial of CONFIG's study (the Pareto front for several objectives)."""
     from hpsearch.results import load
 
+    _note_stores(config)
     results = load(config)
     names = results.metric_names
     if oom:

@@ -28,6 +28,7 @@ from optuna.trial import FrozenTrial, TrialState
 from hpsearch import attrs
 from hpsearch.config import ObjectiveSpec, PrunerSpec, RunConfig, SamplerSpec
 from hpsearch.errors import ConfigError, StudyError
+from hpsearch.storage_faults import Stores, storage_fault
 
 HEARTBEAT_INTERVAL_S = 10
 """How often the driver stamps its running trials as alive."""
@@ -218,10 +219,13 @@ def open_study(
                 heartbeat_stale_trial_callback=stale_trial,
             )
     except Exception as exc:
+        stores = Stores(config.source, spec.storage, config.tracking.uri)
+        fault = storage_fault(exc, stores)
+        first = str(exc).splitlines()[0] if str(exc) else ""
         raise StudyError(
-            f"{config.source}: study.storage: cannot open '{spec.storage}' "
-            f"({type(exc).__name__}: {exc}); "
-            "check the URL and that the database is reachable"
+            fault
+            or f"{config.source}: study.storage: cannot open '{spec.storage}' "
+            f"({type(exc).__name__}: {first}); check the URL and that the database is reachable"
         ) from None
 
     directions = [o.direction for o in config.objective_list]

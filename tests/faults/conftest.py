@@ -71,3 +71,46 @@ def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
             return
         time.sleep(0.5)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+class Mount:
+    """A tmpfs of a given size, mounted for a test: a disk that fills, or turns read-only."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def remount(self, options: str) -> None:
+        """``mount -o remount,OPTIONS`` (e.g. ``ro``, ``size=64m``)."""
+        subprocess.run(["mount", "-o", f"remount,{options}", str(self.path)], check=True)
+
+
+@pytest.fixture
+def tmpfs(project: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Mount]:
+    """A 2 MiB tmpfs as the project folder (skipped where this user may not mount)."""
+    folder = project / "disk"
+    folder.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(folder)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    monkeypatch.chdir(folder)
+    try:
+        yield Mount(folder)
+    finally:
+        monkeypatch.chdir(project)
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+def hpsearch_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """``python -m hpsearch ARGS`` in the current folder, to its end."""
+    return subprocess.run(
+        [sys.executable, "-m", "hpsearch", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )

@@ -1,0 +1,97 @@
+"""Faults of the disk or of a database file under a search, as one line a user can act on.
+
+A full disk, a read-only ``mlruns/``, or a corrupt ``optuna.db`` surfaces deep in
+SQLAlchemy, Optuna or MLflow as a long traceback ending in a message about
+something else. :func:`storage_fault` recognises them from the exception chain
+and names the store (``study.storage`` or ``tracking.uri``, told apart by which
+library raised) and the fix.
+"""
+
+from __future__ import annotations
+
+import errno
+import traceback
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Stores:
+    """Where a config keeps its records, to name them in a message."""
+
+    source: str
+    study_storage: str
+    tracking_uri: str
+
+
+_FULL = "the disk is full"
+_READ_ONLY = "the store is read-only"
+_CORRUPT = "the file is not a SQLite database (corrupt, or not written by hpsearch)"
+_CANNOT_OPEN = "the database file cannot be opened"
+
+_FIXES = {
+    _FULL: "free some space and run again (what was recorded so far is kept)",
+    _READ_ONLY: "make it writable, or point the key at a writable place",
+    _CORRUPT: "restore it from a backup, or point the key at a new file",
+    _CANNOT_OPEN: "check that its folder exists and is writable",
+}
+
+
+def storage_fault(exc: BaseException, stores: Stores | None = None) -> str | None:
+    """One line for ``exc`` when it is a storage fault; ``None`` for anything else."""
+    problem = None
+    for link in _chain(exc):
+        problem = _problem(link)
+        if problem is not None:
+            break
+    if problem is None:
+        return None
+    if stores is None:
+        return f"{problem}; {_FIXES[problem]}"
+    if problem == _FULL:
+        return f"{stores.source}: {problem} under the search's stores; {_FIXES[problem]}"
+    key, url = _which_store(exc, stores)
+    return f"{stores.source}: {key} ({url}): {problem}; {_FIXES[problem]}"
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        link = todo.pop()
+        if link is None or id(link) in seen:
+            continue
+        seen.add(id(link))
+        yield link
+        todo += [link.__cause__, link.__context__]
+        orig = getattr(link, "orig", None)  # SQLAlchemy wraps the driver's error
+        if isinstance(orig, BaseException):
+            todo.append(orig)
+
+
+_BY_ERRNO = {errno.ENOSPC: _FULL, errno.EROFS: _READ_ONLY, errno.EACCES: _READ_ONLY}
+_BY_TEXT = (
+    ("database or disk is full", _FULL),
+    ("no space left on device", _FULL),
+    ("readonly database", _READ_ONLY),
+    ("read-only file system", _READ_ONLY),
+    ("file is not a database", _CORRUPT),
+    ("database disk image is malformed", _CORRUPT),
+    ("unable to open database file", _CANNOT_OPEN),
+)
+
+
+def _problem(exc: BaseException) -> str | None:
+    if isinstance(exc, OSError) and exc.errno in _BY_ERRNO:
+        return _BY_ERRNO[exc.errno]
+    text = str(exc).lower()
+    return next((problem for marker, problem in _BY_TEXT if marker in text), None)
+
+
+def _which_store(exc: BaseException, stores: Stores) -> tuple[str, str]:
+    """The store whose library raised ``exc`` (MLflow's, else the study's)."""
+    for link in _chain(exc):
+        for frame in traceback.extract_tb(link.__traceback__):
+            if "/mlflow/" in frame.filename:
+                return "tracking.uri", stores.tracking_uri
+    return "study.storage", stores.study_storage

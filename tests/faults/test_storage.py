@@ -1,0 +1,84 @@
+"""Storage faults: one line naming the store and the fix, exit 2, nothing further damaged."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ConfigWriter
+from tests.faults.conftest import Mount, hpsearch_cli, study_trials
+
+pytestmark = pytest.mark.slow
+
+SEARCH = {"study": {"n_trials": 2}, "execution": {"max_concurrent": 1}}
+
+
+def _one_line_error(result: subprocess.CompletedProcess[str], *expected: str) -> None:
+    stderr = result.stderr
+    assert result.returncode == 2, stderr[-3000:]
+    lines = stderr.strip().splitlines()
+    assert lines[-1].startswith("error: "), stderr[-3000:]
+    for text in expected:
+        assert text in lines[-1]
+
+
+def test_a_corrupt_study_database_is_one_line_and_left_as_it_is(
+    write_config: ConfigWriter, project: Path
+) -> None:
+    path = write_config(SEARCH)
+    assert hpsearch_cli("run", str(path)).returncode == 0
+    store = project / "mlruns" / "optuna.db"
+    garbage = os.urandom(4096)
+    store.write_bytes(garbage)
+
+    for command in (("best", str(path)), ("run", str(path), "--n-trials", "3")):
+        result = hpsearch_cli(*command)
+        _one_line_error(result, "study.storage (sqlite:///mlruns/optuna.db)", "not a SQLite")
+        assert len(result.stderr.strip().splitlines()) == 1
+        assert store.read_bytes() == garbage  # not "repaired" into an empty study
+
+
+def test_a_corrupt_mlflow_database_is_one_line_and_the_study_is_kept(
+    write_config: ConfigWriter, project: Path
+) -> None:
+    path = write_config(SEARCH)
+    assert hpsearch_cli("run", str(path)).returncode == 0
+    before = [(t.number, t.state.name, t.value) for t in study_trials()]
+    (project / "mlruns" / "mlflow.db").write_bytes(os.urandom(4096))
+
+    result = hpsearch_cli("run", str(path), "--n-trials", "3")
+
+    _one_line_error(result, "tracking.uri (sqlite:///mlruns/mlflow.db)", "not a SQLite")
+    assert [(t.number, t.state.name, t.value) for t in study_trials()] == before
+
+
+def test_a_read_only_store_is_one_line(write_config: ConfigWriter, tmpfs: Mount) -> None:
+    path = write_config(SEARCH, name="disk/config.yaml")
+    assert hpsearch_cli("run", "config.yaml").returncode == 0
+    tmpfs.remount("ro")
+
+    result = hpsearch_cli("run", "config.yaml", "--n-trials", "3")
+
+    _one_line_error(result, "study.storage (sqlite:///mlruns/optuna.db)", "read-only")
+    assert path.exists()
+
+
+def test_a_disk_that_fills_mid_run_ends_with_one_line_and_loses_nothing(
+    write_config: ConfigWriter, tmpfs: Mount
+) -> None:
+    # 2 MiB fill up after a few dozen trials' records.
+    write_config({"study": {"n_trials": 300}, "space": {"steps": 20}}, name="disk/config.yaml")
+    result = hpsearch_cli("run", "config.yaml")
+    _one_line_error(result, "the disk is full", "free some space")
+    done = {t.number: t.value for t in study_trials() if t.state.name == "COMPLETE"}
+    assert done
+
+    tmpfs.remount("size=64m")  # space freed: the search goes on from where it was
+    again = hpsearch_cli("run", "config.yaml", "--n-trials", str(len(done) + 4))
+    assert again.returncode == 0, again.stderr[-3000:]
+    after = {t.number: t.value for t in study_trials() if t.state.name == "COMPLETE"}
+    assert {n: v for n, v in after.items() if n in done} == done  # nothing completed was lost
+    assert len(after) >= len(done) + 4

@@ -1,0 +1,39 @@
+"""Storage faults recognised from an exception chain, as one line naming the store and the fix."""
+
+from __future__ import annotations
+
+import errno
+import sqlite3
+
+from sqlalchemy.exc import OperationalError
+
+from hpsearch.storage_faults import Stores, storage_fault
+
+STORES = Stores("c.yaml", "sqlite:///mlruns/optuna.db", "sqlite:///mlruns/mlflow.db")
+
+
+def test_the_driver_error_under_sqlalchemy_and_other_wrappers_is_found() -> None:
+    full = OperationalError("INSERT ...", {}, sqlite3.OperationalError("database or disk is full"))
+    try:
+        try:
+            raise full
+        except OperationalError as inner:
+            raise RuntimeError("Error stopping trial") from inner
+    except RuntimeError as outer:
+        line = storage_fault(outer, STORES)
+    assert line == (
+        "c.yaml: the disk is full under the search's stores; free some space and run again "
+        "(what was recorded so far is kept)"
+    )
+
+
+def test_each_fault_names_the_store_and_its_fix() -> None:
+    read_only = storage_fault(OSError(errno.EROFS, "Read-only file system"), STORES)
+    assert read_only == (
+        "c.yaml: study.storage (sqlite:///mlruns/optuna.db): the store is read-only; "
+        "make it writable, or point the key at a writable place"
+    )
+    corrupt = storage_fault(sqlite3.DatabaseError("file is not a database"))
+    assert corrupt is not None
+    assert corrupt.startswith("the file is not a SQLite database")
+    assert storage_fault(ValueError("a bug, not a disk")) is None
