@@ -20,6 +20,7 @@ from typing import Any
 
 from rich.console import Console
 
+from hpsearch import attrs
 from hpsearch.backends import OpenedTelemetry, open_backend
 from hpsearch.config import (
     ExecutionSpec,
@@ -29,7 +30,7 @@ from hpsearch.config import (
     parse_simulate,
 )
 from hpsearch.entrypoint import ensure_importable_from, resolve_train_function
-from hpsearch.errors import HpsearchError
+from hpsearch.errors import ConfigError, HpsearchError
 from hpsearch.lifecycle import (
     GpuSeries,
     MlflowMirror,
@@ -129,6 +130,7 @@ def run(
     console: Console | None = None,
     simulate: str | None = None,
     runner: TrialRunner | None = None,
+    new_mlflow_history: bool = False,
 ) -> RunOutcome:
     """Run (or continue) the search a config describes, until its budget is spent.
 
@@ -142,6 +144,8 @@ def run(
         simulate: run against simulated GPUs (overrides ``telemetry``): a built-in
             trace name, a CSV trace, or ``load[:key=value,...]``/``constant[:...]``.
         runner: where trials run; default: Ray Tune (``hpsearch.runner.RayTuneRunner``).
+        new_mlflow_history: go on although the MLflow store the study's trials were
+            recorded in is gone (a new one is started; their old run ids dangle).
 
     Raises:
         HpsearchError: anything the user can fix (the CLI exits with code 2).
@@ -162,11 +166,15 @@ def run(
 
         runner = RayTuneRunner()
     with _quiet_libraries():
-        return _run(config, policy, console or Console(), runner)
+        return _run(config, policy, console or Console(), runner, new_mlflow_history)
 
 
 def _run(
-    config: RunConfig, policy: ResourcePolicy | None, console: Console, runner: TrialRunner
+    config: RunConfig,
+    policy: ResourcePolicy | None,
+    console: Console,
+    runner: TrialRunner,
+    new_mlflow_history: bool = False,
 ) -> RunOutcome:
     workdir = os.getcwd()
     ensure_importable_from(workdir)
@@ -174,7 +182,7 @@ def _run(
     resolve_train_function(config.train, source=config.source)
     telemetry = open_backend(config.telemetry)  # opening a backend is the root's job
     try:
-        return _search(config, policy, console, runner, telemetry, workdir)
+        return _search(config, policy, console, runner, telemetry, workdir, new_mlflow_history)
     finally:
         if telemetry.backend is not None:
             telemetry.backend.close()
@@ -187,9 +195,12 @@ def _search(  # noqa: PLR0917 - the root hands over what it opened
     runner: TrialRunner,
     telemetry: OpenedTelemetry,
     workdir: str,
+    new_mlflow_history: bool = False,
 ) -> RunOutcome:
     execution = _execution_for(config, telemetry.backend)
     handle = open_study(config)
+    if not new_mlflow_history:
+        _check_mlflow_store(config, handle)
     tracker = MlflowTracker(
         config.tracking.uri, config.experiment_name, config.tracking.artifact_location
     )
@@ -353,6 +364,25 @@ def build_search(
         1, math.floor(session.capacity().cpus / execution.cpus_per_trial)
     )
     return SearchParts(ledger, scheduler, running, view, max_pending, board, placing)
+
+
+def _check_mlflow_store(config: RunConfig, handle: StudyHandle) -> None:
+    """Refuse to start a new MLflow store silently under a study whose runs were in the old one."""
+    uri = config.tracking.uri
+    if not uri.startswith("sqlite:///") or Path(uri.removeprefix("sqlite:///")).exists():
+        return
+    recorded = sum(
+        attrs.MLFLOW_RUN in t.user_attrs for t in handle.study.get_trials(deepcopy=False)
+    )
+    if recorded:
+        raise ConfigError(
+            config.source,
+            "tracking.uri",
+            f"the MLflow store {uri} is gone, but study '{handle.name}' has {recorded} "
+            "trial(s) recorded in it",
+            "restore the file, or run again with --new-mlflow-history to go on with a new "
+            "MLflow history (the old trials' run ids will point nowhere)",
+        )
 
 
 def _pace(

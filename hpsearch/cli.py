@@ -89,12 +89,18 @@ _CONFIG = click.argument("config", type=click.Path(dir_okay=False, path_type=Pat
     metavar="TRACE_OR_SPEC",
     help="Run against simulated GPUs (e.g. 'load:gpus=2'); see hpsearch monitor --help.",
 )
-def run(
+@click.option(
+    "--new-mlflow-history",
+    is_flag=True,
+    help="Go on although the MLflow store the study's runs were in is gone (start a new one).",
+)
+def run(  # noqa: PLR0917 - click passes one parameter per option
     config: Path,
     address: str | None,
     n_trials: int | None,
     timeout: float | None,
     simulate: str | None,
+    new_mlflow_history: bool,
 ) -> None:
     """Run the search CONFIG describes, or continue it where it stopped."""
     from hpsearch.api import run as run_search
@@ -108,6 +114,7 @@ def run(
         timeout=timeout,
         console=console,
         simulate=simulate,
+        new_mlflow_history=new_mlflow_history,
     )
     results = outcome.results
     if outcome.mlflow_parent_run_id is not None:

@@ -53,10 +53,17 @@ def drivers(project: Path) -> Iterator[Drivers]:
         started.cleanup()
 
 
-def study_trials(name: str = "test-study") -> list[optuna.trial.FrozenTrial]:
-    """The study's trials as stored (empty while the store is not there yet)."""
-    if not Path("mlruns/mlflow.db").exists():
-        return []  # the driver creates the MLflow store once the Optuna one is complete
+def study_trials(
+    name: str = "test-study", *, while_running: bool = True
+) -> list[optuna.trial.FrozenTrial]:
+    """The study's trials as stored (empty while the store is not there yet).
+
+    Args:
+        while_running: a driver may be creating the store: wait for its MLflow store,
+            which it creates once the Optuna one is complete.
+    """
+    if while_running and not Path("mlruns/mlflow.db").exists():
+        return []
     try:
         return optuna.load_study(study_name=name, storage="sqlite:///mlruns/optuna.db").trials
     except KeyError:

@@ -82,3 +82,22 @@ def test_a_disk_that_fills_mid_run_ends_with_one_line_and_loses_nothing(
     after = {t.number: t.value for t in study_trials() if t.state.name == "COMPLETE"}
     assert {n: v for n, v in after.items() if n in done} == done  # nothing completed was lost
     assert len(after) >= len(done) + 4
+
+
+def test_a_deleted_mlflow_store_is_noticed_and_a_new_history_is_a_choice(
+    write_config: ConfigWriter, project: Path
+) -> None:
+    path = write_config(SEARCH)
+    assert hpsearch_cli("run", str(path)).returncode == 0
+    before = [(t.number, t.state.name, t.value) for t in study_trials()]
+    (project / "mlruns" / "mlflow.db").unlink()
+
+    result = hpsearch_cli("run", str(path), "--n-trials", "3")
+
+    _one_line_error(result, "tracking.uri", "is gone", "2 trial(s)", "--new-mlflow-history")
+    assert not (project / "mlruns" / "mlflow.db").exists()  # not silently recreated
+    trials = study_trials(while_running=False)
+    assert [(t.number, t.state.name, t.value) for t in trials] == before
+    again = hpsearch_cli("run", str(path), "--n-trials", "3", "--new-mlflow-history")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert [t.state.name for t in study_trials()] == ["COMPLETE"] * 3
