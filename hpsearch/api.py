@@ -198,7 +198,7 @@ def _search(  # noqa: PLR0917 - the root hands over what it opened
     new_mlflow_history: bool = False,
 ) -> RunOutcome:
     execution = _execution_for(config, telemetry.backend)
-    handle = open_study(config)
+    handle = open_study(config, as_driver=True)
     if not new_mlflow_history:
         _check_mlflow_store(config, handle)
     tracker = MlflowTracker(
@@ -220,7 +220,7 @@ def _search(  # noqa: PLR0917 - the root hands over what it opened
         telemetry.line if telemetry.backend is not None else f"{telemetry.line}; trials run on CPU"
     )
     console.print(line, highlight=False, markup=False)
-    status, interrupted, elapsed = RunStatus.FAILED, 0, 0.0
+    status, interrupted, elapsed, finished = RunStatus.FAILED, 0, 0.0, 0
     try:
         with (
             _mps(config, telemetry.backend, parent) as mps,
@@ -253,6 +253,7 @@ def _search(  # noqa: PLR0917 - the root hands over what it opened
                 # However the search ended, while the runner still runs: record every
                 # trial still open, so nothing already run is lost.
                 interrupted = close_out(parts, parent, monitor, handle)
+                finished = parts.ledger.finished
         status = RunStatus.KILLED if interrupted else RunStatus.FINISHED
     except KeyboardInterrupt:
         status = RunStatus.KILLED
@@ -260,14 +261,8 @@ def _search(  # noqa: PLR0917 - the root hands over what it opened
     finally:
         parent.end(status)
 
-    after = count_budget(handle.study.get_trials(deepcopy=False))
-    return RunOutcome(
-        StudyResults(handle.study),
-        parent.run_id,
-        after.finished - before.finished,
-        interrupted,
-        elapsed,
-    )
+    # What this driver finished itself (another driver may share the study).
+    return RunOutcome(StudyResults(handle.study), parent.run_id, finished, interrupted, elapsed)
 
 
 def build_search(

@@ -26,6 +26,7 @@ from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 from optuna.trial import FrozenTrial, TrialState
 
 from hpsearch import attrs
+from hpsearch._locks import sqlite_creation_lock
 from hpsearch.config import ObjectiveSpec, PrunerSpec, RunConfig, SamplerSpec
 from hpsearch.errors import ConfigError, StudyError
 from hpsearch.storage_faults import Stores, storage_fault
@@ -34,6 +35,12 @@ HEARTBEAT_INTERVAL_S = 10
 """How often the driver stamps its running trials as alive."""
 GRACE_PERIOD_S = 30
 """A RUNNING trial whose stamp is older than this belongs to a driver that is gone."""
+
+DRIVERS_ATTR = "hpsearch.drivers_started"
+"""The study's count of drivers ever started on it (each offsets its sampler's seed)."""
+
+DRIVER_SEED_STRIDE = 7919
+"""How far apart the seeds of drivers started on one study are (a prime, past any budget)."""
 
 
 _SAMPLERS: dict[str, Callable[..., optuna.samplers.BaseSampler]] = {
@@ -179,6 +186,7 @@ class StudyHandle:
 def open_study(
     config: RunConfig,
     *,
+    as_driver: bool = False,
     heartbeat_interval_s: int = HEARTBEAT_INTERVAL_S,
     grace_period_s: int = GRACE_PERIOD_S,
 ) -> StudyHandle:
@@ -186,6 +194,9 @@ def open_study(
 
     Args:
         config: the search.
+        as_driver: open it to run trials: counted among the study's drivers, whose
+            number offsets the sampler's seed (two drivers started at once on one
+            config do not suggest the same trials).
         heartbeat_interval_s: how often running trials are stamped alive.
         grace_period_s: after how long without a stamp a RUNNING trial is reclaimed.
 
@@ -208,10 +219,35 @@ def open_study(
             warnings.simplefilter("ignore", ExperimentalWarning)
             requeue(study, trial)
 
+    # Several drivers may start on one config at once: one creates the tables.
+    with sqlite_creation_lock(spec.storage):
+        storage = _open_storage(config, heartbeat_interval_s, grace_period_s, stale_trial)
+        study = _open_or_create(config, storage, sampler, pruner)
+        drivers = int(study.user_attrs.get(DRIVERS_ATTR, 0))
+        if as_driver:
+            study.set_user_attr(DRIVERS_ATTR, drivers + 1)
+    existing = len(study.get_trials(deepcopy=False))
+    if (existing or drivers) and spec.sampler.seed is not None:
+        # A seeded sampler replays the same random stream in every new driver, so a
+        # resumed search, or a second driver started beside the first, would repeat
+        # suggestions. Offsetting the seed by the trials already there and by the
+        # drivers started before keeps it reproducible without repeating itself.
+        seed = spec.sampler.seed + existing + DRIVER_SEED_STRIDE * drivers
+        study.sampler = make_sampler(spec.sampler.model_copy(update={"seed": seed}), config.source)
+    return StudyHandle(study, storage, stale, heartbeat_interval_s, grace_period_s)
+
+
+def _open_storage(
+    config: RunConfig,
+    heartbeat_interval_s: int,
+    grace_period_s: int,
+    stale_trial: Callable[[optuna.Study, FrozenTrial], None],
+) -> RDBStorage:
+    spec = config.study
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ExperimentalWarning)
-            storage = RDBStorage(
+            return RDBStorage(
                 prepare_storage_url(spec.storage),
                 engine_kwargs=_engine_kwargs(spec.storage),
                 heartbeat_interval=heartbeat_interval_s,
@@ -228,6 +264,14 @@ def open_study(
             f"({type(exc).__name__}: {first}); check the URL and that the database is reachable"
         ) from None
 
+
+def _open_or_create(
+    config: RunConfig,
+    storage: RDBStorage,
+    sampler: optuna.samplers.BaseSampler,
+    pruner: optuna.pruners.BasePruner,
+) -> optuna.Study:
+    spec = config.study
     directions = [o.direction for o in config.objective_list]
     study = optuna.create_study(
         study_name=spec.name,
@@ -245,14 +289,7 @@ def open_study(
             "give the study a new study.name, or restore the objectives it was created with"
         )
     _check_metric_names(study, config.objective_list, config.source)
-    existing = len(study.get_trials(deepcopy=False))
-    if existing and spec.sampler.seed is not None:
-        # A seeded sampler replays the same random stream in every new driver, so a
-        # resumed search would repeat its first suggestions. Offsetting the seed by
-        # the trials already there keeps it reproducible without repeating itself.
-        offset = spec.sampler.model_copy(update={"seed": spec.sampler.seed + existing})
-        study.sampler = make_sampler(offset, config.source)
-    return StudyHandle(study, storage, stale, heartbeat_interval_s, grace_period_s)
+    return study
 
 
 def _check_metric_names(study: optuna.Study, objectives: list[ObjectiveSpec], source: str) -> None:

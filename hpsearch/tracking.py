@@ -20,6 +20,7 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
+from hpsearch._locks import sqlite_creation_lock
 from hpsearch.errors import HpsearchError
 
 TRIAL_NUMBER_TAG = "optuna.trial_number"
@@ -67,7 +68,12 @@ class MlflowTracker:
 
     def __init__(self, uri: str, experiment: str, artifact_location: str) -> None:
         self.uri = resolve_tracking_uri(uri)
-        self._client = MlflowClient(tracking_uri=self.uri)
+        with sqlite_creation_lock(self.uri):  # another driver may be creating the store
+            self._client = MlflowClient(tracking_uri=self.uri)
+            self._open_experiment(uri, experiment, artifact_location)
+        self.experiment_name = experiment
+
+    def _open_experiment(self, uri: str, experiment: str, artifact_location: str) -> None:
         try:
             found = self._client.get_experiment_by_name(experiment)
             if found is None:
@@ -86,7 +92,6 @@ class MlflowTracker:
                 f"tracking.uri: MLflow store '{uri}' cannot be used ({exc.message}); "
                 "check the URI or that the tracking server is running"
             ) from None
-        self.experiment_name = experiment
 
     @property
     def client(self) -> MlflowClient:

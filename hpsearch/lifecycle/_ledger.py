@@ -150,6 +150,8 @@ class TrialLedger:
         self._clock = clock
         self._open: dict[str, _Open] = {}
         self._waiting: list[_Open] = []
+        self.finished = 0
+        """Trials this ledger ended complete, pruned or failed (not interrupted)."""
         self._last_stamp = -float("inf")
         self._last_reclaim = -float("inf")
 
@@ -440,6 +442,8 @@ class TrialLedger:
             if ending.pruned_at is not None:
                 trial.set_user_attr(attrs.PRUNED_AT, ending.pruned_at)
         self._tell(trial, outcome, values)
+        if outcome is not Outcome.INTERRUPTED:
+            self.finished += 1
 
         if ending.oom is not None and not ending.oom.predicted:
             ran_out = TrialOutOfMemory(
