@@ -5,9 +5,11 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shutil
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import ray
@@ -46,6 +48,7 @@ def ray_cluster(spec: ExecutionSpec, workdir: str) -> Iterator[ClusterCapacity]:
     for name, value in _DRIVER_DEFAULTS.items():
         os.environ.setdefault(name, value)
     started_here = False
+    session_dir: str | None = None
     if not ray.is_initialized():
         runtime_env = _runtime_env(spec.runtime_env, workdir)
         common: dict[str, Any] = {
@@ -56,10 +59,10 @@ def ray_cluster(spec: ExecutionSpec, workdir: str) -> Iterator[ClusterCapacity]:
         try:
             if spec.address:
                 _check_reachable(spec.address)
-                ray.init(address=spec.address, **common)
+                ray.init(address=spec.address, **common)  # its session is the cluster's
             else:
                 with ray_on_loopback_only():
-                    ray.init(
+                    context = ray.init(
                         # A Ray of its own, even where `ray start` runs one on this machine
                         # (Ray would otherwise join that one, which was not asked for).
                         address="local",
@@ -69,6 +72,9 @@ def ray_cluster(spec: ExecutionSpec, workdir: str) -> Iterator[ClusterCapacity]:
                         **LOOPBACK_RAY_INIT,
                         **common,
                     )
+                # The local Ray's folder under /tmp/ray: logs and sockets, one per run.
+                info: dict[str, Any] = getattr(context, "address_info", {})  # a RayContext's
+                session_dir = str(info.get("session_dir") or "") or None
         except (ConnectionError, ValueError, RuntimeError) as exc:
             raise HpsearchError(_connect_error(spec.address, exc)) from None
         started_here = True
@@ -76,9 +82,24 @@ def ray_cluster(spec: ExecutionSpec, workdir: str) -> Iterator[ClusterCapacity]:
         # After ray.init, which makes SIGTERM exit at once, skipping the search's end.
         with sigterm_as_ctrl_c():
             yield current_capacity()
+    except Exception:
+        session_dir = None  # keep the Ray logs of a search that failed
+        raise
     finally:
         if started_here:
             ray.shutdown()
+            _remove_session(session_dir)
+
+
+def _remove_session(session_dir: str | None) -> None:
+    """Remove a stopped local Ray's session folder (and ``session_latest`` if it points there)."""
+    if not session_dir:
+        return
+    folder = Path(session_dir)
+    latest = folder.parent / "session_latest"
+    if latest.is_symlink() and latest.resolve() == folder.resolve():
+        latest.unlink(missing_ok=True)
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 _HOST_PORT = re.compile(r"^\[?(?P<host>[\w.:-]+?)\]?:(?P<port>\d+)$")
