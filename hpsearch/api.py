@@ -294,6 +294,7 @@ def build_search(
         already=before or BudgetCount(0, 0),
         best_before=_best_so_far(handle.study),
         console=console,
+        clock=session.clock,
     )
     placing = None
     if policy is None:

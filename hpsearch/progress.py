@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import TracebackType
 
 from rich.console import Console, Group, RenderableType
@@ -40,6 +40,8 @@ class ProgressView(TrialListener):
         already: trials that counted before this run started.
         best_before: the best objective value before this run (single objective).
         console: where to draw.
+        clock: the runner's clock (trials' start times are on it), to say how long
+            each running trial has run.
     """
 
     def __init__(
@@ -51,14 +53,16 @@ class ProgressView(TrialListener):
         already: BudgetCount,
         best_before: tuple[int, float] | None = None,
         console: Console | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self._study = study
+        self._clock = clock
         self._objectives = list(objectives)
         self._n_trials = n_trials
         self._console = console or Console()
         self._lock = threading.Lock()
         self._done = already.finished
-        self._running: set[int] = set()
+        self._running: dict[int, float] = {}  # trial number: when it started
         self._failed = 0
         self._pruned = 0
         self._best = best_before
@@ -91,12 +95,12 @@ class ProgressView(TrialListener):
     def on_started(self, event: TrialStarted) -> None:
         """A trial began running."""
         with self._lock:
-            self._running.add(event.number)
+            self._running[event.number] = event.at
 
     def on_ended(self, event: TrialEnded) -> None:
         """A trial ended; count it and remember the best."""
         with self._lock:
-            self._running.discard(event.number)
+            self._running.pop(event.number, None)
             if event.outcome is not Outcome.INTERRUPTED:
                 self._done += 1
             if event.outcome is Outcome.FAIL:
@@ -146,6 +150,11 @@ class ProgressView(TrialListener):
                     values
                 ]
 
+    def status_line(self) -> str:
+        """The status line as plain text (what the live view shows under the trials)."""
+        with self._lock:
+            return self._status_line().plain
+
     def _status_line(self) -> Text:
         total = f"/{self._n_trials}" if self._n_trials else ""
         elapsed = int(time.monotonic() - self._started)
@@ -165,7 +174,13 @@ class ProgressView(TrialListener):
             parts.append((f"Pareto front of this run: {len(self._front)} trial(s)", "green"))
         else:
             parts.append("no completed trial yet")
-        parts.append(f" · {elapsed // 60}:{elapsed % 60:02d}")
+        parts.append(f" · {_clock_text(elapsed)}")
+        if self._running:
+            # The longest-running trial: a hung one shows here long before any timeout.
+            number, since = min(self._running.items(), key=lambda item: item[1])
+            parts.append(
+                f" · longest running: trial {number}, {_clock_text(self._clock() - since)}"
+            )
         return Text.assemble(*parts)
 
     def _trial_line(self, summary: TrialEnded) -> Text:
@@ -185,3 +200,11 @@ class ProgressView(TrialListener):
             (summary.outcome.value.upper(), style),
             f" {detail} ({summary.duration_s:.1f}s)",
         )
+
+
+def _clock_text(seconds: float) -> str:
+    """``m:ss`` (``h:mm:ss`` past an hour)."""
+    whole = max(0, int(seconds))
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"

@@ -1,0 +1,41 @@
+"""The progress view: counts, the best so far, and how long the running trials have run."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from rich.console import Console
+
+from hpsearch.config import ObjectiveSpec
+from hpsearch.lifecycle import TrialStarted
+from hpsearch.placement import Admission
+from hpsearch.progress import ProgressView
+from hpsearch.runner import VirtualClock
+from hpsearch.study import BudgetCount
+
+
+def _started(number: int, at: float) -> TrialStarted:
+    trial: Any = None  # the view reads only the number and the time
+    return TrialStarted(number, trial, {}, Admission(cpus=1, gpus=0, reason=""), at)
+
+
+def test_the_status_line_says_which_trial_has_run_longest_and_for_how_long() -> None:
+    clock = VirtualClock(1000.0)
+    view = ProgressView(
+        "study",
+        [ObjectiveSpec(metric="score", direction="maximize")],
+        n_trials=4,
+        already=BudgetCount(0, 0),
+        console=Console(file=io.StringIO()),
+        clock=clock,
+    )
+    assert "longest running" not in view.status_line()
+    view.on_started(_started(0, 1000.0))
+    clock.now += 30
+    view.on_started(_started(1, clock.now))
+    clock.now += 35
+    assert "2 running" in view.status_line()
+    assert view.status_line().endswith("longest running: trial 0, 1:05")
+    clock.now += 3600
+    assert view.status_line().endswith("longest running: trial 0, 1:01:05")
