@@ -312,7 +312,8 @@ def build_search(
     listeners: list[TrialListener] = [mirror, oom, running]
     pace: PacePublisher | None = None
     if monitor is not None:
-        load_sink, pace = _pace(telemetry.load_sink, session.pace_path)
+        pace_path = session.scratch / PACE_FILE if session.scratch is not None else None
+        load_sink, pace = _pace(telemetry.load_sink, pace_path)
         # MPS started for this search overlaps kernels whatever the model's default says.
         sharing = replace(telemetry.sharing, mps=telemetry.sharing.mps or mps)
         gpu = TrialGpuMetrics(
@@ -335,6 +336,7 @@ def build_search(
         gpu_memory_mb=gpu_memory_mb,
         pace_file=str(pace.path) if pace is not None else "",
         timeout_s=config.execution.trial_timeout,
+        stderr_dir=str(session.scratch) if session.scratch is not None else "",
     )
     ledger = TrialLedger(
         handle,
@@ -360,6 +362,10 @@ def build_search(
         1, math.floor(session.capacity().cpus / execution.cpus_per_trial)
     )
     return SearchParts(ledger, scheduler, running, view, max_pending, board, placing)
+
+
+PACE_FILE = "simulated-gpu-pace.json"
+"""Where, in the runner's scratch folder, simulated GPUs publish the trials' pace."""
 
 
 def _check_mlflow_store(config: RunConfig, handle: StudyHandle) -> None:

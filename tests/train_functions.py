@@ -117,3 +117,22 @@ def hangs(params: dict[str, Any], ctx: TrialContext) -> None:
     ctx.report(0, score=float(params["x"]))
     if float(params["x"]) > 0.5:
         time.sleep(3600)
+
+
+def dies(params: dict[str, Any], ctx: TrialContext) -> None:
+    """Reports step 0, writes to stderr, then its process dies hard: ``how`` is ``exit``
+    (``os._exit(3)``), ``kill`` (SIGKILL to itself) or ``segfault`` (``lives``: it does not)."""
+    import ctypes
+    import os
+    import signal
+    import sys
+
+    ctx.report(0, score=float(params["x"]))
+    if params["how"] == "lives":
+        return
+    print(f"trial {ctx.trial_number} about to die: {params['how']}", file=sys.stderr, flush=True)
+    if params["how"] == "exit":
+        os._exit(3)
+    if params["how"] == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    ctypes.string_at(0)  # segfault

@@ -41,6 +41,7 @@ from hpsearch.placement import Admission
 from hpsearch.pruning import KEEP, PruneJudge
 from hpsearch.space import SearchSpace
 from hpsearch.study import StudyHandle
+from hpsearch.trial.death import stderr_file, worker_death
 from hpsearch.trial.protocol import (
     PARAMS_KEY,
     SPEC_KEY,
@@ -61,6 +62,7 @@ class TrialTemplate:
             memory cap; ``None``: unknown.
         pace_file: where simulated GPUs' speed shares are published for workers.
         timeout_s: the longest a trial may run (``execution.trial_timeout``).
+        stderr_dir: where workers keep each trial's stderr (for a crash's record).
     """
 
     train: str
@@ -72,6 +74,7 @@ class TrialTemplate:
     gpu_memory_mb: float | None = None
     pace_file: str = ""
     timeout_s: float | None = None
+    stderr_dir: str = ""
 
     def spec(self, number: int, admission: Admission) -> TrialSpec:
         """The spec of trial ``number`` admitted with ``admission``."""
@@ -92,6 +95,7 @@ class TrialTemplate:
             ray_gpus=admission.ray_gpus,
             pace_file=self.pace_file,
             timeout_s=self.timeout_s,
+            stderr_file=stderr_file(self.stderr_dir, number),
         )
 
 
@@ -300,7 +304,7 @@ class TrialLedger:
                 f"timeout: ran past execution.trial_timeout ({limit:g} s) and was stopped; "
                 f"last reported step: {last}"
             )
-        return f"trial worker died: {crash}"
+        return worker_death(crash, stderr_file(self._template.stderr_dir, record.number))
 
     def interrupt_open(self) -> int:
         """End every trial still open when the search stops; return how many were interrupted.

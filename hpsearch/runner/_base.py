@@ -54,13 +54,14 @@ class RunnerSession(ABC):
         clock: Unix time as the runner keeps it (virtual in a simulated search);
             every part that times trials reads this one.
         local_node_id: the node the driver's GPU monitor reads (``None``: none).
-        pace_path: where simulated GPUs publish each trial's speed share for workers
-            that run trials in real time (``None``: the runner plays sharing itself).
+        scratch: a folder the driver and the workers of its machine share for the
+            search (simulated GPUs' pace, each trial's stderr); ``None``: trials run in
+            the driver (the simulated-time runner plays sharing itself).
     """
 
     clock: Callable[[], float]
     local_node_id: str | None
-    pace_path: Path | None = None
+    scratch: Path | None = None
 
     @abstractmethod
     def capacity(self) -> ClusterCapacity:

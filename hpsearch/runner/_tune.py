@@ -48,8 +48,9 @@ class RayTuneRunner(TrialRunner):
             tempfile.TemporaryDirectory(prefix="hpsearch-") as tmp,
         ):
             session = _RaySession(self._storage_path, execution.reuse_workers)
-            # Simulated trials run in real time in workers: they read their pace here.
-            session.pace_path = Path(tmp) / "simulated-gpu-pace.json"
+            # Files the driver and the workers of this machine share for the search:
+            # simulated GPUs' pace, the trials' stderr.
+            session.scratch = Path(tmp)
             yield session
 
 

@@ -72,6 +72,8 @@ class TrialSpec:
             (``ctx.simulated_speed_share()``); empty: none.
         timeout_s: the longest the trial may run (``execution.trial_timeout``); past
             it the worker process ends itself with :data:`EXIT_TIMEOUT`.
+        stderr_file: where the worker copies the trial's stderr (empty: nowhere), read
+            by the driver when the worker dies.
     """
 
     number: int
@@ -90,6 +92,7 @@ class TrialSpec:
     ray_gpus: float | None = None
     pace_file: str = ""
     timeout_s: float | None = None
+    stderr_file: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for the Tune config."""

@@ -1,0 +1,47 @@
+"""A trial worker that dies hard (os._exit, SIGKILL, a segfault): recorded; the search goes on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import hpsearch
+from hpsearch import attrs
+from hpsearch.config import load_config
+from hpsearch.study import open_study
+from tests.conftest import ConfigWriter
+
+pytestmark = pytest.mark.slow
+
+
+def test_hard_deaths_keep_their_stderr_and_the_search_goes_on(
+    write_config: ConfigWriter, project: Path
+) -> None:
+    path = write_config(
+        {
+            "train": "tests.train_functions:dies",
+            "space": {"steps": None, "how": ["exit", "kill", "segfault", "lives"]},
+            "study": {"n_trials": 4},
+            "execution": {"max_concurrent": 1},
+        }
+    )
+    queued = open_study(load_config(path)).study
+    for how in ("exit", "kill", "segfault", "lives"):
+        queued.enqueue_trial({"x": 0.5, "how": how})
+
+    outcome = hpsearch.run(path)
+
+    trials = {t.params["how"]: t for t in outcome.results.study.trials}
+    assert {how: t.state.name for how, t in trials.items()} == {
+        "exit": "FAIL",
+        "kill": "FAIL",
+        "segfault": "FAIL",
+        "lives": "COMPLETE",
+    }
+    for how in ("exit", "kill", "segfault"):
+        error = trials[how].user_attrs[attrs.ERROR]
+        assert error.startswith("trial worker died: "), error
+        number = trials[how].number
+        assert f"trial {number} about to die: {how}" in error  # its own stderr line
+    assert "(Segmentation fault)" in trials["segfault"].user_attrs[attrs.ERROR]
