@@ -255,8 +255,8 @@ def test_out_of_memory_trials_are_pruned_and_shared_ones_retried_alone(
 
     # Fits nowhere: each launched copy ran out, exactly one of them on a whole GPU (then
     # known infeasible), and every later suggestion of it is predicted and not launched.
-    # Whether the second queued copy starts shared or waits for a whole GPU depends on
-    # whether the first has run out by then (Ray's start-up decides), so both are allowed.
+    # Whether a queued copy starts shared or waits for a whole GPU depends on what has
+    # run out by then (Ray's start-up decides), so both are allowed.
     huge = by_params[(4096, 8192)]
     assert [t.state.name for t in huge] == ["PRUNED"] * len(huge)
     records = {t.number: OomRecord.from_dict(t.user_attrs[attrs.OOM]) for t in huge}
@@ -269,7 +269,10 @@ def test_out_of_memory_trials_are_pruned_and_shared_ones_retried_alone(
     shared = [t for t in launched if t not in whole]
     shared_caps = [t.user_attrs[attrs.OOM]["cap_mb"] for t in shared]
     assert shared_caps == [pytest.approx(3070.5)] * len(shared)
-    assert 2 <= len(launched) <= 3  # the shared copies, at most both queued ones
+    # At most both queued copies shared and the whole-GPU one; none shared when the
+    # 64x8192 trial had run out under its cap before they were asked (they are at
+    # least as large, so they wait for a whole GPU).
+    assert 1 <= len(launched) <= 3
     predicted = [t for t in huge if records[t.number].predicted]
     assert predicted
     assert all(records[t.number].predicted_from == whole[0].number for t in predicted)

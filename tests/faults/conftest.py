@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -121,3 +122,11 @@ def hpsearch_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProces
         timeout=timeout,
         check=False,
     )
+
+
+def record_figures(**figures: object) -> None:
+    """Append a fault's figures for ``scripts/bench_faults.py`` (when it runs the suite)."""
+    path = os.environ.get("HPSEARCH_FAULT_FIGURES")
+    if path:
+        with open(path, "a", encoding="utf-8") as out:
+            out.write(json.dumps(figures) + "\n")

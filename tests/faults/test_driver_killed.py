@@ -12,7 +12,7 @@ from optuna.storages import RetryHeartbeatStaleTrialCallback
 
 from hpsearch.study import GRACE_PERIOD_S
 from tests.conftest import ConfigWriter, mlflow_client
-from tests.faults.conftest import Drivers, study_trials, wait_for
+from tests.faults.conftest import Drivers, record_figures, study_trials, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -61,6 +61,12 @@ def test_a_rerun_right_after_a_kill_reclaims_the_dead_drivers_trials_and_finishe
     assert sorted(n for n in retried if n is not None) == sorted(t.number for t in lost)
     # Ray start, the grace period, then at most two rounds of trials: no long idle.
     assert took < GRACE_PERIOD_S + 60, f"the rerun took {took:.0f} s"
+    record_figures(
+        fault="driver killed, rerun at once",
+        rerun_s=round(took, 1),
+        grace_s=GRACE_PERIOD_S,
+        work_s=TRIAL_S * 3,  # the rest of the budget, two at a time, and a round to reclaim
+    )
     # The killed driver's MLflow runs (its parent and its trials') were ended KILLED.
     client = mlflow_client(project)
     experiment = client.get_experiment_by_name("test-study")
