@@ -281,7 +281,9 @@ class TrialLedger:
             return None
         end = record.end
         if end is not None and end.outcome is not None:
-            record.metrics.update(self._measured(record, end.metrics))
+            # What train returns measures the whole trial (a rate over all of it).
+            whole = record.started_at
+            record.metrics.update(self._measured(record, end.metrics, since=whole))
             self._objectives.note_targets(record.metrics, record.reached)
             ending = self._ending(record, end.outcome, end.error)
             ending.report = end.end
@@ -362,12 +364,20 @@ class TrialLedger:
         placed = TrialPlaced(record.number, assigned, started_at)
         self._each(lambda listener: listener.on_placed(placed))
 
-    def _measured(self, record: _Open, metrics: dict[str, float]) -> dict[str, float]:
-        """``metrics`` with what listeners derive from them (a speed's solo equivalent)."""
+    def _measured(
+        self, record: _Open, metrics: dict[str, float], since: float | None = None
+    ) -> dict[str, float]:
+        """``metrics`` with what listeners derive from them (a speed's solo equivalent).
+
+        Args:
+            since: when the interval they measure began (default: the previous report,
+                or the trial's start).
+        """
         if not metrics:
             return metrics
         now = self._clock()
-        since = record.measured_at if record.measured_at is not None else record.started_at
+        if since is None:
+            since = record.measured_at if record.measured_at is not None else record.started_at
         record.measured_at = now
         measured = Measured(record.number, dict(metrics), now if since is None else since, now)
         self._each(lambda listener: listener.on_measured(measured))
