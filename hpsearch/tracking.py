@@ -158,6 +158,13 @@ class MlflowTracker:
         """End a run with ``status``."""
         self._client.set_terminated(run_id, status=status.value)
 
+    def running_run_ids(self) -> set[str]:
+        """The experiment's runs still RUNNING (a live driver's, or a dead one's)."""
+        runs = self._client.search_runs(
+            [self.experiment_id], "attributes.status = 'RUNNING'", max_results=50000
+        )
+        return {run.info.run_id for run in runs}
+
     def end_if_running(self, run_id: str, status: RunStatus) -> str | None:
         """End a run left RUNNING by a driver that stopped; ignore runs already ended or gone.
 

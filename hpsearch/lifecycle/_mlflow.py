@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from optuna.trial import FrozenTrial
+from optuna.trial import FrozenTrial, TrialState
 
 from hpsearch import attrs
 from hpsearch.config import ObjectiveSpec
@@ -174,10 +174,28 @@ def end_reclaimed_runs(tracker: MlflowTracker, trials: Sequence[FrozenTrial]) ->
 
 
 def reclaim_stale_trials(handle: StudyHandle, tracker: MlflowTracker) -> int:
-    """Fail trials whose driver is gone, enqueue them again, end their MLflow runs as KILLED."""
+    """Fail trials whose driver is gone, enqueue them again, end their MLflow runs as KILLED.
+
+    Also ends the runs of trials already finished in Optuna whose run a driver
+    killed between the two writes left RUNNING (as the trial ended there).
+    """
     reclaimed = handle.reclaim_stale()
     end_reclaimed_runs(tracker, reclaimed)
+    running = tracker.running_run_ids()
+    if running:
+        for trial in handle.study.get_trials(deepcopy=False, states=_FINISHED_STATES):
+            run_id = trial.user_attrs.get(attrs.MLFLOW_RUN)
+            if run_id in running:
+                tracker.end_if_running(str(run_id), _STATE_STATUS[trial.state])
     return len(reclaimed)
+
+
+_STATE_STATUS = {
+    TrialState.COMPLETE: RunStatus.FINISHED,
+    TrialState.PRUNED: RunStatus.KILLED,
+    TrialState.FAIL: RunStatus.FAILED,
+}
+_FINISHED_STATES = tuple(_STATE_STATUS)
 
 
 def _placement_tags(admission: Admission) -> dict[str, str]:

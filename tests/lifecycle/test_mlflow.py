@@ -1,0 +1,44 @@
+"""The MLflow side of reclaiming a dead driver's trials (real Optuna and MLflow stores)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from optuna.trial import TrialState
+
+from hpsearch import attrs
+from hpsearch.config import RunConfig
+from hpsearch.lifecycle import reclaim_stale_trials
+from hpsearch.study import GRACE_PERIOD_S, open_study
+from hpsearch.tracking import MlflowTracker
+from tests.conftest import age_heartbeat
+
+pytestmark = pytest.mark.usefixtures("seeded_store")
+
+
+def test_runs_a_dead_driver_left_running_are_ended_as_their_trials_ended(
+    config: RunConfig, project: Path
+) -> None:
+    handle = open_study(config)
+    tracker = MlflowTracker(config.tracking.uri, "test-study", "mlruns/artifacts")
+    parent = tracker.start_run("the dead driver")
+    space = config.search_space.distributions()
+    told, lost = handle.ask(space), handle.ask(space)
+    for trial in (told, lost):
+        run_id = tracker.start_run(f"trial {trial.number}", parent_run_id=parent)
+        trial.set_user_attr(attrs.MLFLOW_RUN, run_id)
+    # Killed between telling Optuna and ending the run: COMPLETE there, RUNNING here.
+    handle.study.tell(told, 1.0)
+    age_heartbeat(config.study.storage, lost.number, seconds=GRACE_PERIOD_S + 60)
+
+    assert reclaim_stale_trials(handle, tracker) == 1
+
+    status = {
+        n: tracker.client.get_run(t.user_attrs[attrs.MLFLOW_RUN]).info.status
+        for n, t in ((t.number, t) for t in handle.study.get_trials(deepcopy=False))
+        if attrs.MLFLOW_RUN in t.user_attrs and t.state != TrialState.WAITING
+    }
+    assert status == {told.number: "FINISHED", lost.number: "KILLED"}
+    assert tracker.client.get_run(parent).info.status == "KILLED"
+    assert tracker.running_run_ids() == set()
