@@ -36,6 +36,9 @@ HEARTBEAT_INTERVAL_S = 10
 GRACE_PERIOD_S = 30
 """A RUNNING trial whose stamp is older than this belongs to a driver that is gone."""
 
+MAX_LOST_RETRIES = 2
+"""How many times a trial lost with its driver is queued again (then it stays FAIL)."""
+
 DRIVERS_ATTR = "hpsearch.drivers_started"
 """The study's count of drivers ever started on it (each offsets its sampler's seed)."""
 
@@ -211,7 +214,10 @@ def open_study(
     stale: list[FrozenTrial] = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ExperimentalWarning)
-        requeue = RetryHeartbeatStaleTrialCallback()
+        # A configuration whose trial was lost with its driver MAX_LOST_RETRIES + 1
+        # times (it may be what kills the driver: the host's OOM killer) is not
+        # queued again, or every rerun would start with it.
+        requeue = RetryHeartbeatStaleTrialCallback(max_retry=MAX_LOST_RETRIES)
 
     def stale_trial(study: optuna.Study, trial: FrozenTrial) -> None:
         stale.append(trial)  # its MLflow run is ended by the caller

@@ -12,6 +12,7 @@ from hpsearch.config import PrunerSpec, RunConfig, SamplerSpec, load_config
 from hpsearch.errors import ConfigError, StudyError
 from hpsearch.study import (
     GRACE_PERIOD_S,
+    MAX_LOST_RETRIES,
     BudgetCount,
     BudgetDecision,
     TrialBudget,
@@ -132,6 +133,28 @@ def test_lost_trials_are_failed_requeued_and_not_counted(config: RunConfig) -> N
     retry = handle.ask(config.search_space.distributions())
     assert retry.params == lost.params
     assert handle.reclaim_stale() == []  # the retry is stamped alive
+
+
+def test_a_configuration_lost_with_its_driver_again_and_again_is_not_queued_forever(
+    config: RunConfig,
+) -> None:
+    handle = open_study(config)
+    space = config.search_space.distributions()
+    first = handle.ask(space)
+    lost = [first.number]
+    for _ in range(MAX_LOST_RETRIES + 1):
+        age_heartbeat(config.study.storage, lost[-1], seconds=GRACE_PERIOD_S + 60)
+        assert [t.number for t in handle.reclaim_stale()] == [lost[-1]]
+        waiting = [t for t in handle.study.trials if t.state == TrialState.WAITING]
+        if not waiting:
+            break
+        retry = handle.ask(space)  # the queued copy, asked by the next driver
+        assert retry.params == first.params
+        lost.append(retry.number)
+    # Lost three times (the first run and two retries): not queued a fourth time.
+    assert len(lost) == MAX_LOST_RETRIES + 1
+    assert not [t for t in handle.study.trials if t.state == TrialState.WAITING]
+    assert [t.state for t in handle.study.trials] == [TrialState.FAIL] * len(lost)
 
 
 def test_an_interrupted_trial_is_queued_again_and_counted_once(config: RunConfig) -> None:
