@@ -70,7 +70,6 @@ from hpsearch.study import (
 from hpsearch.telemetry import (
     GpuMonitor,
     PacePublisher,
-    SharedGpus,
     TelemetryBackend,
     TrialGpuMetrics,
 )
@@ -312,8 +311,10 @@ def build_search(
     listeners: list[TrialListener] = [mirror, oom, running]
     pace: PacePublisher | None = None
     if monitor is not None:
-        pace_path = session.scratch / PACE_FILE if session.scratch is not None else None
-        load_sink, pace = _pace(telemetry.load_sink, pace_path)
+        if telemetry.load_sink is not None and session.scratch is not None:
+            # Workers play simulated trials in real time: they read their pace here.
+            pace = PacePublisher(telemetry.load_sink, session.scratch / PACE_FILE)
+        load_sink = pace or telemetry.load_sink
         # MPS started for this search overlaps kernels whatever the model's default says.
         sharing = replace(telemetry.sharing, mps=telemetry.sharing.mps or mps)
         gpu = TrialGpuMetrics(
@@ -385,16 +386,6 @@ def _check_mlflow_store(config: RunConfig, handle: StudyHandle) -> None:
             "restore the file, or run again with --new-mlflow-history to go on with a new "
             "MLflow history (the old trials' run ids will point nowhere)",
         )
-
-
-def _pace(
-    model: SharedGpus | None, path: Path | None
-) -> tuple[SharedGpus | None, PacePublisher | None]:
-    """The load model, publishing its speed shares where workers play trials in real time."""
-    if model is None or path is None:
-        return model, None
-    pace = PacePublisher(model, path)
-    return pace, pace
 
 
 def close_out(

@@ -16,7 +16,12 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from hpsearch.config import DEFAULT_ARTIFACT_LOCATION, DEFAULT_TRACKING_URI, load_config
+from hpsearch.config import (
+    DEFAULT_ARTIFACT_LOCATION,
+    DEFAULT_TRACKING_URI,
+    RunConfig,
+    load_config,
+)
 from hpsearch.errors import HpsearchError
 from hpsearch.interrupts import EXIT_TERMINATED, terminated
 from hpsearch.storage_faults import Stores, storage_fault
@@ -30,10 +35,11 @@ _stores: list[Stores] = []
 """The stores of the config the command works on, to name them in a storage fault."""
 
 
-def _note_stores(config: Path) -> None:
-    """Remember where ``config`` keeps its records (for :func:`storage_fault`'s line)."""
+def _note_stores(config: Path) -> RunConfig:
+    """Load ``config``, remembering where it keeps its records (for :func:`storage_fault`)."""
     loaded = load_config(config)
     _stores[:] = [Stores(str(config), loaded.study.storage, loaded.tracking.uri)]
+    return loaded
 
 
 class _Group(click.Group):
@@ -105,10 +111,10 @@ def run(  # noqa: PLR0917 - click passes one parameter per option
     """Run the search CONFIG describes, or continue it where it stopped."""
     from hpsearch.api import run as run_search
 
-    _note_stores(config)
+    loaded = _note_stores(config)
     console = Console()
     outcome = run_search(
-        config,
+        loaded,
         address=address,
         n_trials=n_trials,
         timeout=timeout,

@@ -285,6 +285,28 @@ def main() -> None:
     print(f"wrote {out}")
 
 
+def write_with_targets(out: Path, payload: dict[str, Any]) -> None:
+    """Write ``payload`` to ``out`` with the tally of the ``target_*`` verdicts of each of its
+    ``results``; print each verdict."""
+    targets = {
+        f"{key}: {name}": passed
+        for key, result in payload["results"].items()
+        for name, passed in result.items()
+        if name.startswith("target_")
+    }
+    payload = {
+        **payload,
+        "targets_passed": sum(targets.values()),
+        "targets": len(targets),
+        "missed": [name for name, passed in targets.items() if not passed],
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    for name, passed in targets.items():
+        print(("PASS " if passed else "MISS ") + name)
+    print(f"wrote {out}")
+
+
 def result_path(name: str, gpu: str | None, suffix: str = "") -> Path:
     """``benchmarks/results/<name>-<date>-<gpu or simulated><suffix>.json``."""
     where = re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-") if gpu else "simulated"

@@ -31,7 +31,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from bench_oom import gpu_name, result_path  # scripts/ is on the path when a script runs
+from bench_oom import (  # scripts/ is on the path when a script runs
+    gpu_name,
+    result_path,
+    write_with_targets,
+)
 from rich.console import Console
 
 EPOCH_S = 15.0
@@ -266,28 +270,14 @@ def main() -> None:
             verdict = judge(name, per_mode) if {"off", "auto", "fixed1"} <= set(per_mode) else {}
             results[key] = {"workload": WORKLOADS[name].what, "modes": per_mode, **verdict}
             print(key, verdict, flush=True)
-    targets = {
-        f"{key}: {target}": passed
-        for key, result in results.items()
-        for target, passed in result.items()
-        if target.startswith("target_")
-    }
-    out = args.out or result_path("packing", None)
-    out.parent.mkdir(parents=True, exist_ok=True)
     payload = {
         "date": time.strftime("%Y-%m-%d"),
         "device": "the packing lab: simulated GPUs that slow trials sharing them, simulated time",
         "cpu_count": os.cpu_count(),
         "trials": args.trials,
-        "targets_passed": sum(targets.values()),
-        "targets": len(targets),
-        "missed": [k for k, passed in targets.items() if not passed],
         "results": results,
     }
-    out.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
-    for target, passed in targets.items():
-        print(("PASS " if passed else "MISS ") + target)
-    print(f"wrote {out}")
+    write_with_targets(args.out or result_path("packing", None), payload)
 
 
 def real(args: argparse.Namespace) -> None:

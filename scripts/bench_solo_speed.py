@@ -29,14 +29,13 @@ median relative error under 2%).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import time
 from pathlib import Path
 from typing import Any
 
-from bench_oom import result_path  # scripts/ is on the path when a script runs
+from bench_oom import result_path, write_with_targets  # scripts/ is on the path when a script runs
 from bench_packing import lab_config
 
 from hpsearch import attrs
@@ -173,14 +172,6 @@ def main() -> None:
         packed, packed_s = search(mode, args.trials, args.gpus)
         results[mode] = {"time_to_budget_s": packed_s, **compare(alone, packed)}
         print(mode, results[mode], flush=True)
-    targets = {
-        f"{mode}: {name}": passed
-        for mode, result in results.items()
-        for name, passed in result.items()
-        if name.startswith("target_")
-    }
-    out = args.out or result_path("solo-speed", None, "-readings" if args.readings_only else "")
-    out.parent.mkdir(parents=True, exist_ok=True)
     payload = {
         "date": time.strftime("%Y-%m-%d"),
         "device": "the packing lab: simulated GPUs that slow trials sharing them, simulated time",
@@ -192,15 +183,10 @@ def main() -> None:
         "trials": args.trials,
         "gpus": args.gpus,
         "off_time_to_budget_s": alone_s,
-        "targets_passed": sum(targets.values()),
-        "targets": len(targets),
-        "missed": [k for k, passed in targets.items() if not passed],
         "results": results,
     }
-    out.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
-    for target, passed in targets.items():
-        print(("PASS " if passed else "MISS ") + target)
-    print(f"wrote {out}")
+    suffix = "-readings" if args.readings_only else ""
+    write_with_targets(args.out or result_path("solo-speed", None, suffix), payload)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,9 @@ import copy
 import logging
 import os
 import shutil
+import subprocess
+import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -248,3 +251,27 @@ def driver(seeded_store: Path) -> Iterator[DriverFactory]:
     """The parts of a search wired by the composition root, driven by hand (tests/harness.py)."""
     with drivers() as make:
         yield make
+
+
+def hpsearch_cli(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """``python -m hpsearch ARGS`` in the current folder, to its end."""
+    return subprocess.run(
+        [sys.executable, "-m", "hpsearch", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        check=False,
+    )
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll ``condition`` until it holds; fail the test after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")

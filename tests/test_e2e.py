@@ -8,9 +8,8 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,22 +20,9 @@ import hpsearch
 from hpsearch import attrs
 from hpsearch.config import DEFAULT_ARTIFACT_LOCATION, DEFAULT_TRACKING_URI
 from hpsearch.tracking import MlflowTracker, RunStatus
-from tests.conftest import ConfigWriter, mlflow_client
+from tests.conftest import ConfigWriter, hpsearch_cli, mlflow_client, wait_for
 
 pytestmark = pytest.mark.slow
-
-
-def hpsearch_cli(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 300
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hpsearch", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-        check=False,
-    )
 
 
 def _study(name: str) -> optuna.Study:
@@ -51,15 +37,6 @@ def _runs(project: Path, experiment: str) -> tuple[list[Any], list[Any]]:
     parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
     children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
     return parents, children
-
-
-def _wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_debug_config_runs_resumes_and_agrees(repo_configs: Path, project: Path) -> None:
@@ -170,7 +147,7 @@ def test_ctrl_c_ends_runs_and_requeues_trials(write_config: ConfigWriter, projec
                 return False
             return sum(attrs.MLFLOW_RUN in t.user_attrs for t in trials) == 2
 
-        _wait_for(two_running, 120, "two trials to start")
+        wait_for(two_running, 120, "two trials to start")
         process.send_signal(signal.SIGINT)
         _, stderr = process.communicate(timeout=120)
     finally:
@@ -300,7 +277,7 @@ def test_ui_serves_the_store(project: Path) -> None:
             return False
 
     try:
-        _wait_for(healthy, 120, "the MLflow UI")
+        wait_for(healthy, 120, "the MLflow UI")
         request = urllib.request.Request(
             f"{base}/api/2.0/mlflow/experiments/get-by-name?experiment_name=test-study"
         )

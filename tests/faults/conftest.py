@@ -8,8 +8,7 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import optuna
@@ -71,16 +70,6 @@ def study_trials(
         return []
 
 
-def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    """Poll ``condition`` until it holds; fail the test after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 class Mount:
     """A tmpfs of a given size, mounted for a test: a disk that fills, or turns read-only."""
 
@@ -111,17 +100,6 @@ def tmpfs(project: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Mount]:
     finally:
         monkeypatch.chdir(project)
         subprocess.run(["umount", "-l", str(folder)], check=False)
-
-
-def hpsearch_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """``python -m hpsearch ARGS`` in the current folder, to its end."""
-    return subprocess.run(
-        [sys.executable, "-m", "hpsearch", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
 
 
 def record_figures(**figures: object) -> None:

@@ -11,8 +11,8 @@ import pytest
 from optuna.storages import RetryHeartbeatStaleTrialCallback
 
 from hpsearch.study import GRACE_PERIOD_S
-from tests.conftest import ConfigWriter, mlflow_client
-from tests.faults.conftest import Drivers, record_figures, study_trials, wait_for
+from tests.conftest import ConfigWriter, mlflow_client, wait_for
+from tests.faults.conftest import Drivers, record_figures, study_trials
 
 pytestmark = pytest.mark.slow
 

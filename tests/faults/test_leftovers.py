@@ -5,13 +5,12 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ConfigWriter
+from tests.conftest import ConfigWriter, hpsearch_cli
 
 pytestmark = pytest.mark.slow
 
@@ -24,14 +23,7 @@ def test_a_finished_search_removes_its_ray_session_folder(
     # tests' sessions do not count.
     root = Path(tempfile.mkdtemp(prefix="rt", dir="/tmp"))
     try:
-        result = subprocess.run(
-            [sys.executable, "-m", "hpsearch", "run", str(path)],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env={**os.environ, "RAY_TMPDIR": str(root)},
-            check=False,
-        )
+        result = hpsearch_cli("run", str(path), env={**os.environ, "RAY_TMPDIR": str(root)})
         assert result.returncode == 0, result.stderr[-3000:]
         ray_root = root / "ray"
         assert ray_root.is_dir()  # Ray did run under it

@@ -9,8 +9,8 @@ import pytest
 
 from hpsearch import attrs
 from hpsearch.interrupts import EXIT_TERMINATED
-from tests.conftest import ConfigWriter, mlflow_client
-from tests.faults.conftest import Drivers, study_trials, wait_for
+from tests.conftest import ConfigWriter, mlflow_client, wait_for
+from tests.faults.conftest import Drivers, study_trials
 
 pytestmark = pytest.mark.slow
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ConfigWriter
-from tests.faults.conftest import Mount, hpsearch_cli, study_trials
+from tests.conftest import ConfigWriter, hpsearch_cli
+from tests.faults.conftest import Mount, study_trials
 
 pytestmark = pytest.mark.slow
 
