@@ -87,6 +87,8 @@ class RunOutcome:
         interrupted: trials stopped by an interruption (enqueued to run again).
         elapsed_s: how long the search ran on the runner's clock (simulated seconds
             under the simulated runner).
+        timed_out: ``study.timeout`` ended the search.
+        short_of: finished trials the study still lacks of ``study.n_trials`` (0: reached).
     """
 
     results: StudyResults
@@ -94,6 +96,8 @@ class RunOutcome:
     finished: int
     interrupted: int
     elapsed_s: float = 0.0
+    timed_out: bool = False
+    short_of: int = 0
 
 
 @dataclass(frozen=True)
@@ -108,6 +112,7 @@ class SearchParts:
         max_pending: most trials that may be starting at once.
         board: where pruning verdicts go (``None``: no pruner).
         placing: the packing policy's admission, when GPUs are packed.
+        budget: when the search stops (the scheduler's).
     """
 
     ledger: TrialLedger
@@ -117,6 +122,7 @@ class SearchParts:
     max_pending: int
     board: VerdictBoard | None = None
     placing: PackingAdmission | None = None
+    budget: TrialBudget | None = None
 
 
 def run(
@@ -219,7 +225,7 @@ def _search(  # noqa: PLR0917 - the root hands over what it opened
         telemetry.line if telemetry.backend is not None else f"{telemetry.line}; trials run on CPU"
     )
     console.print(line, highlight=False, markup=False)
-    status, interrupted, elapsed, finished = RunStatus.FAILED, 0, 0.0, 0
+    status, interrupted, elapsed, finished, timed_out = RunStatus.FAILED, 0, 0.0, 0, False
     try:
         with (
             _mps(config, telemetry.backend, parent) as mps,
@@ -251,8 +257,9 @@ def _search(  # noqa: PLR0917 - the root hands over what it opened
                 elapsed = session.clock() - started
                 # However the search ended, while the runner still runs: record every
                 # trial still open, so nothing already run is lost.
-                interrupted = close_out(parts, parent, monitor, handle)
+                interrupted = close_out(parts, parent, monitor, handle, _stop_reason(config, parts))
                 finished = parts.ledger.finished
+                timed_out = parts.budget is not None and parts.budget.timed_out()
         status = RunStatus.KILLED if interrupted else RunStatus.FINISHED
     except KeyboardInterrupt:
         status = RunStatus.KILLED
@@ -260,8 +267,28 @@ def _search(  # noqa: PLR0917 - the root hands over what it opened
     finally:
         parent.end(status)
 
+    after = count_budget(handle.study.get_trials(deepcopy=False))
     # What this driver finished itself (another driver may share the study).
-    return RunOutcome(StudyResults(handle.study), parent.run_id, finished, interrupted, elapsed)
+    return RunOutcome(
+        StudyResults(handle.study),
+        parent.run_id,
+        finished,
+        interrupted,
+        elapsed,
+        timed_out=timed_out,
+        short_of=budget.short_of(after),
+    )
+
+
+def _stop_reason(config: RunConfig, parts: SearchParts) -> str | None:
+    """Why the trials still open when the search stopped were interrupted (``None``: it stopped)."""
+    study = config.study
+    if parts.budget is None or not parts.budget.overdue():
+        return None
+    return (
+        f"stopped: still running {study.timeout_grace:g} s (study.timeout_grace) after "
+        f"study.timeout ({study.timeout:g} s); it runs again on the next hpsearch run"
+    )
 
 
 def build_search(
@@ -348,7 +375,10 @@ def build_search(
         listeners=listeners,
         clock=session.clock,
     )
-    budget = TrialBudget(config.study.n_trials, config.study.timeout, clock=session.clock)
+    study = config.study
+    budget = TrialBudget(
+        study.n_trials, study.timeout, clock=session.clock, grace_s=study.timeout_grace
+    )
     scheduler = Scheduler(
         ledger,
         running=running,
@@ -362,7 +392,7 @@ def build_search(
     max_pending = execution.max_concurrent or max(
         1, math.floor(session.capacity().cpus / execution.cpus_per_trial)
     )
-    return SearchParts(ledger, scheduler, running, view, max_pending, board, placing)
+    return SearchParts(ledger, scheduler, running, view, max_pending, board, placing, budget)
 
 
 PACE_FILE = "simulated-gpu-pace.json"
@@ -389,10 +419,18 @@ def _check_mlflow_store(config: RunConfig, handle: StudyHandle) -> None:
 
 
 def close_out(
-    parts: SearchParts, parent: ParentRun, monitor: GpuMonitor | None, handle: StudyHandle
+    parts: SearchParts,
+    parent: ParentRun,
+    monitor: GpuMonitor | None,
+    handle: StudyHandle,
+    reason: str | None = None,
 ) -> int:
-    """Record what is left when a search ends; return how many trials were interrupted."""
-    interrupted = parts.ledger.interrupt_open()
+    """Record what is left when a search ends; return how many trials were interrupted.
+
+    Args:
+        reason: why trials still running were interrupted (``None``: the search stopped).
+    """
+    interrupted = parts.ledger.interrupt_open(reason)
     if parts.board is not None:
         parts.board.close()
     if monitor is not None:

@@ -1,6 +1,8 @@
 """The ``hpsearch`` command: run, validate, best, monitor, ui.
 
-Errors a user can fix are printed as one line on stderr with exit code 2.
+Errors a user can fix are printed as one line on stderr with exit code 2. A
+search that ``study.timeout`` ended short of ``study.n_trials`` exits with 3,
+one interrupted by Ctrl-C with 130 and by SIGTERM with 143.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from hpsearch.storage_faults import Stores, storage_fault
 from hpsearch.telemetry import TARGET_UTIL_PCT
 
 EXIT_USER_ERROR = 2
+EXIT_STOPPED_SHORT = 3
 EXIT_INTERRUPTED = 130
 
 
@@ -134,7 +137,19 @@ def run(  # noqa: PLR0917 - click passes one parameter per option
             f"{outcome.interrupted} trial(s) were interrupted and will run again on the next "
             f"`hpsearch run {config}`"
         )
+    if outcome.interrupted and (terminated() or not outcome.timed_out):
         raise click.exceptions.Exit(EXIT_TERMINATED if terminated() else EXIT_INTERRUPTED)
+    if outcome.timed_out and outcome.short_of:
+        # Not a success: a script or scheduler chaining runs must see the budget is not met.
+        limit = timeout or loaded.study.timeout or 0.0
+        click.echo(
+            f"stopped short: study.timeout ({limit:g} s) ended the search "
+            f"{outcome.short_of} trial(s) short of study.n_trials "
+            f"({n_trials or loaded.study.n_trials}); "
+            f"`hpsearch run {config}` goes on, or raise study.timeout",
+            err=True,
+        )
+        raise click.exceptions.Exit(EXIT_STOPPED_SHORT)
 
 
 @main.command()

@@ -108,6 +108,10 @@ class Scheduler:
         # None: the suggestion was held back (predicted to run out, or to need a whole GPU).
         return Hold.WAIT if config is None else config
 
+    def overdue(self) -> bool:
+        """Whether trials still running must be stopped now (``study.timeout_grace`` passed)."""
+        return self._budget.overdue()
+
     def _admit(
         self, running: list[RunningTrial], capacity: ClusterCapacity
     ) -> tuple[Admission | None, list[FrozenTrial]]:

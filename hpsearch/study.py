@@ -373,9 +373,16 @@ class TrialBudget:
     """When the search stops: ``n_trials`` finished in the study in total, or ``timeout`` passed.
 
     Like ``Study.optimize``, the timeout stops new trials from starting; trials
-    already running finish. Failed trials count toward ``n_trials`` (as in
-    ``Study.optimize``), except those interrupted by a stopped driver, which are
-    enqueued again and counted once they finish.
+    already running finish, unless a grace is given: trials still running that
+    long after the timeout are overdue, and the runner stops them. Failed trials
+    count toward ``n_trials`` (as in ``Study.optimize``), except those interrupted
+    by a stopped driver, which are enqueued again and counted once they finish.
+
+    Args:
+        n_trials: trials the study should reach, every run's included.
+        timeout_s: seconds from now after which no trial starts.
+        clock: the runner's clock.
+        grace_s: seconds after the timeout at which running trials are stopped.
     """
 
     def __init__(
@@ -383,14 +390,26 @@ class TrialBudget:
         n_trials: int | None,
         timeout_s: float | None,
         clock: Callable[[], float] = time.monotonic,
+        grace_s: float | None = None,
     ) -> None:
         self._n_trials = n_trials
         self._clock = clock
         self._deadline = None if timeout_s is None else clock() + timeout_s
+        self._grace_s = grace_s
 
     def timed_out(self) -> bool:
         """Whether the wall-clock timeout has passed."""
         return self._deadline is not None and self._clock() >= self._deadline
+
+    def overdue(self) -> bool:
+        """Whether trials still running must be stopped now (the timeout and its grace passed)."""
+        if self._deadline is None or self._grace_s is None:
+            return False
+        return self._clock() >= self._deadline + self._grace_s
+
+    def short_of(self, count: BudgetCount) -> int:
+        """How many finished trials ``count`` lacks of ``n_trials`` (0 without ``n_trials``)."""
+        return 0 if self._n_trials is None else max(0, self._n_trials - count.finished)
 
     def decide(self, count: BudgetCount) -> BudgetDecision:
         """Start another trial, wait for running ones, or finish."""

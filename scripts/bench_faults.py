@@ -70,6 +70,7 @@ def main() -> None:
         "faults_skipped": [f["fault"] for f in faults if f["outcome"] == "skipped"],
         "trials_lost": 0 if len(survived) == len(tried) else None,
         "stalls": stalls,
+        "figures": [x for x in extra if "rerun_s" not in x],
         "target_every_fault_survived": len(survived) == len(tried),
         "target_no_stall_past_grace_plus_10s": all(
             x["rerun_s"] - x["work_s"] <= x["grace_s"] + 10 for x in stalls

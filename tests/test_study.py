@@ -109,6 +109,19 @@ def test_timeout_finishes_the_search() -> None:
     now[0] = 160.0
     assert budget.timed_out()
     assert budget.decide(BudgetCount(0, 0)) is BudgetDecision.FINISHED
+    assert not budget.overdue()  # no grace: running trials finish
+    assert budget.short_of(BudgetCount(finished=4, running=2)) == 6
+
+
+def test_running_trials_are_overdue_a_grace_after_the_timeout() -> None:
+    now = [100.0]
+    budget = TrialBudget(None, 60.0, clock=lambda: now[0], grace_s=30.0)
+    now[0] = 189.0
+    assert budget.timed_out()
+    assert not budget.overdue()
+    now[0] = 190.0
+    assert budget.overdue()
+    assert budget.short_of(BudgetCount(finished=1, running=0)) == 0  # no n_trials to fall short of
 
 
 def test_lost_trials_are_failed_requeued_and_not_counted(config: RunConfig) -> None:

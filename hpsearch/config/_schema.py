@@ -142,7 +142,15 @@ class PrunerSpec(_Section):
 
 
 class StudySpec(_Section):
-    """The Optuna study: its name, storage, sampler, pruner and budget."""
+    """The Optuna study: its name, storage, sampler, pruner and budget.
+
+    Attributes:
+        n_trials: trials the study should reach, over every run.
+        timeout: no trial starts after this long (seconds, or ``90s``, ``15m``, ``1h30m``);
+            trials already running finish, as in ``Study.optimize``.
+        timeout_grace: with ``timeout``, trials still running this long after it are
+            stopped and run again on the next ``hpsearch run`` (off by default).
+    """
 
     name: str = Field(min_length=1)
     storage: str = DEFAULT_STUDY_STORAGE
@@ -150,6 +158,7 @@ class StudySpec(_Section):
     pruner: PrunerSpec = Field(default_factory=PrunerSpec)
     n_trials: PositiveInt | None = None
     timeout: Seconds | None = None
+    timeout_grace: Seconds | None = None
 
 
 class ExecutionSpec(_Section):
@@ -448,6 +457,11 @@ class RunConfig(_Section):
             )
         if self.study.n_trials is None and self.study.timeout is None:
             raise ValueError("the search has no end; set study.n_trials or study.timeout")
+        if self.study.timeout_grace is not None and self.study.timeout is None:
+            raise ValueError(
+                "study.timeout_grace is set without study.timeout; set study.timeout "
+                "(the grace counts from it) or remove study.timeout_grace"
+            )
         return self
 
     @property

@@ -52,6 +52,9 @@ from hpsearch.trial.protocol import (
     WorkerEvent,
 )
 
+STOPPED_EARLY = "the search stopped before train returned"
+"""Why a trial still open when its search stopped was interrupted, unless told otherwise."""
+
 
 @dataclass(frozen=True)
 class TrialTemplate:
@@ -276,6 +279,10 @@ class TrialLedger:
         Returns:
             How the trial ended; ``None`` for a trial this ledger does not hold.
         """
+        return self._close(trial_id, crash, STOPPED_EARLY)
+
+    def _close(self, trial_id: str, crash: str | None, interrupted: str) -> Outcome | None:
+        """End an open trial; ``interrupted``: why, when it ends without an outcome or a crash."""
         record = self._open.pop(trial_id, None)
         if record is None:
             return None
@@ -291,9 +298,7 @@ class TrialLedger:
             ending = self._ending(record, Outcome.FAIL, self._death(record, crash))
             ending.crash = crash
         else:
-            ending = self._ending(
-                record, Outcome.INTERRUPTED, "the search stopped before train returned"
-            )
+            ending = self._ending(record, Outcome.INTERRUPTED, interrupted)
         return self._finish(record, ending)
 
     def _death(self, record: _Open, crash: str) -> str:
@@ -308,12 +313,14 @@ class TrialLedger:
             )
         return worker_death(crash, stderr_file(self._template.stderr_dir, record.number))
 
-    def interrupt_open(self) -> int:
+    def interrupt_open(self, reason: str | None = None) -> int:
         """End every trial still open when the search stops; return how many were interrupted.
 
-        A trial whose worker already sent its end event keeps its outcome.
+        A trial whose worker already sent its end event keeps its outcome; the
+        others are interrupted for ``reason`` (and run again on the next run).
         """
-        outcomes = [self.ended(trial_id) for trial_id in list(self._open)]
+        why = reason or STOPPED_EARLY
+        outcomes = [self._close(trial_id, None, why) for trial_id in list(self._open)]
         while self._waiting:  # asked for, never launched: they run again next time
             record = self._waiting.pop(0)
             reason = "the search stopped while it waited for a whole GPU"

@@ -1,13 +1,15 @@
-"""The two objects through which Ray Tune drives hpsearch: a searcher and a callback.
+"""The objects through which Ray Tune drives hpsearch: a searcher, a stopper and a callback.
 
 :class:`SchedulerSearcher` is Tune's search algorithm over the
 :class:`~hpsearch.scheduler.Scheduler`, so trials are created lazily, at
 launch, with the policy's current answer in their config.
+:class:`OverdueStopper` ends the experiment when the scheduler says running
+trials are overdue (``study.timeout_grace``).
 :class:`LedgerCallback` forwards what happens to trials to the
 :class:`~hpsearch.lifecycle.TrialLedger`.
 
-Neither keeps state worth saving: the Optuna study is the checkpoint. Tune
-pickles both into its experiment folder, so both drop their live handles when
+None keeps state worth saving: the Optuna study is the checkpoint. Tune
+pickles them into its experiment folder, so they drop their live handles when
 pickled (``__getstate__``).
 """
 
@@ -16,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ray.tune import Callback
+from ray.tune import Callback, Stopper
 from ray.tune.experiment import Trial
 from ray.tune.search import Searcher
 
@@ -74,6 +76,27 @@ class SchedulerSearcher(Searcher):
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_source": None, "_upkeep": None}
+
+
+class OverdueStopper(Stopper):
+    """Tune stopper that stops every running trial once the source says they are overdue.
+
+    Tune asks :meth:`stop_all` after every step, reports or not, so a trial that
+    hangs without reporting is stopped too. The trials stopped stay open in the
+    ledger, which records them as interrupted when the search is closed out.
+    """
+
+    def __init__(self, source: TrialSource) -> None:
+        self._source: TrialSource | None = source
+
+    def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
+        return False  # never one trial alone: only the whole search runs out of time
+
+    def stop_all(self) -> bool:
+        return self._source is not None and self._source.overdue()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_source": None}
 
 
 class LedgerCallback(Callback):

@@ -30,6 +30,9 @@ class TrialSource(Protocol):
     def suggest(self, trial_id: str) -> dict[str, Any] | Hold:
         """The config of a new trial, or why none starts now."""
 
+    def overdue(self) -> bool:
+        """Whether the trials still running must be stopped now (the search ran out of time)."""
+
 
 class TrialEvents(Protocol):
     """Told what happens to launched trials (the :class:`~hpsearch.lifecycle.TrialLedger`)."""
@@ -82,6 +85,9 @@ class RunnerSession(ABC):
     @abstractmethod
     def run(self, source: TrialSource, events: TrialEvents, *, name: str, max_pending: int) -> None:
         """Launch what ``source`` suggests until it says the search is finished.
+
+        Returns once the last trial has ended, or at once, leaving trials open for
+        the caller to record as interrupted, when ``source`` says they are overdue.
 
         Args:
             source: suggests trials.

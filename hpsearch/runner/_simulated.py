@@ -195,8 +195,8 @@ class _SimulatedSession(RunnerSession):
                     break
                 else:
                     self._launch(trial_id, answer)
-            if finished and not self._running:
-                return
+            if finished and (not self._running or source.overdue()):
+                return  # trials left running are the caller's to record as interrupted
             if self._running:
                 idle_since = None
             elif idle_since is None:

@@ -17,7 +17,7 @@ from hpsearch._compat import tune_max_pending_trials
 from hpsearch.config import ExecutionSpec, SimulatedSpec
 from hpsearch.placement import ClusterCapacity, NodeGpus
 from hpsearch.pruning import RayVerdictBoard, VerdictBoard
-from hpsearch.runner._adapters import LedgerCallback, SchedulerSearcher
+from hpsearch.runner._adapters import LedgerCallback, OverdueStopper, SchedulerSearcher
 from hpsearch.runner._base import RunnerSession, TrialEvents, TrialRunner, TrialSource
 from hpsearch.runner._cluster import cluster_gpus, current_capacity, local_node_id, ray_cluster
 from hpsearch.runner._trainable import run_trial, trial_resources
@@ -88,6 +88,7 @@ class _RaySession(RunnerSession):
                 storage_path=str(self._storage_path.resolve()),
                 verbose=0,
                 callbacks=[LedgerCallback(events)],
+                stop=OverdueStopper(source),
                 log_to_file=True,
                 failure_config=tune.FailureConfig(max_failures=0),
             ),

@@ -92,6 +92,13 @@ def test_search_needs_an_end(write_config: ConfigWriter) -> None:
     assert "n_trials or study.timeout" in str(error)
 
 
+def test_a_timeout_grace_needs_a_timeout(write_config: ConfigWriter) -> None:
+    error = _error(write_config, {"study": {"timeout_grace": "2m"}})
+    assert "study.timeout_grace is set without study.timeout" in str(error)
+    study = load_config(write_config({"study": {"timeout": "1h", "timeout_grace": "2m"}})).study
+    assert (study.timeout, study.timeout_grace) == (3600.0, 120.0)
+
+
 def test_nothing_to_search_is_an_error(write_config: ConfigWriter) -> None:
     error = _error(write_config, {"space": {"x": 3}})
     assert error.key == "space"

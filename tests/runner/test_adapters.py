@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from ray.tune.search import Searcher
 
-from hpsearch.runner._adapters import LedgerCallback, SchedulerSearcher
+from hpsearch.runner._adapters import LedgerCallback, OverdueStopper, SchedulerSearcher
 from hpsearch.scheduler import Hold
 from hpsearch.trial.protocol import EventKind, Outcome, WorkerEvent
 
@@ -18,9 +18,13 @@ class Answers:
 
     def __init__(self, *answers: dict[str, Any] | Hold) -> None:
         self.answers = list(answers)
+        self.late = False
 
     def suggest(self, trial_id: str) -> dict[str, Any] | Hold:
         return self.answers.pop(0)
+
+    def overdue(self) -> bool:
+        return self.late
 
 
 class Events:
@@ -68,6 +72,17 @@ def test_the_searcher_does_the_upkeep_before_it_says_to_wait() -> None:
     assert searcher.suggest("a") == {"params": {"x": 2}}  # freed by the upkeep
     assert searcher.suggest("b") is None
     assert events.told == [("maintain",), ("maintain",)]
+
+
+def test_the_stopper_stops_the_whole_search_once_trials_are_overdue() -> None:
+    source = Answers()
+    stopper = OverdueStopper(source)
+    assert not stopper.stop_all()
+    assert not stopper("a", {"training_iteration": 1})
+    source.late = True
+    assert stopper.stop_all()
+    assert not stopper("a", {"training_iteration": 2})  # never one trial alone
+    assert not pickle.loads(pickle.dumps(stopper)).stop_all()  # unpickled: no live source
 
 
 def test_the_callback_forwards_every_event_and_ray_errors() -> None:

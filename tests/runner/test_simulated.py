@@ -421,3 +421,30 @@ def test_a_search_that_cannot_admit_anything_stops_with_a_clear_error(
     runner = SimulatedRunner(stall_s=30.0)
     with pytest.raises(HpsearchError, match="stalled: nothing ran or was admitted for 30"):
         hpsearch.run(path, runner=runner, policy=Never())
+
+
+@pytest.mark.parametrize("grace", [None, 2])
+def test_study_timeout_ends_the_search_short_and_its_grace_stops_running_trials(
+    write_config: ConfigWriter, grace: int | None
+) -> None:
+    # One at a time (95% busy), 10 s each: at 25 s the third trial is 5 s from its end.
+    search = load_search(util=95, memory=2000, trials=6, seconds=10)
+    search["study"].update({"timeout": 25, "timeout_grace": grace})
+    path = write_config(search)
+
+    outcome = _run(path)
+
+    trials = outcome.results.study.trials
+    assert outcome.timed_out
+    if grace is None:  # running trials finish, as in Optuna
+        assert [t.state.name for t in trials] == ["COMPLETE"] * 3
+        assert (outcome.short_of, outcome.interrupted) == (3, 0)
+        assert 30 <= outcome.elapsed_s < 32
+        return
+    assert [t.state.name for t in trials] == ["COMPLETE", "COMPLETE", "FAIL", "WAITING"]
+    assert (outcome.short_of, outcome.interrupted) == (4, 1)
+    assert 27 <= outcome.elapsed_s < 28
+    error = trials[2].user_attrs[attrs.ERROR]
+    assert "2 s (study.timeout_grace) after study.timeout (25 s)" in error, error
+    # It runs again, the same configuration, on the next hpsearch run.
+    assert trials[3].system_attrs["fixed_params"] == trials[2].params

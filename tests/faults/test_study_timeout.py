@@ -1,0 +1,68 @@
+"""``study.timeout`` with a grace stops trials that hang on, and a short search says so."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from hpsearch import attrs
+from hpsearch.cli import EXIT_STOPPED_SHORT
+from hpsearch.config import load_config
+from hpsearch.study import open_study
+from tests.conftest import ConfigWriter, hpsearch_cli, mlflow_client
+from tests.faults.conftest import record_figures, study_trials
+
+pytestmark = pytest.mark.slow
+
+TIMEOUT_S, GRACE_S = 6, 4
+
+
+def test_trials_running_past_the_timeout_and_its_grace_are_stopped_and_requeued(
+    write_config: ConfigWriter, project: Path
+) -> None:
+    path = write_config(
+        {
+            "train": "tests.train_functions:hangs",
+            "space": {"steps": None},
+            "study": {"n_trials": 4, "timeout": TIMEOUT_S, "timeout_grace": GRACE_S},
+            "execution": {"max_concurrent": 2},
+        }
+    )
+    queued = open_study(load_config(path)).study
+    for x in (0.9, 0.8):  # both report step 0, then hang for an hour
+        queued.enqueue_trial({"x": x})
+
+    started = time.monotonic()
+    result = hpsearch_cli("run", str(path), timeout=240)
+    took = time.monotonic() - started
+
+    assert result.returncode == EXIT_STOPPED_SHORT == 3, result.stderr[-2000:]
+    assert "2 trial(s) were interrupted and will run again" in result.stdout
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("stopped short: study.timeout (6 s) ended the search 4 trial(s) short")
+    trials = study_trials(while_running=False)
+    stopped = [t for t in trials if t.state.name == "FAIL"]
+    assert sorted(t.params["x"] for t in stopped) == [0.8, 0.9]
+    for trial in stopped:
+        assert trial.user_attrs[attrs.OUTCOME] == "interrupted"
+        assert "4 s (study.timeout_grace) after study.timeout (6 s)" in trial.user_attrs[attrs.ERROR]
+    retries = [t for t in trials if t.state.name == "WAITING"]
+    assert sorted(t.user_attrs[attrs.RETRY_OF] for t in retries) == sorted(
+        t.number for t in stopped
+    )
+    assert not [t for t in trials if t.state.name == "RUNNING"]
+    client = mlflow_client(project)
+    experiment = client.get_experiment_by_name("test-study")
+    assert experiment is not None
+    runs = client.search_runs([experiment.experiment_id], max_results=100)
+    assert sorted(r.info.status for r in runs) == ["KILLED"] * 3  # the parent and two trials
+    # Ray's start, the timeout and its grace; not the hour the trials would hang.
+    assert took < TIMEOUT_S + GRACE_S + 45, f"the search took {took:.0f} s"
+    record_figures(
+        fault="trials still running after study.timeout and its grace",
+        took_s=round(took, 1),
+        timeout_s=TIMEOUT_S,
+        grace_s=GRACE_S,
+    )
