@@ -364,7 +364,7 @@ def build_search(
         gpu_memory_mb=gpu_memory_mb,
         pace_file=str(pace.path) if pace is not None else "",
         timeout_s=config.execution.trial_timeout,
-        stderr_dir=str(session.scratch) if session.scratch is not None else "",
+        worker_dir=str(session.scratch) if session.scratch is not None else "",
     )
     ledger = TrialLedger(
         handle,

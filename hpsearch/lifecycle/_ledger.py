@@ -41,7 +41,7 @@ from hpsearch.placement import Admission
 from hpsearch.pruning import KEEP, PruneJudge
 from hpsearch.space import SearchSpace
 from hpsearch.study import StudyHandle
-from hpsearch.trial.death import stderr_file, worker_death
+from hpsearch.trial.death import WorkerExit, stderr_file, worker_death, worker_exit
 from hpsearch.trial.protocol import (
     PARAMS_KEY,
     SPEC_KEY,
@@ -65,7 +65,8 @@ class TrialTemplate:
             memory cap; ``None``: unknown.
         pace_file: where simulated GPUs' speed shares are published for workers.
         timeout_s: the longest a trial may run (``execution.trial_timeout``).
-        stderr_dir: where workers keep each trial's stderr (for a crash's record).
+        worker_dir: a folder the driver shares with the workers of its machine: each
+            trial's stderr and each worker's exit (for a crash's record).
     """
 
     train: str
@@ -77,7 +78,7 @@ class TrialTemplate:
     gpu_memory_mb: float | None = None
     pace_file: str = ""
     timeout_s: float | None = None
-    stderr_dir: str = ""
+    worker_dir: str = ""
 
     def spec(self, number: int, admission: Admission) -> TrialSpec:
         """The spec of trial ``number`` admitted with ``admission``."""
@@ -98,7 +99,7 @@ class TrialTemplate:
             ray_gpus=admission.ray_gpus,
             pace_file=self.pace_file,
             timeout_s=self.timeout_s,
-            stderr_file=stderr_file(self.stderr_dir, number),
+            stderr_file=stderr_file(self.worker_dir, number),
         )
 
 
@@ -295,13 +296,16 @@ class TrialLedger:
             ending = self._ending(record, end.outcome, end.error)
             ending.report = end.end
         elif crash is not None:
-            ending = self._ending(record, Outcome.FAIL, self._death(record, crash))
-            ending.crash = crash
+            pid = record.assigned.pid if record.assigned is not None else None
+            ended = worker_exit(self._template.worker_dir, pid)
+            ending = self._ending(record, Outcome.FAIL, self._death(record, crash, ended))
+            # What the host-OOM check reads: the runner's word and how the worker ended.
+            ending.crash = crash if ended is None else f"{ended.describe()}\n{crash}"
         else:
             ending = self._ending(record, Outcome.INTERRUPTED, interrupted)
         return self._finish(record, ending)
 
-    def _death(self, record: _Open, crash: str) -> str:
+    def _death(self, record: _Open, crash: str, ended: WorkerExit | None) -> str:
         """Why a worker died without an end event: past its time limit, or the runner's error."""
         limit = self._template.timeout_s
         ran = self._clock() - record.started_at if record.started_at is not None else 0.0
@@ -311,7 +315,7 @@ class TrialLedger:
                 f"timeout: ran past execution.trial_timeout ({limit:g} s) and was stopped; "
                 f"last reported step: {last}"
             )
-        return worker_death(crash, stderr_file(self._template.stderr_dir, record.number))
+        return worker_death(crash, stderr_file(self._template.worker_dir, record.number), ended)
 
     def interrupt_open(self, reason: str | None = None) -> int:
         """End every trial still open when the search stops; return how many were interrupted.

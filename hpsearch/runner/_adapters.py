@@ -15,6 +15,7 @@ pickled (``__getstate__``).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -125,8 +126,7 @@ class LedgerCallback(Callback):
     def on_trial_error(
         self, iteration: int, trials: list[Trial], trial: Trial, **info: Any
     ) -> None:
-        error = trial.get_error()
-        self._live().ended(trial.trial_id, crash=str(error) if error else "unknown error")
+        self._live().ended(trial.trial_id, crash=_error_text(trial))
 
     def on_step_end(self, iteration: int, trials: list[Trial], **info: Any) -> None:
         self._live().maintain()
@@ -138,3 +138,21 @@ class LedgerCallback(Callback):
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_events": None}
+
+
+def _error_text(trial: Trial) -> str:
+    """Ray's word on why the trial's worker failed.
+
+    ``Trial.get_error`` reads it from Tune's storage, which is synced later; the
+    trial's local error file already holds it.
+    """
+    error = trial.get_error()
+    if error:
+        return str(error)
+    path = getattr(trial, "error_file", None)
+    if path and os.path.exists(path):
+        with open(path, encoding="utf-8", errors="replace") as text:
+            # Tune heads each failure with "Failure # N (occurred at ...)": not Ray's word.
+            lines = [line for line in text.read().splitlines() if not line.startswith("Failure #")]
+        return "\n".join(lines).strip() or "unknown error"
+    return "unknown error"

@@ -25,6 +25,7 @@ from hpsearch.errors import HpsearchError
 from hpsearch.interrupts import sigterm_as_ctrl_c
 from hpsearch.placement import ClusterCapacity, NodeGpus
 from hpsearch.runner._mps import MPS_ENV
+from hpsearch.trial.death import reaper_command
 
 # Set only where the user has not (see hpsearch._compat for Ray's own). CUDA
 # numbers GPUs fastest first by default, NVML by PCI bus: in bus order both
@@ -34,7 +35,9 @@ _WORKER_ENV = (*RAY_WORKER_ENV, "CUDA_DEVICE_ORDER")
 
 
 @contextmanager
-def ray_cluster(spec: ExecutionSpec, workdir: str) -> Iterator[ClusterCapacity]:
+def ray_cluster(
+    spec: ExecutionSpec, workdir: str, scratch: Path | None = None
+) -> Iterator[ClusterCapacity]:
     """Connect to Ray for the duration of a search and yield what it has to give.
 
     Joins ``spec.address`` when set; else reuses a Ray already initialised in this
@@ -44,13 +47,17 @@ def ray_cluster(spec: ExecutionSpec, workdir: str) -> Iterator[ClusterCapacity]:
     Args:
         spec: the ``execution`` section.
         workdir: put on the workers' ``PYTHONPATH`` so ``train`` imports there as here.
+        scratch: a folder of the driver's for the search; a Ray started here runs each
+            worker under a reaper that writes there how the worker ended.
     """
     for name, value in _DRIVER_DEFAULTS.items():
         os.environ.setdefault(name, value)
     started_here = False
     session_dir: str | None = None
     if not ray.is_initialized():
-        runtime_env = _runtime_env(spec.runtime_env, workdir)
+        # Only workers of a Ray started here share the driver's folders.
+        reaped = scratch if not spec.address else None
+        runtime_env = _runtime_env(spec.runtime_env, workdir, reaped)
         common: dict[str, Any] = {
             "runtime_env": runtime_env,
             "log_to_driver": False,
@@ -132,8 +139,12 @@ def _connect_error(address: str | None, exc: Exception) -> str:
     return f"execution.address: cannot connect to the Ray cluster at '{address}' ({exc}); {hint}"
 
 
-def _runtime_env(user_env: dict[str, Any], workdir: str) -> dict[str, Any]:
+def _runtime_env(user_env: dict[str, Any], workdir: str, reaped: Path | None) -> dict[str, Any]:
     env = dict(user_env)
+    if reaped is not None:
+        # Ray does not say how a worker that died without a word ended; its reaper
+        # does. A user's own py_executable (uv run, a profiler) is kept instead.
+        env.setdefault("py_executable", reaper_command(reaped))
     env_vars = dict(env.get("env_vars", {}))
     paths = [workdir, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     if "PYTHONPATH" in env_vars:

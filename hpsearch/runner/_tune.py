@@ -44,12 +44,12 @@ class RayTuneRunner(TrialRunner):
     ) -> Iterator[RunnerSession]:
         # Simulated GPUs are read through their load model; Ray's GPUs are logical ones.
         with (
-            ray_cluster(execution, workdir),
+            # Files the driver and the workers of this machine share for the search:
+            # simulated GPUs' pace, the trials' stderr, the workers' exits.
             tempfile.TemporaryDirectory(prefix="hpsearch-") as tmp,
+            ray_cluster(execution, workdir, scratch=Path(tmp)),
         ):
             session = _RaySession(self._storage_path, execution.reuse_workers)
-            # Files the driver and the workers of this machine share for the search:
-            # simulated GPUs' pace, the trials' stderr.
             session.scratch = Path(tmp)
             yield session
 

@@ -1,11 +1,13 @@
-"""A worker that dies hard (``os._exit``, SIGKILL, a segfault) leaves its stderr behind.
+"""A worker that dies hard (``os._exit``, SIGKILL, a segfault) leaves its stderr and exit behind.
 
-Ray reports such a death as little more than "the actor died". While a trial
-runs, its worker's stderr (file descriptor 2: Python's and any C library's
-output) goes to a file the driver can read, with :mod:`faulthandler` writing
-there on a fatal signal; when the worker dies without an end event the driver
-puts the last lines of that file, and the signal they name, in the trial's
-record.
+Ray reports such a death as little more than "the actor died" and a list of
+possible causes. While a trial runs, its worker's stderr (file descriptor 2:
+Python's and any C library's output) goes to a file the driver can read, with
+:mod:`faulthandler` writing there on a fatal signal. Where hpsearch started Ray
+itself, each worker runs under a reaper (``_reaper.py``, its parent process),
+which writes how the worker ended. When a worker dies without an end event the
+driver puts its exit code or signal, the last lines of its stderr and the fatal
+error they name in the trial's record.
 """
 
 from __future__ import annotations
@@ -13,15 +15,78 @@ from __future__ import annotations
 import faulthandler
 import os
 import re
+import shlex
+import signal
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 TAIL_LINES = 50
 """How many of a dead worker's last stderr lines its trial's record keeps."""
 
 _FATAL = re.compile(r"Fatal Python error: (?P<what>[^\n]+)")
+
+EXITS = "exits"
+"""The subfolder of the workers' folder where the reaper writes each worker's exit."""
+
+EXIT_WAIT_S = 2.0
+"""How long the driver waits for a dead worker's exit: Ray may notice the death first."""
+
+
+@dataclass(frozen=True)
+class WorkerExit:
+    """How a worker process ended: its exit code, or minus the signal that killed it."""
+
+    code: int
+
+    @property
+    def signal(self) -> int | None:
+        """The signal that killed the worker (``None``: it exited)."""
+        return -self.code if self.code < 0 else None
+
+    def describe(self) -> str:
+        """``exit code 3``, or ``killed by signal 9 (SIGKILL)``."""
+        number = self.signal
+        if number is None:
+            return f"exit code {self.code}"
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            return f"killed by signal {number}"
+        return f"killed by signal {number} ({name})"
+
+
+def reaper_command(folder: Path) -> str:
+    """Ray's ``py_executable`` that runs each worker under the reaper, writing into ``folder``."""
+    script = Path(__file__).with_name("_reaper.py")
+    return shlex.join([sys.executable, str(script), str(folder / EXITS), sys.executable])
+
+
+def worker_exit(
+    folder: str,
+    pid: int | None,
+    wait_s: float = EXIT_WAIT_S,
+    sleep: Callable[[float], None] = time.sleep,
+) -> WorkerExit | None:
+    """How worker ``pid`` ended, as its reaper wrote in ``folder``; ``None``: not known.
+
+    Waits up to ``wait_s`` for the reaper to write it.
+    """
+    if not folder or pid is None:
+        return None
+    path = Path(folder) / EXITS / f"{pid}.exit"
+    waited = 0.0
+    while True:
+        try:
+            return WorkerExit(int(path.read_text(encoding="ascii")))
+        except (OSError, ValueError):
+            if waited >= wait_s or not path.parent.is_dir():
+                return None  # no reaper here (Ray joined by address), or it did not write
+        sleep(0.1)
+        waited += 0.1
 
 
 def stderr_file(folder: str, number: int) -> str:
@@ -49,17 +114,19 @@ def captured_stderr(path: str) -> Iterator[None]:
             os.close(saved)
 
 
-def worker_death(crash: str, path: str) -> str:
-    """The record of a worker that died without an end event: the runner's word, the
-    fatal signal its stderr names, and its last lines."""
+def worker_death(crash: str, path: str, ended: WorkerExit | None = None) -> str:
+    """The record of a worker that died without an end event: how it ended, the fatal
+    error its stderr names, the runner's word, and the stderr's last lines."""
     try:
         lines = Path(path).read_text(errors="replace").splitlines() if path else []
     except OSError:
         lines = []
-    text = f"trial worker died: {crash}"
+    text = f"trial worker died: {crash if ended is None else ended.describe()}"
     fatal = _FATAL.search("\n".join(lines))
     if fatal is not None:
         text += f" ({fatal['what']})"
+    if ended is not None:
+        text += f"\nRay: {crash}"
     if lines:
         tail = "\n".join(lines[-TAIL_LINES:])
         text += f"\nlast {min(len(lines), TAIL_LINES)} line(s) of its stderr:\n{tail}"

@@ -47,7 +47,9 @@ def test_trials_running_past_the_timeout_and_its_grace_are_stopped_and_requeued(
     assert sorted(t.params["x"] for t in stopped) == [0.8, 0.9]
     for trial in stopped:
         assert trial.user_attrs[attrs.OUTCOME] == "interrupted"
-        assert "4 s (study.timeout_grace) after study.timeout (6 s)" in trial.user_attrs[attrs.ERROR]
+        assert (
+            "4 s (study.timeout_grace) after study.timeout (6 s)" in trial.user_attrs[attrs.ERROR]
+        )
     retries = [t for t in trials if t.state.name == "WAITING"]
     assert sorted(t.user_attrs[attrs.RETRY_OF] for t in retries) == sorted(
         t.number for t in stopped

@@ -39,9 +39,17 @@ def test_hard_deaths_keep_their_stderr_and_the_search_goes_on(
         "segfault": "FAIL",
         "lives": "COMPLETE",
     }
+    ended = {
+        "exit": "exit code 3",
+        "kill": "killed by signal 9 (SIGKILL)",
+        "segfault": "killed by signal 11 (SIGSEGV) (Segmentation fault)",
+    }
     for how in ("exit", "kill", "segfault"):
         error = trials[how].user_attrs[attrs.ERROR]
-        assert error.startswith("trial worker died: "), error
+        head, ray = error.splitlines()[:2]
+        assert head == f"trial worker died: {ended[how]}", error
+        assert ray == "Ray: The actor died unexpectedly before finishing this task."
+        assert not trials[how].user_attrs.get(attrs.OOM)  # no host OOM: the kernel killed none
         number = trials[how].number
         assert f"trial {number} about to die: {how}" in error  # its own stderr line
     assert "(Segmentation fault)" in trials["segfault"].user_attrs[attrs.ERROR]

@@ -83,6 +83,15 @@ def test_host_oom_needs_evidence() -> None:
     assert host_oom_evidence(killed, 3, 3) == ""  # no kernel OOM kill meanwhile
     assert host_oom_evidence(killed, None, None) == ""  # no counter to read
     assert host_oom_evidence("ValueError: bad input", 3, 9) == ""
+    # Ray's word for every worker that died silently lists the OOM killer as a possible
+    # cause: not evidence. The reaper's signal and the cgroup's count are.
+    silent = (
+        "Worker unexpectedly exits with a connection error code 2. End of file. Some common "
+        "causes include: (1) the process was killed by the OOM killer due to high memory usage"
+    )
+    assert host_oom_evidence(f"exit code 3\n{silent}", 3, 3) == ""
+    assert host_oom_evidence(f"killed by signal 9 (SIGKILL)\n{silent}", 3, 3) == ""
+    assert host_oom_evidence(f"killed by signal 9 (SIGKILL)\n{silent}", 3, 4) != ""
 
 
 def test_cgroup_counter(tmp_path: Path) -> None:

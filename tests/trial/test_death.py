@@ -3,9 +3,22 @@
 from __future__ import annotations
 
 import os
+import shlex
+import signal
+import subprocess
 from pathlib import Path
 
-from hpsearch.trial.death import TAIL_LINES, captured_stderr, stderr_file, worker_death
+import pytest
+
+from hpsearch.trial.death import (
+    TAIL_LINES,
+    WorkerExit,
+    captured_stderr,
+    reaper_command,
+    stderr_file,
+    worker_death,
+    worker_exit,
+)
 
 
 def test_stderr_written_by_any_code_goes_to_the_trials_file_while_it_runs(
@@ -34,3 +47,41 @@ def test_the_record_of_a_death_keeps_the_signal_and_the_last_lines(tmp_path: Pat
     assert worker_death("the actor died", str(tmp_path / "missing")) == (
         "trial worker died: the actor died"
     )
+
+
+@pytest.mark.parametrize(
+    ("code", "ends", "described"),
+    [
+        ("os._exit(3)", 3, "exit code 3"),
+        ("os.kill(os.getpid(), 9)", -signal.SIGKILL, "killed by signal 9 (SIGKILL)"),
+        ("import ctypes; ctypes.string_at(0)", -signal.SIGSEGV, "killed by signal 11 (SIGSEGV)"),
+    ],
+)
+def test_the_reaper_learns_how_its_worker_ended_and_ends_the_same_way(
+    tmp_path: Path, code: str, ends: int, described: str
+) -> None:
+    # As Ray starts a worker with a py_executable: the prefix, then the worker's arguments.
+    command = [
+        *shlex.split(reaper_command(tmp_path)),
+        "-c",
+        f"import os; print(os.getpid()); {code}",
+    ]
+    reaper = subprocess.run(command, capture_output=True, text=True, check=False, timeout=30)
+
+    assert reaper.returncode == ends  # Ray sees the worker's own death
+    pid = int(reaper.stdout.split()[0])
+    ended = worker_exit(str(tmp_path), pid, wait_s=0)
+    assert ended == WorkerExit(ends)
+    assert ended.describe() == described
+    text = worker_death("the actor died", "", ended)
+    assert text == f"trial worker died: {described}\nRay: the actor died"
+
+
+def test_no_reaper_no_exit_and_no_wait(tmp_path: Path) -> None:
+    waits: list[float] = []
+    assert worker_exit(str(tmp_path), 123, sleep=waits.append) is None  # no exits folder
+    assert worker_exit("", 123) is None
+    assert worker_exit(str(tmp_path), None) is None
+    (tmp_path / "exits").mkdir()
+    assert worker_exit(str(tmp_path), 123, wait_s=0.3, sleep=waits.append) is None
+    assert len(waits) == 3  # it waited for the reaper, then gave up
