@@ -517,6 +517,12 @@ _QUIET = {
     # On Ctrl-C Tune advises Tuner.restore; with hpsearch, running again resumes.
     "ray.tune.tune": logging.ERROR,
     "ray._private.authentication.authentication_token_setup": logging.ERROR,
+    # It logs each database error with its traceback, then raises it: a full disk
+    # or a locked store reaches the user once, as one line (hpsearch.storage_faults).
+    "mlflow.store.db.utils": logging.CRITICAL,
+    # Tune's copy of its experiment state, which hpsearch does not use (the Optuna
+    # study is the checkpoint): failing to write it is no news to the user.
+    "ray.tune.execution.experiment_state": logging.CRITICAL,
 }
 
 

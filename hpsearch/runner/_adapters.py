@@ -3,20 +3,26 @@
 :class:`SchedulerSearcher` is Tune's search algorithm over the
 :class:`~hpsearch.scheduler.Scheduler`, so trials are created lazily, at
 launch, with the policy's current answer in their config.
-:class:`OverdueStopper` ends the experiment when the scheduler says running
-trials are overdue (``study.timeout_grace``).
+:class:`SearchStopper` ends the experiment when the scheduler says running
+trials are overdue (``study.timeout_grace``), or when hpsearch's side failed.
 :class:`LedgerCallback` forwards what happens to trials to the
 :class:`~hpsearch.lifecycle.TrialLedger`.
 
 None keeps state worth saving: the Optuna study is the checkpoint. Tune
 pickles them into its experiment folder, so they drop their live handles when
 pickled (``__getstate__``).
+
+An exception raised on hpsearch's side (a full disk under the stores, say) is
+kept in a :class:`Failure`, not left to Tune, which would log it with its
+traceback at each trial and go on. The experiment then stops, and the runner
+raises the first one once Tune has stopped its trials.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from ray.tune import Callback, Stopper
@@ -26,6 +32,27 @@ from ray.tune.search import Searcher
 from hpsearch.runner._base import TrialEvents, TrialSource
 from hpsearch.scheduler import Hold
 from hpsearch.trial.protocol import WorkerEvent
+
+
+class Failure:
+    """The first exception hpsearch's side raised while Tune ran it; later ones follow from it."""
+
+    def __init__(self) -> None:
+        self.first: Exception | None = None
+
+    @contextmanager
+    def kept(self) -> Iterator[None]:
+        """Keep an exception raised in the block (the first one) instead of raising it."""
+        try:
+            yield
+        except Exception as exc:  # a KeyboardInterrupt still stops Tune as usual
+            if self.first is None:
+                self.first = exc
+
+    def raise_first(self) -> None:
+        """Raise the kept exception, if any."""
+        if self.first is not None:
+            raise self.first
 
 
 class SchedulerSearcher(Searcher):
@@ -38,20 +65,32 @@ class SchedulerSearcher(Searcher):
             asks again every second for up to 600 s and runs no step (so no
             ``on_step_end``) meanwhile, and a dead driver's trials, which hold the
             budget, must still be reclaimed.
+        failure: where an exception of the scheduler's is kept (the search then ends).
     """
 
-    def __init__(self, source: TrialSource, upkeep: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        source: TrialSource,
+        upkeep: Callable[[], None] | None = None,
+        failure: Failure | None = None,
+    ) -> None:
         super().__init__()
         self._source: TrialSource | None = source
         self._upkeep = upkeep
+        self._failure = failure or Failure()
 
     # Ray's annotation omits the documented Searcher.FINISHED string sentinel.
     def suggest(self, trial_id: str) -> dict[str, Any] | str | None:  # type: ignore[override]
-        answer = self._live().suggest(trial_id)
-        if answer is Hold.WAIT and self._upkeep is not None:
-            self._upkeep()
-            answer = self._live().suggest(trial_id)  # what upkeep reclaimed may run now
-        if answer is Hold.FINISHED:
+        source = self._live()
+        if self._failure.first is not None:
+            return Searcher.FINISHED  # hpsearch's side failed: the search ends
+        answer: dict[str, Any] | Hold = Hold.FINISHED
+        with self._failure.kept():
+            answer = source.suggest(trial_id)
+            if answer is Hold.WAIT and self._upkeep is not None:
+                self._upkeep()
+                answer = source.suggest(trial_id)  # what upkeep reclaimed may run now
+        if answer is Hold.FINISHED or self._failure.first is not None:
             return Searcher.FINISHED
         if answer is Hold.WAIT:
             return None
@@ -79,57 +118,78 @@ class SchedulerSearcher(Searcher):
         return {**self.__dict__, "_source": None, "_upkeep": None}
 
 
-class OverdueStopper(Stopper):
-    """Tune stopper that stops every running trial once the source says they are overdue.
+class SearchStopper(Stopper):
+    """Tune stopper that stops every running trial once the source says they are overdue,
+    or once hpsearch's side failed.
 
     Tune asks :meth:`stop_all` after every step, reports or not, so a trial that
     hangs without reporting is stopped too. The trials stopped stay open in the
     ledger, which records them as interrupted when the search is closed out.
     """
 
-    def __init__(self, source: TrialSource) -> None:
+    def __init__(self, source: TrialSource, failure: Failure | None = None) -> None:
         self._source: TrialSource | None = source
+        self._failure = failure or Failure()
 
     def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
         return False  # never one trial alone: only the whole search runs out of time
 
     def stop_all(self) -> bool:
-        return self._source is not None and self._source.overdue()
+        if self._failure.first is not None:
+            return True
+        overdue = False
+        with self._failure.kept():
+            overdue = self._source is not None and self._source.overdue()
+        return overdue
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_source": None}
 
 
 class LedgerCallback(Callback):
-    """Forwards Tune's trial events to the ledger, and does its periodic upkeep."""
+    """Forwards Tune's trial events to the ledger, and does its periodic upkeep.
 
-    def __init__(self, events: TrialEvents) -> None:
+    Args:
+        events: the ledger.
+        failure: where an exception of the ledger's is kept; once one is, nothing
+            more is forwarded (what failed, a full disk say, would fail again).
+    """
+
+    def __init__(self, events: TrialEvents, failure: Failure | None = None) -> None:
         self._events: TrialEvents | None = events
+        self._failure = failure or Failure()
 
     def on_trial_start(
         self, iteration: int, trials: list[Trial], trial: Trial, **info: Any
     ) -> None:
-        self._live().started(trial.trial_id)
+        self._tell(lambda events: events.started(trial.trial_id))
 
     def on_trial_result(
         self, iteration: int, trials: list[Trial], trial: Trial, result: dict[str, Any], **info: Any
     ) -> None:
         event = WorkerEvent.from_result(result)
         if event is not None:
-            self._live().event(trial.trial_id, event)
+            self._tell(lambda events: events.event(trial.trial_id, event))
 
     def on_trial_complete(
         self, iteration: int, trials: list[Trial], trial: Trial, **info: Any
     ) -> None:
-        self._live().ended(trial.trial_id)
+        self._tell(lambda events: events.ended(trial.trial_id))
 
     def on_trial_error(
         self, iteration: int, trials: list[Trial], trial: Trial, **info: Any
     ) -> None:
-        self._live().ended(trial.trial_id, crash=_error_text(trial))
+        self._tell(lambda events: events.ended(trial.trial_id, crash=_error_text(trial)))
 
     def on_step_end(self, iteration: int, trials: list[Trial], **info: Any) -> None:
-        self._live().maintain()
+        self._tell(lambda events: events.maintain())
+
+    def _tell(self, what: Callable[[TrialEvents], object]) -> None:
+        events = self._live()
+        if self._failure.first is not None:
+            return
+        with self._failure.kept():
+            what(events)
 
     def _live(self) -> TrialEvents:
         if self._events is None:

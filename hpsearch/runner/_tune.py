@@ -17,7 +17,7 @@ from hpsearch._compat import tune_max_pending_trials
 from hpsearch.config import ExecutionSpec, SimulatedSpec
 from hpsearch.placement import ClusterCapacity, NodeGpus
 from hpsearch.pruning import RayVerdictBoard, VerdictBoard
-from hpsearch.runner._adapters import LedgerCallback, OverdueStopper, SchedulerSearcher
+from hpsearch.runner._adapters import Failure, LedgerCallback, SchedulerSearcher, SearchStopper
 from hpsearch.runner._base import RunnerSession, TrialEvents, TrialRunner, TrialSource
 from hpsearch.runner._cluster import cluster_gpus, current_capacity, local_node_id, ray_cluster
 from hpsearch.runner._trainable import run_trial, trial_resources
@@ -74,10 +74,11 @@ class _RaySession(RunnerSession):
         return monitor  # its own thread, started and stopped by the with block
 
     def run(self, source: TrialSource, events: TrialEvents, *, name: str, max_pending: int) -> None:
+        failure = Failure()
         tuner = tune.Tuner(
             tune.with_resources(run_trial, trial_resources),
             tune_config=tune.TuneConfig(
-                search_alg=SchedulerSearcher(source, upkeep=events.maintain),
+                search_alg=SchedulerSearcher(source, upkeep=events.maintain, failure=failure),
                 num_samples=-1,
                 reuse_actors=self._reuse_workers,
                 trial_name_creator=_trial_name,
@@ -87,8 +88,8 @@ class _RaySession(RunnerSession):
                 name=re.sub(r"[^\w.-]+", "_", name),
                 storage_path=str(self._storage_path.resolve()),
                 verbose=0,
-                callbacks=[LedgerCallback(events)],
-                stop=OverdueStopper(source),
+                callbacks=[LedgerCallback(events, failure)],
+                stop=SearchStopper(source, failure),
                 log_to_file=True,
                 failure_config=tune.FailureConfig(max_failures=0),
             ),
@@ -97,6 +98,7 @@ class _RaySession(RunnerSession):
         # packed GPU must be able to start together.
         with tune_max_pending_trials(max_pending):
             tuner.fit()
+        failure.raise_first()  # now that Tune has stopped the trials
 
 
 def _trial_name(trial: Trial) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from ray.tune.search import Searcher
 
-from hpsearch.runner._adapters import LedgerCallback, OverdueStopper, SchedulerSearcher
+from hpsearch.runner._adapters import Failure, LedgerCallback, SchedulerSearcher, SearchStopper
 from hpsearch.scheduler import Hold
 from hpsearch.trial.protocol import EventKind, Outcome, WorkerEvent
 
@@ -76,7 +76,7 @@ def test_the_searcher_does_the_upkeep_before_it_says_to_wait() -> None:
 
 def test_the_stopper_stops_the_whole_search_once_trials_are_overdue() -> None:
     source = Answers()
-    stopper = OverdueStopper(source)
+    stopper = SearchStopper(source)
     assert not stopper.stop_all()
     assert not stopper("a", {"training_iteration": 1})
     source.late = True
@@ -103,6 +103,33 @@ def test_the_callback_forwards_every_event_and_ray_errors() -> None:
         ("ended", "t2", "the actor died"),
         ("maintain",),
     ]
+
+
+class FullDisk(Events):
+    """A ledger whose store fails from its second write on."""
+
+    def started(self, trial_id: str) -> None:
+        if self.told:
+            raise OSError(28, "No space left on device")
+        super().started(trial_id)
+
+
+def test_a_failure_on_hpsearchs_side_is_kept_stops_the_search_and_is_raised_after() -> None:
+    failure, events = Failure(), FullDisk()
+    callback = LedgerCallback(events, failure)
+    stopper = SearchStopper(Answers(), failure)
+    searcher = SchedulerSearcher(Answers({"params": {"x": 1}}), failure=failure)
+    callback.on_trial_start(0, [], FakeTrial("t1"))  # type: ignore[arg-type]
+    assert not stopper.stop_all()
+
+    callback.on_trial_start(0, [], FakeTrial("t2"))  # type: ignore[arg-type]  # Tune never sees it
+    callback.on_step_end(0, [])  # nothing more reaches the ledger: it would fail again
+
+    assert events.told == [("started", "t1")]
+    assert stopper.stop_all()
+    assert searcher.suggest("t3") == Searcher.FINISHED
+    with pytest.raises(OSError, match="No space left"):
+        failure.raise_first()
 
 
 def test_both_pickle_without_their_live_parts_and_refuse_to_run_unpickled() -> None:
