@@ -19,6 +19,9 @@ from hpsearch.results import dominates
 from hpsearch.study import BudgetCount
 from hpsearch.trial.protocol import Outcome
 
+RUNNING_SHOWN = 4
+"""How many running trials the status line times (the longest-running first)."""
+
 _OUTCOME_STYLE = {
     Outcome.COMPLETE: "green",
     Outcome.FAIL: "red",
@@ -176,11 +179,16 @@ class ProgressView(TrialListener):
             parts.append("no completed trial yet")
         parts.append(f" · {_clock_text(elapsed)}")
         if self._running:
-            # The longest-running trial: a hung one shows here long before any timeout.
-            number, since = min(self._running.items(), key=lambda item: item[1])
-            parts.append(
-                f" · longest running: trial {number}, {_clock_text(self._clock() - since)}"
+            # How long each trial has run, longest first: a hung one shows here long
+            # before any timeout. A packed GPU runs many: the longest few, and a count.
+            longest = sorted(self._running.items(), key=lambda item: item[1])
+            now = self._clock()
+            shown = ", ".join(
+                f"trial {number} {_clock_text(now - since)}"
+                for number, since in longest[:RUNNING_SHOWN]
             )
+            more = len(longest) - RUNNING_SHOWN
+            parts.append(f" · running: {shown}" + (f" (+{more} more)" if more > 0 else ""))
         return Text.assemble(*parts)
 
     def _trial_line(self, summary: TrialEnded) -> Text:

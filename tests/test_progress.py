@@ -10,7 +10,7 @@ from rich.console import Console
 from hpsearch.config import ObjectiveSpec
 from hpsearch.lifecycle import TrialStarted
 from hpsearch.placement import Admission
-from hpsearch.progress import ProgressView
+from hpsearch.progress import RUNNING_SHOWN, ProgressView
 from hpsearch.runner import VirtualClock
 from hpsearch.study import BudgetCount
 
@@ -30,12 +30,15 @@ def test_the_status_line_says_which_trial_has_run_longest_and_for_how_long() -> 
         console=Console(file=io.StringIO()),
         clock=clock,
     )
-    assert "longest running" not in view.status_line()
+    assert "running:" not in view.status_line()
     view.on_started(_started(0, 1000.0))
     clock.now += 30
     view.on_started(_started(1, clock.now))
     clock.now += 35
     assert "2 running" in view.status_line()
-    assert view.status_line().endswith("longest running: trial 0, 1:05")
+    assert view.status_line().endswith("running: trial 0 1:05, trial 1 0:35")
     clock.now += 3600
-    assert view.status_line().endswith("longest running: trial 0, 1:01:05")
+    assert view.status_line().endswith("running: trial 0 1:01:05, trial 1 1:00:35")
+    for number in range(2, 2 + RUNNING_SHOWN):  # a packed GPU: the longest few, and a count
+        view.on_started(_started(number, clock.now))
+    assert view.status_line().endswith("trial 2 0:00, trial 3 0:00 (+2 more)")
