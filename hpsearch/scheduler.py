@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Protocol
 
 from optuna.trial import FrozenTrial
@@ -67,6 +68,8 @@ class Scheduler:
         capacity: the cluster's current resources (read every few seconds).
         runs_alone: whether the next trial Optuna hands out re-runs an OOM alone.
         clock: for the capacity refresh.
+        exclusive: held from reading the study's trials to asking Optuna for one, so
+            that drivers sharing the study do not both take its last trial.
     """
 
     def __init__(
@@ -79,8 +82,10 @@ class Scheduler:
         capacity: Callable[[], ClusterCapacity],
         runs_alone: Callable[[Sequence[FrozenTrial]], bool],
         clock: Callable[[], float] = time.monotonic,
+        exclusive: Callable[[], AbstractContextManager[None]] = nullcontext,
     ) -> None:
         self._ledger = ledger
+        self._exclusive = exclusive
         self._running = running
         self._policy = policy
         self._budget = budget
@@ -98,13 +103,14 @@ class Scheduler:
         capacity = self._current_capacity()
         if self._ledger.waiting:
             return self._launch_waiting(trial_id, running, capacity)
-        admission, trials = self._admit(running, capacity)
-        if admission is None:
-            return Hold.WAIT
-        decision = self._budget.decide(count_budget(trials))
-        if decision is not BudgetDecision.START:
-            return Hold.FINISHED if decision is BudgetDecision.FINISHED else Hold.WAIT
-        config = self._ledger.open(trial_id, admission)
+        with self._exclusive():
+            admission, trials = self._admit(running, capacity)
+            if admission is None:
+                return Hold.WAIT
+            decision = self._budget.decide(count_budget(trials))
+            if decision is not BudgetDecision.START:
+                return Hold.FINISHED if decision is BudgetDecision.FINISHED else Hold.WAIT
+            config = self._ledger.open(trial_id, admission)
         # None: the suggestion was held back (predicted to run out, or to need a whole GPU).
         return Hold.WAIT if config is None else config
 

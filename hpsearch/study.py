@@ -26,7 +26,7 @@ from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 from optuna.trial import FrozenTrial, TrialState
 
 from hpsearch import attrs
-from hpsearch._locks import sqlite_creation_lock
+from hpsearch._locks import sqlite_lock
 from hpsearch.config import ObjectiveSpec, PrunerSpec, RunConfig, SamplerSpec
 from hpsearch.errors import ConfigError, StudyError
 from hpsearch.storage_faults import Stores, storage_fault
@@ -226,7 +226,7 @@ def open_study(
             requeue(study, trial)
 
     # Several drivers may start on one config at once: one creates the tables.
-    with sqlite_creation_lock(spec.storage):
+    with sqlite_lock(spec.storage):
         storage = _open_storage(config, heartbeat_interval_s, grace_period_s, stale_trial)
         study = _open_or_create(config, storage, sampler, pruner)
         drivers = int(study.user_attrs.get(DRIVERS_ATTR, 0))

@@ -20,7 +20,7 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from hpsearch._locks import sqlite_creation_lock
+from hpsearch._locks import sqlite_lock
 from hpsearch.errors import HpsearchError
 
 TRIAL_NUMBER_TAG = "optuna.trial_number"
@@ -68,7 +68,7 @@ class MlflowTracker:
 
     def __init__(self, uri: str, experiment: str, artifact_location: str) -> None:
         self.uri = resolve_tracking_uri(uri)
-        with sqlite_creation_lock(self.uri):  # another driver may be creating the store
+        with sqlite_lock(self.uri):  # another driver may be creating the store
             self._client = MlflowClient(tracking_uri=self.uri)
             self._open_experiment(uri, experiment, artifact_location)
         self.experiment_name = experiment
