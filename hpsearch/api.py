@@ -21,7 +21,6 @@ from typing import Any
 from rich.console import Console
 
 from hpsearch import attrs
-from hpsearch._locks import sqlite_lock
 from hpsearch.backends import OpenedTelemetry, open_backend
 from hpsearch.config import (
     ExecutionSpec,
@@ -388,7 +387,6 @@ def build_search(
         capacity=session.capacity,
         runs_alone=oom.next_runs_alone,
         clock=session.clock,
-        exclusive=lambda: sqlite_lock(study.storage),
     )
     execution = config.execution
     max_pending = execution.max_concurrent or max(

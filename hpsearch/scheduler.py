@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 import time
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from optuna.trial import FrozenTrial
@@ -38,6 +38,9 @@ class TrialOpener(Protocol):
 
     def study_trials(self) -> list[FrozenTrial]:
         """Every trial of the study."""
+
+    def exclusive(self) -> AbstractContextManager[None]:
+        """Held while the study's trials are counted and one is asked for (other drivers wait)."""
 
     def open(self, trial_id: str, admission: Admission) -> dict[str, Any] | None:
         """Ask Optuna for a trial; the runner's config, or ``None`` when held back."""
@@ -68,8 +71,6 @@ class Scheduler:
         capacity: the cluster's current resources (read every few seconds).
         runs_alone: whether the next trial Optuna hands out re-runs an OOM alone.
         clock: for the capacity refresh.
-        exclusive: held from reading the study's trials to asking Optuna for one, so
-            that drivers sharing the study do not both take its last trial.
     """
 
     def __init__(
@@ -82,10 +83,8 @@ class Scheduler:
         capacity: Callable[[], ClusterCapacity],
         runs_alone: Callable[[Sequence[FrozenTrial]], bool],
         clock: Callable[[], float] = time.monotonic,
-        exclusive: Callable[[], AbstractContextManager[None]] = nullcontext,
     ) -> None:
         self._ledger = ledger
-        self._exclusive = exclusive
         self._running = running
         self._policy = policy
         self._budget = budget
@@ -103,7 +102,9 @@ class Scheduler:
         capacity = self._current_capacity()
         if self._ledger.waiting:
             return self._launch_waiting(trial_id, running, capacity)
-        with self._exclusive():
+        # Held from reading the study's trials to asking Optuna for one: drivers
+        # sharing the study must not both take its last trial.
+        with self._ledger.exclusive():
             admission, trials = self._admit(running, capacity)
             if admission is None:
                 return Hold.WAIT

@@ -16,6 +16,7 @@ import inspect
 import time
 import warnings
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -145,6 +146,13 @@ class StudyHandle:
     def name(self) -> str:
         """The study name."""
         return self.study.study_name
+
+    def exclusive(self) -> AbstractContextManager[None]:
+        """A lock the drivers sharing this study hold to count its trials and ask for one.
+
+        A file lock beside a SQLite database; none for other storages.
+        """
+        return sqlite_lock(self._storage.url)
 
     def stamp_alive(self, trials: Sequence[optuna.Trial]) -> None:
         """Record that the driver still runs ``trials`` (Optuna's heartbeat)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -168,6 +169,10 @@ class TrialLedger:
     def study_trials(self) -> list[optuna.trial.FrozenTrial]:
         """Every trial of the study, from storage (other drivers' included)."""
         return self._handle.study.get_trials(deepcopy=False)
+
+    def exclusive(self) -> AbstractContextManager[None]:
+        """Held while the study's trials are counted and one is asked for (other drivers wait)."""
+        return self._handle.exclusive()
 
     def open(self, trial_id: str, admission: Admission) -> dict[str, Any] | None:
         """Ask Optuna for a new trial and return the runner's config that runs it.
