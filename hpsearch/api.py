@@ -340,7 +340,9 @@ def build_search(
     if monitor is not None:
         if telemetry.load_sink is not None and session.scratch is not None:
             # Workers play simulated trials in real time: they read their pace here.
-            pace = PacePublisher(telemetry.load_sink, session.scratch / PACE_FILE)
+            pace = PacePublisher(
+                telemetry.load_sink, session.scratch / PACE_FILE, cores=session.capacity().cpus
+            )
         load_sink = pace or telemetry.load_sink
         # MPS started for this search overlaps kernels whatever the model's default says.
         sharing = replace(telemetry.sharing, mps=telemetry.sharing.mps or mps)

@@ -144,8 +144,9 @@ def readings_only() -> None:
         utilization_pct: float,
         memory_mb: float,
         sm_share: float = 1.0,
+        cpus: float = 1.0,
     ) -> None:
-        declared(self, number, utilization_pct, memory_mb, sm_share)  # the GPU shows it
+        declared(self, number, utilization_pct, memory_mb, sm_share, cpus)  # the GPU shows it
         placement = self._trials.get(number)
         if placement is not None:
             placement.load = None

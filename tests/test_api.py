@@ -378,3 +378,41 @@ def test_simulated_trials_under_ray_slow_when_they_share_and_report_solo_speeds(
     for trial, seen in zip(trials, measured, strict=True):
         assert trial.values[1] == pytest.approx(solo, rel=0.08)
         assert abs(trial.values[1] - solo) < abs(seen - solo) or seen > 0.99 * solo
+
+
+def test_simulated_trials_under_ray_slow_when_their_cpus_exceed_the_nodes(
+    write_config: ConfigWriter,
+) -> None:
+    # One trial alone on its GPU, with 3 DataLoader workers (4 CPUs busy) on a Ray of
+    # 2 CPUs: it plays its epochs at half its solo speed, as in the simulated-time runner.
+    path = write_config(
+        {
+            "train": "hpsearch.workloads.simulated_gpu:train",
+            "study": {"n_trials": 1},
+            "space": {
+                "x": None,
+                "steps": None,
+                "lr": [0.003],
+                "num_workers": 3,
+                "utilization_pct": 30.0,
+                "memory_mb": 800.0,
+                "epochs": 2,
+                "steps_per_epoch": round(1.0 / gpu_profile(64, 256, 1).step_time_s),
+            },
+            "objective": {"metric": "val_accuracy", "direction": "maximize"},
+            "execution": {"num_cpus": 2},
+            "telemetry": {
+                "backend": "simulated",
+                "interval_s": 0.1,
+                "simulated": {"source": "load", "gpus": 1},
+            },
+        }
+    )
+    outcome = hpsearch.run(path)
+
+    (trial,) = outcome.results.study.trials
+    assert trial.state.name == "COMPLETE"
+    measured = trial.user_attrs[attrs.METRICS]["samples_per_sec"]
+    solo = gpu_profile(64, 256, 1).samples_per_sec
+    # The driver learns of the load a moment after the trial starts: a little above half.
+    assert 0.45 * solo < measured < 0.62 * solo

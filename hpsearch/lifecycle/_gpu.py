@@ -63,7 +63,9 @@ class GpuSeries(TrialListener):
 
     def on_gpu_load(self, event: GpuLoadDeclared) -> None:
         load = event.load
-        self._gpu.declared_load(event.number, load.utilization_pct, load.memory_mb, load.sm_share)
+        self._gpu.declared_load(
+            event.number, load.utilization_pct, load.memory_mb, load.sm_share, load.cpus
+        )
 
     def on_measured(self, event: Measured) -> None:
         """Each speed metric's solo equivalent, from how shared the GPU was while it measured."""

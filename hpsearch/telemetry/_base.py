@@ -82,6 +82,7 @@ class TrialLoad:
     pid: int | None = None
     gpus: tuple[int, ...] = field(default_factory=tuple)
     sm_share: float = 1.0
+    cpus: float = 1.0
 
 
 class LoadSink(Protocol):

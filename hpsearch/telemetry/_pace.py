@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Protocol
 
 from hpsearch.telemetry._base import TrialLoad
+from hpsearch.telemetry._sharing import cpu_rate
 
 READ_EVERY_S = 0.1
 """How often a worker reads the pace file again (its neighbours change seldom)."""
@@ -41,36 +42,49 @@ class SharedGpus(Protocol):
 class PacePublisher:
     """Forwards trials' loads to the load model and publishes their speed shares.
 
+    A trial's pace is its GPU's share (the load model's), times the node's CPUs
+    over the CPUs the trials keep busy when they want more than there are
+    (``cpu_rate``), as in the simulated-time runner.
+
     Args:
         model: the simulated GPUs' load model.
         path: the file the workers read (written whole, then renamed into place).
+        cores: the CPUs of the trials' node (``None``: CPUs never slow them).
     """
 
-    def __init__(self, model: SharedGpus, path: Path) -> None:
+    def __init__(self, model: SharedGpus, path: Path, cores: float | None = None) -> None:
         self._model = model
         self.path = path
+        self._cores = cores
+        self._cpus: dict[int, float] = {}
         self._write()
 
     def set_load(self, key: int, load: TrialLoad) -> None:
         """Trial ``key`` puts ``load`` on its GPUs from now on."""
         self._model.set_load(key, load)
+        self._cpus[key] = load.cpus
         self._write()
 
     def clear_load(self, key: int) -> None:
         """Trial ``key`` ended."""
         self._model.clear_load(key)
+        self._cpus.pop(key, None)
         self._write()
 
     def speed_shares(self) -> dict[int, float]:
-        """The model's shares (what the file holds)."""
-        return self._model.speed_shares()
+        """Each trial's share of its solo speed: its GPU's, slowed by the node's CPUs."""
+        shares = self._model.speed_shares()
+        if self._cores is None:
+            return shares
+        host = cpu_rate(self._cores, list(self._cpus.values()))
+        return {key: share * host for key, share in shares.items()}
 
     def close(self) -> None:
         """Remove the file."""
         self.path.unlink(missing_ok=True)
 
     def _write(self) -> None:
-        shares = {str(key): share for key, share in self._model.speed_shares().items()}
+        shares = {str(key): share for key, share in self.speed_shares().items()}
         partial = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
         partial.write_text(json.dumps(shares), encoding="utf-8")
         os.replace(partial, self.path)  # readers see the old file or the new one, whole

@@ -127,14 +127,19 @@ class TrialGpuMetrics:
         return ""
 
     def declared_load(
-        self, number: int, utilization_pct: float, memory_mb: float, sm_share: float = 1.0
+        self,
+        number: int,
+        utilization_pct: float,
+        memory_mb: float,
+        sm_share: float = 1.0,
+        cpus: float = 1.0,
     ) -> None:
         """The trial declared its simulated GPU load: kept in its record, shown by a load model."""
         placement = self._trials.get(number)
         if placement is None:
             return
         placement.load = TrialLoad(
-            utilization_pct, memory_mb, placement.pid, placement.gpus, sm_share
+            utilization_pct, memory_mb, placement.pid, placement.gpus, sm_share, cpus
         )
         if self._load_sink is not None:
             self._load_sink.set_load(number, placement.load)

@@ -182,7 +182,12 @@ class TrialContext:
         self._channel.report(int(step), values)
 
     def simulate_gpu_load(
-        self, utilization_pct: float, memory_mb: float, *, sm_share: float = 1.0
+        self,
+        utilization_pct: float,
+        memory_mb: float,
+        *,
+        sm_share: float = 1.0,
+        cpus: float = 1.0,
     ) -> None:
         """Declare the load this trial would put on its GPU, for simulated GPUs.
 
@@ -199,6 +204,8 @@ class TrialContext:
             memory_mb: device memory the trial would hold, in MiB (its CUDA context included).
             sm_share: 0-1, the share of the GPU's SMs its kernels would occupy (what MPS
                 can overlap with other trials' kernels).
+            cpus: the CPUs the trial keeps busy (its loop and DataLoader workers): trials
+                whose CPUs together exceed the node's are slowed in proportion.
         """
         if not 0 <= utilization_pct <= 100:
             raise ValueError(
@@ -208,8 +215,11 @@ class TrialContext:
             raise ValueError(f"simulate_gpu_load: memory_mb must be >= 0, got {memory_mb}")
         if not 0 <= sm_share <= 1:
             raise ValueError(f"simulate_gpu_load: sm_share must be within 0-1, got {sm_share}")
+        if cpus <= 0:
+            raise ValueError(f"simulate_gpu_load: cpus must be > 0, got {cpus}")
         self.declared_memory_mb = float(memory_mb)
-        self._channel.gpu_load(GpuLoad(float(utilization_pct), float(memory_mb), float(sm_share)))
+        load = GpuLoad(float(utilization_pct), float(memory_mb), float(sm_share), float(cpus))
+        self._channel.gpu_load(load)
 
     def simulated_speed_share(self) -> float:
         """The share of its solo speed this trial's simulated GPU gives it now (0-1].

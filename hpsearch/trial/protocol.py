@@ -164,11 +164,13 @@ class GpuLoad:
         utilization_pct: its duty cycle alone on the GPU (0-100).
         memory_mb: the device memory its process holds, CUDA context included.
         sm_share: the share of the GPU's SMs its kernels occupy (what MPS can overlap).
+        cpus: the CPUs its process keeps busy (its loop and DataLoader workers).
     """
 
     utilization_pct: float
     memory_mb: float
     sm_share: float = 1.0
+    cpus: float = 1.0
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict."""
@@ -181,6 +183,7 @@ class GpuLoad:
             float(data["utilization_pct"]),
             float(data["memory_mb"]),
             float(data.get("sm_share", 1.0)),
+            float(data.get("cpus", 1.0)),
         )
 
 

@@ -150,7 +150,7 @@ def plan(params: dict[str, Any], memory_cap_mb: float | None = None) -> TrialPla
             f"(simulated: {profile.memory_mb:.0f} MiB needed, {limit:.0f} MiB available)"
         )
         return TrialPlan(
-            load=GpuLoad(profile.utilization_pct, limit, profile.sm_share),
+            load=GpuLoad(profile.utilization_pct, limit, profile.sm_share, cpus),
             oom=OomReport("torch", message, peak_mb=limit, cap_mb=memory_cap_mb),
             oom_after_s=min(profile.step_time_s, 0.5) * scale,
             cpus=cpus,
@@ -172,7 +172,7 @@ def plan(params: dict[str, Any], memory_cap_mb: float | None = None) -> TrialPla
             "epoch_seconds": seconds,
         }
         reports.append(PlannedEpoch(seconds, metrics, _SPEEDS, _DURATIONS))
-    load = GpuLoad(profile.utilization_pct, profile.memory_mb, profile.sm_share)
+    load = GpuLoad(profile.utilization_pct, profile.memory_mb, profile.sm_share, cpus)
     return TrialPlan(load=load, epochs=tuple(reports), cpus=cpus)
 
 
@@ -201,7 +201,9 @@ def train(params: dict[str, Any], ctx: TrialContext) -> None:
     planned = plan(params, ctx.memory_cap_mb)
     if planned.load is not None:
         load = planned.load
-        ctx.simulate_gpu_load(load.utilization_pct, load.memory_mb, sm_share=load.sm_share)
+        ctx.simulate_gpu_load(
+            load.utilization_pct, load.memory_mb, sm_share=load.sm_share, cpus=load.cpus
+        )
     if planned.oom is not None:
         import torch
 

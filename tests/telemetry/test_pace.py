@@ -43,6 +43,23 @@ def test_workers_read_the_pace_the_load_model_gives_them(tmp_path: Path) -> None
     assert not path.exists()
 
 
+def test_trials_that_want_more_cpus_than_the_node_has_slow_in_proportion(
+    tmp_path: Path,
+) -> None:
+    model = LoadModelBackend([GpuInfo(0, "sim", 8000.0), GpuInfo(1, "sim", 8000.0)])
+    path = tmp_path / "pace.json"
+    publisher = PacePublisher(model, path, cores=8.0)
+    clock = VirtualClock(0.0)
+    reader = PaceReader(str(path), 0, clock)
+    publisher.set_load(0, TrialLoad(10.0, 500.0, None, (0,), cpus=4.0))
+    publisher.set_load(1, TrialLoad(10.0, 500.0, None, (1,), cpus=4.0))
+    assert reader.share() == 1.0  # 8 CPUs wanted, 8 there: each GPU alone, no slowdown
+    publisher.set_load(2, TrialLoad(10.0, 500.0, None, (1,), cpus=8.0))
+    clock.now += 1.0
+    assert reader.share() == pytest.approx(8.0 / 16.0)  # 16 CPUs wanted of 8
+    assert publisher.speed_shares()[0] == pytest.approx(0.5)
+
+
 def test_a_worker_that_cannot_read_the_pace_runs_at_solo_speed(tmp_path: Path) -> None:
     garbled = tmp_path / "pace.json"
     garbled.write_text("{not json")
