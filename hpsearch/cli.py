@@ -1,7 +1,8 @@
 """The ``hpsearch`` command: run, validate, best, monitor, ui.
 
 Errors a user can fix are printed as one line on stderr with exit code 2. A
-search that ``study.timeout`` ended short of ``study.n_trials`` exits with 3,
+search in which no trial completed exits with 1 (naming the most common
+error), one that ``study.timeout`` ended short of ``study.n_trials`` with 3,
 one interrupted by Ctrl-C with 130 and by SIGTERM with 143.
 """
 
@@ -29,6 +30,7 @@ from hpsearch.interrupts import EXIT_TERMINATED, terminated
 from hpsearch.storage_faults import Stores, storage_fault
 from hpsearch.telemetry import TARGET_UTIL_PCT
 
+EXIT_NONE_COMPLETED = 1
 EXIT_USER_ERROR = 2
 EXIT_STOPPED_SHORT = 3
 EXIT_INTERRUPTED = 130
@@ -131,7 +133,10 @@ def run(  # noqa: PLR0917 - click passes one parameter per option
             f"finished {outcome.finished} trial(s) this run; MLflow parent run "
             f"{outcome.mlflow_parent_run_id} (hpsearch ui {config})"
         )
-    _print_best(console, results, str(config))
+    # A search that produced nothing is not a success, whatever stopped it.
+    failed = results.why_none_completed() if outcome.finished else None
+    if failed is None:
+        _print_best(console, results, str(config))
     if outcome.interrupted:
         console.print(
             f"{outcome.interrupted} trial(s) were interrupted and will run again on the next "
@@ -139,6 +144,9 @@ def run(  # noqa: PLR0917 - click passes one parameter per option
         )
     if outcome.interrupted and (terminated() or not outcome.timed_out):
         raise click.exceptions.Exit(EXIT_TERMINATED if terminated() else EXIT_INTERRUPTED)
+    if failed is not None:
+        click.echo(f"error: {failed}", err=True)
+        raise click.exceptions.Exit(EXIT_NONE_COMPLETED)
     if outcome.timed_out and outcome.short_of:
         # Not a success: a script or scheduler chaining runs must see the budget is not met.
         limit = timeout or loaded.study.timeout or 0.0

@@ -287,3 +287,18 @@ def test_ui_serves_the_store(project: Path) -> None:
     finally:
         server.terminate()
         server.wait(timeout=60)
+
+
+def test_a_search_in_which_no_trial_completed_exits_1_naming_the_error(
+    write_config: ConfigWriter,
+) -> None:
+    path = write_config({"train": "tests.train_functions:forgets_metric", "study": {"n_trials": 2}})
+    result = hpsearch_cli("run", str(path))
+    assert result.returncode == 1, result.stderr[-3000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(
+        "error: no trial of study 'test-study' completed (2 failed, 0 pruned); most common "
+        "(2 trial(s)): train finished without reporting the objective metric 'score' "
+        "(reported: other); report it with ctx.report(step, score=...)"
+    ), last
+    assert "wait for the first trial" not in result.stdout

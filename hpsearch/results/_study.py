@@ -6,6 +6,7 @@ Works during a search (it reads what the driver has recorded so far) and after.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -181,12 +182,53 @@ class StudyResults:
             ]
         return frame
 
+    def why_none_completed(self) -> str | None:
+        """Why no trial of the study completed, its most common error first; ``None``: one did.
+
+        Trials interrupted and queued again are left out: they have not ended yet.
+        """
+        trials = self._study.get_trials(deepcopy=False)
+        if any(t.state == TrialState.COMPLETE for t in trials):
+            return None
+        failed = [
+            t
+            for t in trials
+            if t.state == TrialState.FAIL and t.user_attrs.get(attrs.OUTCOME) != "interrupted"
+        ]
+        pruned = [t for t in trials if t.state == TrialState.PRUNED]
+        causes = Counter(
+            [_headline(str(t.user_attrs.get(attrs.ERROR, "unknown error"))) for t in failed]
+            + [f"pruned: {t.user_attrs.get(attrs.PRUNE_REASON, 'by the pruner')}" for t in pruned]
+        )
+        if not causes:
+            return f"study '{self.name}' has no ended trial yet"
+        cause, count = causes.most_common(1)[0]
+        return (
+            f"no trial of study '{self.name}' completed ({len(failed)} failed, {len(pruned)} "
+            f"pruned); most common ({count} trial(s)): {cause}"
+        )
+
     def _require_complete(self) -> None:
         if not self._study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
             raise ResultsError(
                 f"study '{self.name}' has no completed trial yet; "
                 "wait for the first trial to finish, or check failures with trials_dataframe()"
             )
+
+
+def _headline(error: str) -> str:
+    """The line of a trial's error that says what happened.
+
+    hpsearch's own records lead with it (``trial worker died: ...``, ``timeout:
+    ...``); a Python traceback ends with it.
+    """
+    lines = [line.strip() for line in error.strip().splitlines() if line.strip()]
+    if not lines:
+        return "unknown error"
+    first = lines[0]
+    if first.startswith(("trial worker died:", "timeout:")) or len(lines) == 1:
+        return first[:500]
+    return lines[-1][:500]
 
 
 def load(

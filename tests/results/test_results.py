@@ -89,3 +89,31 @@ def test_missing_storage_and_missing_study(write_config: ConfigWriter, project: 
     open_study(load_config(path))
     with pytest.raises(ResultsError, match=r"no study named 'other'.*studies there: test-study"):
         load("other")
+
+
+def test_a_study_with_no_completed_trial_names_its_most_common_error(
+    write_config: ConfigWriter,
+) -> None:
+    path = write_config()
+    handle = open_study(load_config(path))
+    study = handle.study
+    errors = [
+        "Traceback (most recent call last):\n  File ...\nValueError: bad width",
+        "Traceback (most recent call last):\n  File ...\nValueError: bad width",
+        "trial worker died: exit code 3\nRay: The actor died\nlast 1 line(s) of its stderr:\nbye",
+    ]
+    for error in errors:
+        trial = handle.ask({})
+        trial.set_user_attr(attrs.ERROR, error)
+        study.tell(trial, state=optuna.trial.TrialState.FAIL)
+    pruned = handle.ask({})
+    pruned.set_user_attr(attrs.PRUNE_REASON, "oom: CUDA out of memory")
+    study.tell(pruned, state=optuna.trial.TrialState.PRUNED)
+
+    results = load(path)
+    assert results.why_none_completed() == (
+        "no trial of study 'test-study' completed (3 failed, 1 pruned); "
+        "most common (2 trial(s)): ValueError: bad width"
+    )
+    _finish(handle, 0.5, [0.5], {"score": 0.5})
+    assert load(path).why_none_completed() is None
