@@ -30,10 +30,12 @@ from hpsearch.study import StudyHandle
 from hpsearch.tracking import STUDY_TAG, TRIAL_NUMBER_TAG, MlflowTracker, RunStatus
 from hpsearch.trial.protocol import Assignment, Outcome
 
+# A pruned trial is a finished answer (the search chose to stop it), told apart by
+# its hpsearch.state tag; KILLED, red in the UI, is kept for interrupted trials.
 _STATUS = {
     Outcome.COMPLETE: RunStatus.FINISHED,
     Outcome.FAIL: RunStatus.FAILED,
-    Outcome.PRUNED: RunStatus.KILLED,
+    Outcome.PRUNED: RunStatus.FINISHED,
     Outcome.INTERRUPTED: RunStatus.KILLED,
 }
 _OPTUNA_STATE = {
@@ -149,8 +151,6 @@ class MlflowMirror(TrialListener):
                 tags["hpsearch.pruned_at_step"] = event.pruned_at
         status = _STATUS[event.outcome]
         if event.oom is not None:
-            # An OOM is a finished answer about the configuration, not a killed run.
-            status = RunStatus.FINISHED
             tags["hpsearch.prune_kind"] = event.oom.prune_kind
             tags.update({f"hpsearch.oom.{k}": v for k, v in event.oom.to_dict().items()})
         self._tracker.set_tags(run_id, tags)
@@ -192,7 +192,7 @@ def reclaim_stale_trials(handle: StudyHandle, tracker: MlflowTracker) -> int:
 
 _STATE_STATUS = {
     TrialState.COMPLETE: RunStatus.FINISHED,
-    TrialState.PRUNED: RunStatus.KILLED,
+    TrialState.PRUNED: RunStatus.FINISHED,
     TrialState.FAIL: RunStatus.FAILED,
 }
 _FINISHED_STATES = tuple(_STATE_STATUS)
