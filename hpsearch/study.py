@@ -12,6 +12,7 @@ way a restarted search finishes them and they do not count twice toward
 from __future__ import annotations
 
 import enum
+import importlib.metadata
 import inspect
 import time
 import warnings
@@ -41,6 +42,10 @@ MAX_LOST_RETRIES = 2
 """How many times a trial lost with its driver is queued again (then it stays FAIL)."""
 
 DRIVERS_ATTR = "hpsearch.drivers_started"
+CONFIG_ATTR = "hpsearch.config"
+"""The study's user attribute holding the config of its latest run (as JSON)."""
+VERSION_ATTR = "hpsearch.version"
+TRAIN_ATTR = "hpsearch.train"
 """The study's count of drivers ever started on it (each offsets its sampler's seed)."""
 
 DRIVER_SEED_STRIDE = 7919
@@ -207,7 +212,9 @@ def open_study(
         config: the search.
         as_driver: open it to run trials: counted among the study's drivers, whose
             number offsets the sampler's seed (two drivers started at once on one
-            config do not suggest the same trials).
+            config do not suggest the same trials), and the study records the
+            config, the hpsearch version and the train target it runs with (for
+            optuna-dashboard and other readers of the study alone).
         heartbeat_interval_s: how often running trials are stamped alive.
         grace_period_s: after how long without a stamp a RUNNING trial is reclaimed.
 
@@ -240,6 +247,8 @@ def open_study(
         drivers = int(study.user_attrs.get(DRIVERS_ATTR, 0))
         if as_driver:
             study.set_user_attr(DRIVERS_ATTR, drivers + 1)
+            for key, value in _described(config).items():
+                study.set_user_attr(key, value)
     existing = len(study.get_trials(deepcopy=False))
     if (existing or drivers) and spec.sampler.seed is not None:
         # A seeded sampler replays the same random stream in every new driver, so a
@@ -249,6 +258,22 @@ def open_study(
         seed = spec.sampler.seed + existing + DRIVER_SEED_STRIDE * drivers
         study.sampler = make_sampler(spec.sampler.model_copy(update={"seed": seed}), config.source)
     return StudyHandle(study, storage, stale, heartbeat_interval_s, grace_period_s)
+
+
+def _described(config: RunConfig) -> dict[str, Any]:
+    """What a study keeps of the search that runs it (its latest driver's)."""
+    return {
+        CONFIG_ATTR: config.model_dump(mode="json", exclude_unset=True),  # as written
+        VERSION_ATTR: _version(),
+        TRAIN_ATTR: config.train,
+    }
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("hpsearch")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
 
 
 def _open_storage(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.metadata
+
 import optuna
 import pytest
 from optuna.storages import RetryHeartbeatStaleTrialCallback
@@ -32,6 +34,16 @@ def test_open_creates_then_continues(config: RunConfig) -> None:
     assert again.name == "test-study"
     assert [t.state for t in again.study.trials] == [TrialState.COMPLETE]
     assert again.study.metric_names == ["score"]
+
+
+def test_a_driver_records_its_config_version_and_train_on_the_study(config: RunConfig) -> None:
+    assert "hpsearch.config" not in open_study(config).study.user_attrs  # a reader: no record
+    study = open_study(config, as_driver=True).study
+    assert study.user_attrs["hpsearch.train"] == config.train
+    assert study.user_attrs["hpsearch.version"] == importlib.metadata.version("hpsearch")
+    recorded = study.user_attrs["hpsearch.config"]
+    assert recorded["study"]["name"] == "test-study"
+    assert RunConfig.model_validate(recorded).search_space.distributions().keys() == {"x"}
 
 
 def test_changed_direction_is_refused(config: RunConfig, write_config: ConfigWriter) -> None:
