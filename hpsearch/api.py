@@ -333,7 +333,10 @@ def build_search(
         ran_out=placing.trial_ran_out if placing is not None else None,
         clock=session.clock,
     )
-    mirror = MlflowMirror(parent.tracker, handle.name, parent.run_id, objectives, mps=mps)
+    worker_dir = str(session.scratch) if session.scratch is not None else ""
+    mirror = MlflowMirror(
+        parent.tracker, handle.name, parent.run_id, objectives, mps=mps, logs_dir=worker_dir
+    )
     # The order listeners are told in: the mirror's run exists before GPU series use it.
     listeners: list[TrialListener] = [mirror, oom, running]
     pace: PacePublisher | None = None
@@ -366,7 +369,7 @@ def build_search(
         gpu_memory_mb=gpu_memory_mb,
         pace_file=str(pace.path) if pace is not None else "",
         timeout_s=config.execution.trial_timeout,
-        worker_dir=str(session.scratch) if session.scratch is not None else "",
+        worker_dir=worker_dir,
     )
     ledger = TrialLedger(
         handle,

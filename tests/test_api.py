@@ -416,3 +416,20 @@ def test_simulated_trials_under_ray_slow_when_their_cpus_exceed_the_nodes(
     solo = gpu_profile(64, 256, 1).samples_per_sec
     # The driver learns of the load a moment after the trial starts: a little above half.
     assert 0.45 * solo < measured < 0.62 * solo
+
+
+def test_each_trials_stdout_and_stderr_are_attached_to_its_run(
+    write_config: ConfigWriter, project: Path
+) -> None:
+    path = write_config({"train": "tests.train_functions:chatty", "study": {"n_trials": 2}})
+    outcome = hpsearch.run(path)
+
+    client = mlflow_client(project)
+    for trial in outcome.results.study.trials:
+        run_id = trial.user_attrs[attrs.MLFLOW_RUN]
+        logs = {a.path for a in client.list_artifacts(run_id, "logs")}
+        assert logs == {"logs/stdout.txt", "logs/stderr.txt"}
+        out = Path(client.download_artifacts(run_id, "logs/stdout.txt", str(project)))
+        assert out.read_text() == f"epoch 0 of trial {trial.number}: loss 0.5\n"
+        err = Path(client.download_artifacts(run_id, "logs/stderr.txt", str(project)))
+        assert f"warning from trial {trial.number}\n" in err.read_text()

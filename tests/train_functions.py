@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 import time
 from typing import Any
 
@@ -136,3 +137,10 @@ def dies(params: dict[str, Any], ctx: TrialContext) -> None:
     if params["how"] == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
     ctypes.string_at(0)  # segfault
+
+
+def chatty(params: dict[str, Any], ctx: TrialContext) -> None:
+    """Prints to stdout and stderr, as training scripts do, then reports."""
+    print(f"epoch 0 of trial {ctx.trial_number}: loss 0.5", flush=True)
+    print(f"warning from trial {ctx.trial_number}", file=sys.stderr, flush=True)
+    ctx.report(0, score=float(params["x"]))

@@ -42,7 +42,13 @@ from hpsearch.placement import Admission
 from hpsearch.pruning import KEEP, PruneJudge
 from hpsearch.space import SearchSpace
 from hpsearch.study import StudyHandle
-from hpsearch.trial.death import WorkerExit, stderr_file, worker_death, worker_exit
+from hpsearch.trial.death import (
+    WorkerExit,
+    output_file,
+    stderr_file,
+    worker_death,
+    worker_exit,
+)
 from hpsearch.trial.protocol import (
     PARAMS_KEY,
     SPEC_KEY,
@@ -101,6 +107,7 @@ class TrialTemplate:
             pace_file=self.pace_file,
             timeout_s=self.timeout_s,
             stderr_file=stderr_file(self.worker_dir, number),
+            stdout_file=output_file(self.worker_dir, number, "stdout"),
         )
 
 

@@ -28,6 +28,7 @@ from hpsearch.lifecycle._events import (
 from hpsearch.placement import Admission
 from hpsearch.study import StudyHandle
 from hpsearch.tracking import STUDY_TAG, TRIAL_NUMBER_TAG, MlflowTracker, RunStatus
+from hpsearch.trial.death import output_file, output_tail
 from hpsearch.trial.protocol import Assignment, Outcome
 
 # A pruned trial is a finished answer (the search chose to stop it), told apart by
@@ -55,6 +56,8 @@ class MlflowMirror(TrialListener):
         parent_run_id: this search's parent run.
         objectives: the config's objectives (``until`` ones get a metric of their own).
         mps: whether the trials' GPUs run MPS (their kernels overlap; speeds differ).
+        logs_dir: where workers of this machine copy each trial's stdout and stderr;
+            attached to its run as ``logs/stdout.txt`` and ``logs/stderr.txt``.
     """
 
     def __init__(
@@ -65,8 +68,10 @@ class MlflowMirror(TrialListener):
         objectives: Sequence[ObjectiveSpec],
         *,
         mps: bool = False,
+        logs_dir: str = "",
     ) -> None:
         self._tracker = tracker
+        self._logs_dir = logs_dir
         self._study = study
         self._parent = parent_run_id
         self._objectives = list(objectives)
@@ -132,6 +137,10 @@ class MlflowMirror(TrialListener):
         if event.error:
             tags["hpsearch.error"] = event.error
             self._tracker.log_text(run_id, event.error, "error.txt")
+        for stream in ("stdout", "stderr"):
+            text = output_tail(output_file(self._logs_dir, event.number, stream))
+            if text is not None:
+                self._tracker.log_text(run_id, text, f"logs/{stream}.txt")
         for index, objective in enumerate(self._objectives):
             if objective.until is not None:
                 # MLflow metric names cannot hold the objective's name ("x@y>=0.9").

@@ -7,7 +7,7 @@ from typing import Any
 from ray.tune.execution.placement_groups import PlacementGroupFactory
 
 from hpsearch.pruning import ray_board_lookup, verdict_oracle
-from hpsearch.trial.death import captured_stderr
+from hpsearch.trial.death import captured_output
 from hpsearch.trial.protocol import PARAMS_KEY, SPEC_KEY, Assignment, TrialSpec, WorkerEvent
 from hpsearch.trial.worker import execute_trial, time_limit, use_gpu
 
@@ -33,7 +33,10 @@ def run_trial(config: dict[str, Any]) -> None:
     oracle = None
     if spec.decision_board:
         oracle = verdict_oracle(spec.number, ray_board_lookup(spec.decision_board))
-    with captured_stderr(spec.stderr_file), time_limit(spec.timeout_s, spec.number):
+    with (
+        captured_output(spec.stdout_file, spec.stderr_file),
+        time_limit(spec.timeout_s, spec.number),
+    ):
         end = execute_trial(
             spec, dict(config[PARAMS_KEY]), assigned=assigned, send=send, oracle=oracle
         )

@@ -29,6 +29,9 @@ TAIL_LINES = 50
 
 _FATAL = re.compile(r"Fatal Python error: (?P<what>[^\n]+)")
 
+OUTPUT_KEPT_BYTES = 4 * 1024 * 1024
+"""How much of a trial's stdout or stderr its MLflow run keeps (the end)."""
+
 EXITS = "exits"
 """The subfolder of the workers' folder where the reaper writes each worker's exit."""
 
@@ -89,29 +92,63 @@ def worker_exit(
         waited += 0.1
 
 
+def output_file(folder: str, number: int, stream: str) -> str:
+    """Where trial ``number``'s ``stream`` (``stdout`` or ``stderr``) goes in ``folder``
+    (empty: no folder, nowhere)."""
+    return str(Path(folder) / f"trial-{number}.{stream}") if folder else ""
+
+
 def stderr_file(folder: str, number: int) -> str:
     """Where trial ``number``'s stderr goes in ``folder`` (empty: no folder, nowhere)."""
-    return str(Path(folder) / f"trial-{number}.stderr") if folder else ""
+    return output_file(folder, number, "stderr")
 
 
 @contextmanager
-def captured_stderr(path: str) -> Iterator[None]:
-    """Within the block, file descriptor 2 writes to ``path`` (and fatal signals are dumped)."""
+def captured_output(stdout_path: str, stderr_path: str) -> Iterator[None]:
+    """Within the block, file descriptors 1 and 2 write to these files (empty: left alone).
+
+    Python's and any C library's output alike; fatal signals are dumped to the stderr file.
+    """
+    with _redirected(1, stdout_path), _redirected(2, stderr_path):
+        yield
+
+
+@contextmanager
+def _redirected(fd: int, path: str) -> Iterator[None]:
     if not path:
         yield
         return
-    sys.stderr.flush()
-    saved = os.dup(2)
+    stream = sys.stdout if fd == 1 else sys.stderr
+    stream.flush()
+    saved = os.dup(fd)
     with open(path, "ab", buffering=0) as log:
-        os.dup2(log.fileno(), 2)
-        faulthandler.enable(file=log, all_threads=False)
+        os.dup2(log.fileno(), fd)
+        if fd == 2:
+            faulthandler.enable(file=log, all_threads=False)
         try:
             yield
         finally:
-            faulthandler.disable()
-            sys.stderr.flush()
-            os.dup2(saved, 2)
+            if fd == 2:
+                faulthandler.disable()
+            stream.flush()
+            os.dup2(saved, fd)
             os.close(saved)
+
+
+def output_tail(path: str, limit: int = OUTPUT_KEPT_BYTES) -> str | None:
+    """A trial's captured output, its last ``limit`` bytes when longer; ``None``: none."""
+    try:
+        with open(path, "rb") as log:
+            size = log.seek(0, os.SEEK_END)
+            if size == 0:
+                return None
+            log.seek(max(0, size - limit))
+            text = log.read().decode(errors="replace")
+    except OSError:
+        return None
+    if size > limit:
+        return f"[first {size - limit} bytes left out]\n{text}"
+    return text
 
 
 def worker_death(crash: str, path: str, ended: WorkerExit | None = None) -> str:

@@ -73,7 +73,8 @@ class TrialSpec:
         timeout_s: the longest the trial may run (``execution.trial_timeout``); past
             it the worker process ends itself with :data:`EXIT_TIMEOUT`.
         stderr_file: where the worker copies the trial's stderr (empty: nowhere), read
-            by the driver when the worker dies.
+            by the driver when the worker dies and attached to the trial's MLflow run.
+        stdout_file: where the worker copies the trial's stdout (empty: nowhere).
     """
 
     number: int
@@ -93,6 +94,7 @@ class TrialSpec:
     pace_file: str = ""
     timeout_s: float | None = None
     stderr_file: str = ""
+    stdout_file: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for the Tune config."""

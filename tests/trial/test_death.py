@@ -13,7 +13,9 @@ import pytest
 from hpsearch.trial.death import (
     TAIL_LINES,
     WorkerExit,
-    captured_stderr,
+    captured_output,
+    output_file,
+    output_tail,
     reaper_command,
     stderr_file,
     worker_death,
@@ -21,16 +23,23 @@ from hpsearch.trial.death import (
 )
 
 
-def test_stderr_written_by_any_code_goes_to_the_trials_file_while_it_runs(
-    tmp_path: Path,
+def test_output_written_by_any_code_goes_to_the_trials_files_while_it_runs(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    path = stderr_file(str(tmp_path), 7)
-    assert path.endswith("trial-7.stderr")
-    with captured_stderr(path):
+    err, out = stderr_file(str(tmp_path), 7), output_file(str(tmp_path), 7, "stdout")
+    assert (err, out) == (str(tmp_path / "trial-7.stderr"), str(tmp_path / "trial-7.stdout"))
+    with captured_output(out, err):
         os.write(2, b"from C, on fd 2\n")
-    os.write(2, b"")  # fd 2 is the test's own again
-    assert Path(path).read_text() == "from C, on fd 2\n"
+        os.write(1, b"from C, on fd 1\n")
+        os.write(1, b"from Python\n")  # a worker's sys.stdout is fd 1 (pytest's is not)
+    os.write(1, b"the test's own again\n")
+    assert Path(err).read_text() == "from C, on fd 2\n"
+    assert Path(out).read_text() == "from C, on fd 1\nfrom Python\n"
+    assert capfd.readouterr().out == "the test's own again\n"
     assert stderr_file("", 7) == ""
+    assert output_tail(out) == "from C, on fd 1\nfrom Python\n"
+    assert output_tail(out, limit=12) == "[first 16 bytes left out]\nfrom Python\n"
+    assert output_tail(str(tmp_path / "missing")) is None
 
 
 def test_the_record_of_a_death_keeps_the_signal_and_the_last_lines(tmp_path: Path) -> None:
