@@ -1,4 +1,4 @@
-"""The ``hpsearch`` command: run, validate, best, monitor, ui.
+"""The ``hpsearch`` command: run, validate, best, trials, monitor, ui.
 
 Errors a user can fix are printed as one line on stderr with exit code 2. A
 search in which no trial completed exits with 1 (naming the most common
@@ -34,6 +34,16 @@ EXIT_NONE_COMPLETED = 1
 EXIT_USER_ERROR = 2
 EXIT_STOPPED_SHORT = 3
 EXIT_INTERRUPTED = 130
+
+
+UNWRAPPED_WIDTH = 100_000
+"""The width output piped to a file or a program gets: lines are never wrapped or cut."""
+
+
+def _console() -> Console:
+    """Rich console for stdout: a terminal's width, or, piped, one line per event, uncut."""
+    console = Console()
+    return console if console.is_terminal else Console(width=UNWRAPPED_WIDTH)
 
 
 _stores: list[Stores] = []
@@ -117,7 +127,7 @@ def run(  # noqa: PLR0917 - click passes one parameter per option
     from hpsearch.api import run as run_search
 
     loaded = _note_stores(config)
-    console = Console()
+    console = _console()
     outcome = run_search(
         loaded,
         address=address,
@@ -216,7 +226,73 @@ def best(config: Path, as_json: bool, pareto: bool, oom: bool) -> None:
             payload = results.best_trial.to_dict(names)
         click.echo(json.dumps(payload, indent=2, sort_keys=True))
         return
-    _print_best(Console(), results, str(config))
+    _print_best(_console(), results, str(config))
+
+
+_STATES = ("COMPLETE", "PRUNED", "FAIL", "RUNNING", "WAITING")
+
+
+@main.command()
+@_CONFIG
+@click.argument("number", required=False, type=click.IntRange(min=0))
+@click.option(
+    "--state",
+    "states",
+    multiple=True,
+    type=click.Choice(_STATES, case_sensitive=False),
+    help="Only trials in this state (repeat for several).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (one object per trial).")
+def trials(config: Path, number: int | None, states: tuple[str, ...], as_json: bool) -> None:
+    """List every trial of CONFIG's study, or show trial NUMBER with its traceback.
+
+    Each trial: its number, state, duration, objective values, why it was pruned or
+    failed, its GPUs and its MLflow run.
+    """
+    from hpsearch.results import load
+
+    _note_stores(config)
+    results = load(config)
+    names = results.metric_names
+    if number is not None:
+        trial = results.trial(number)
+        if as_json:
+            click.echo(json.dumps(trial.record(names), indent=2, sort_keys=True))
+        else:
+            _print_trial(trial.record(names))
+        return
+    wanted = {s.upper() for s in states}
+    shown = [t for t in results.trials if not wanted or t.state in wanted]
+    if as_json:
+        click.echo(json.dumps([t.record(names) for t in shown], indent=2, sort_keys=True))
+        return
+    table = Table(title=f"{results.name}: {len(shown)} trial(s)", title_justify="left")
+    for column in ("trial", "state", "duration", *names, "reason", "gpu", "mlflow run"):
+        table.add_column(column, justify="right" if column in {"trial", "duration"} else "left")
+    for trial in shown:
+        values = trial.values or []
+        table.add_row(
+            str(trial.number),
+            trial.state,
+            f"{trial.duration_s:.1f}s" if trial.duration_s is not None else "-",
+            *([f"{v:.6g}" for v in values] or ["-"] * len(names)),
+            trial.reason or "-",
+            ",".join(trial.gpus) or "-",
+            trial.mlflow_run_id or "-",
+        )
+    _console().print(table)
+
+
+def _print_trial(record: dict[str, Any]) -> None:
+    """One trial, a line per field; its error (a traceback) in full at the end."""
+    for key in ("study", "trial_number", "state", "duration_s", "values", "params", "metrics"):
+        click.echo(f"{key}: {record[key]}")
+    for key in ("gpus", "mlflow_run_id", "prune_reason", "oom"):
+        if record[key]:
+            click.echo(f"{key}: {record[key]}")
+    if record["error"]:
+        click.echo("error:")
+        click.echo(record["error"])
 
 
 @main.command()
@@ -310,7 +386,7 @@ def monitor(
         spec = spec.model_copy(update={"backend": "simulated", "simulated": simulated})
     opened = open_backend(spec)
     backend, line = opened.backend, opened.line
-    console = Console()
+    console = _console()
     if backend is None:
         click.echo(f"{line}; nothing to monitor (try --simulate rtx4050-seed004)", err=True)
         raise click.exceptions.Exit(1)
@@ -379,7 +455,7 @@ def _print_oom(trials: list[Any], as_json: bool) -> None:
         params = ", ".join(f"{k}={_short(v)}" for k, v in trial.params.items())
         kind = "predicted" if OomRecord.from_dict(trial.oom).predicted else "oom"
         table.add_row(str(trial.number), kind, params, trial.prune_reason or "")
-    Console().print(table)
+    _console().print(table)
 
 
 def _short(value: Any) -> str:

@@ -193,3 +193,68 @@ def test_monitor_constant_spec_from_the_command_line(project: Path) -> None:
     assert code == 0, err
     assert out.count(": saturated") == 2
     assert "GPU 1  Simulated RTX 4050 Laptop GPU" in out
+
+
+def _three_endings(path: Path) -> None:
+    """A study with a complete, a pruned and a failed trial, as a search records them."""
+    handle = open_study(load_config(path))
+    study = handle.study
+    x = {"x": optuna.distributions.FloatDistribution(0.0, 1.0)}
+    done = handle.ask(x)
+    done.set_user_attr(attrs.MLFLOW_RUN, "0123456789abcdef0123456789abcdef")
+    done.set_user_attr(attrs.DURATION, 12.5)
+    done.set_user_attr(attrs.ASSIGNED, {"gpu_ids": ["0"]})
+    study.tell(done, 0.75)
+    pruned = handle.ask(x)
+    pruned.set_user_attr(attrs.PRUNE_REASON, "score 0.1 at step 3 is below the median 0.5")
+    study.tell(pruned, state=optuna.trial.TrialState.PRUNED)
+    failed = handle.ask(x)
+    failed.set_user_attr(
+        attrs.ERROR, 'Traceback (most recent call last):\n  File "train.py"\nValueError: bad width'
+    )
+    study.tell(failed, state=optuna.trial.TrialState.FAIL)
+
+
+def test_trials_lists_every_trial_and_filters_by_state(write_config: ConfigWriter) -> None:
+    path = write_config()
+    _three_endings(path)
+
+    code, out, _ = _invoke("trials", str(path))
+    assert code == 0, out
+    # Piped, the table is not wrapped: one line per trial, run ids and reasons whole.
+    rows = [
+        [cell.strip() for cell in line.split("│")[1:-1]]
+        for line in out.splitlines()
+        if line.startswith("│")
+    ]
+    assert rows == [
+        ["0", "COMPLETE", "12.5s", "0.75", "-", "0", "0123456789abcdef0123456789abcdef"],
+        ["1", "PRUNED", "-", "-", "score 0.1 at step 3 is below the median 0.5", "-", "-"],
+        ["2", "FAIL", "-", "-", "ValueError: bad width", "-", "-"],
+    ]
+
+    code, out, _ = _invoke("trials", str(path), "--state", "fail", "--state", "pruned", "--json")
+    assert code == 0
+    listed = json.loads(out)
+    assert [(t["trial_number"], t["state"]) for t in listed] == [(1, "PRUNED"), (2, "FAIL")]
+    assert listed[1]["reason"] == "ValueError: bad width"
+
+
+def test_trials_n_shows_one_trial_with_its_traceback(write_config: ConfigWriter) -> None:
+    path = write_config()
+    _three_endings(path)
+
+    code, out, _ = _invoke("trials", str(path), "2")
+    assert code == 0
+    assert "state: FAIL" in out
+    assert out.rstrip().endswith('File "train.py"\nValueError: bad width')
+    code, out, _ = _invoke("trials", str(path), "0", "--json")
+    record = json.loads(out)
+    assert (record["state"], record["values"], record["gpus"]) == (
+        "COMPLETE",
+        {"score": 0.75},
+        ["0"],
+    )
+    code, _, err = _invoke("trials", str(path), "7")
+    assert code == 2
+    assert "has no trial 7 (trials 0 to 2)" in err

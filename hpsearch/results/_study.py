@@ -38,6 +38,7 @@ class TrialResult:
         error: why a failed trial failed.
         prune_reason: why a pruned trial was pruned.
         oom: for a trial pruned for memory: what ran out and where (see ``attrs.OOM``).
+        gpus: the GPUs the trial ran on (none: on CPU, or not started).
     """
 
     study: str
@@ -51,6 +52,16 @@ class TrialResult:
     error: str | None = None
     prune_reason: str | None = None
     oom: dict[str, Any] | None = None
+    gpus: list[str] = field(default_factory=list)
+
+    @property
+    def reason(self) -> str:
+        """Why it ended as it did, in one line: the prune reason, or its error's headline."""
+        if self.prune_reason:
+            return self.prune_reason.strip().splitlines()[0]
+        if self.error:
+            return _headline(self.error)
+        return ""
 
     @classmethod
     def from_frozen(cls, study: str, trial: FrozenTrial) -> TrialResult:
@@ -68,6 +79,7 @@ class TrialResult:
             error=user.get(attrs.ERROR),
             prune_reason=user.get(attrs.PRUNE_REASON),
             oom=user.get(attrs.OOM),
+            gpus=[str(g) for g in user.get(attrs.ASSIGNED, {}).get("gpu_ids", [])],
         )
 
     def to_dict(self, metric_names: list[str] | None = None) -> dict[str, Any]:
@@ -85,6 +97,24 @@ class TrialResult:
         if metric_names is not None and self.values is not None:
             payload["values"] = dict(zip(metric_names, self.values, strict=True))
         return payload
+
+    def record(self, metric_names: list[str]) -> dict[str, Any]:
+        """Everything known of the trial, as ``hpsearch trials --json`` prints it."""
+        return {
+            **self.to_dict(metric_names),
+            "values": (
+                dict(zip(metric_names, self.values, strict=True))
+                if self.values is not None
+                else None
+            ),
+            "state": self.state,
+            "duration_s": self.duration_s,
+            "reason": self.reason,
+            "error": self.error,
+            "prune_reason": self.prune_reason,
+            "oom": self.oom,
+            "gpus": self.gpus,
+        }
 
 
 class StudyResults:
@@ -167,6 +197,21 @@ class StudyResults:
         return [
             TrialResult.from_frozen(self.name, t) for t in self._study.get_trials(deepcopy=False)
         ]
+
+    def trial(self, number: int) -> TrialResult:
+        """Trial ``number``.
+
+        Raises:
+            ResultsError: the study has no such trial.
+        """
+        trials = self._study.get_trials(deepcopy=False)
+        if not 0 <= number < len(trials):
+            raise ResultsError(
+                f"study '{self.name}' has no trial {number} (trials 0 to {len(trials) - 1})"
+                if trials
+                else f"study '{self.name}' has no trial yet"
+            )
+        return TrialResult.from_frozen(self.name, trials[number])
 
     def trials_dataframe(self) -> pd.DataFrame:
         """One row per trial: Optuna's columns plus ``mlflow_run_id`` and the final metrics."""
