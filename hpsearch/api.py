@@ -88,6 +88,7 @@ class RunOutcome:
         elapsed_s: how long the search ran on the runner's clock (simulated seconds
             under the simulated runner).
         timed_out: ``study.timeout`` ended the search.
+        mlflow_experiment_id: the MLflow experiment the runs are in.
         short_of: finished trials the study still lacks of ``study.n_trials`` (0: reached).
     """
 
@@ -98,6 +99,7 @@ class RunOutcome:
     elapsed_s: float = 0.0
     timed_out: bool = False
     short_of: int = 0
+    mlflow_experiment_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -277,6 +279,7 @@ def _search(  # noqa: PLR0917 - the root hands over what it opened
         elapsed,
         timed_out=timed_out,
         short_of=budget.short_of(after),
+        mlflow_experiment_id=tracker.experiment_id,
     )
 
 

@@ -8,6 +8,7 @@ one interrupted by Ctrl-C with 130 and by SIGTERM with 143.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -29,6 +30,9 @@ from hpsearch.errors import HpsearchError
 from hpsearch.interrupts import EXIT_TERMINATED, terminated
 from hpsearch.storage_faults import Stores, storage_fault
 from hpsearch.telemetry import TARGET_UTIL_PCT
+
+UI_PORT = 5000
+"""Where ``hpsearch ui`` serves MLflow's UI unless told otherwise."""
 
 EXIT_NONE_COMPLETED = 1
 EXIT_USER_ERROR = 2
@@ -141,8 +145,11 @@ def run(  # noqa: PLR0917 - click passes one parameter per option
     if outcome.mlflow_parent_run_id is not None:
         console.print(
             f"finished {outcome.finished} trial(s) this run; MLflow parent run "
-            f"{outcome.mlflow_parent_run_id} (hpsearch ui {config})"
+            f"{outcome.mlflow_parent_run_id}",
+            highlight=False,
         )
+    if outcome.mlflow_experiment_id is not None:
+        console.print(_runs_table(loaded, config, outcome.mlflow_experiment_id), highlight=False)
     # A search that produced nothing is not a success, whatever stopped it.
     failed = results.why_none_completed() if outcome.finished else None
     if failed is None:
@@ -283,6 +290,17 @@ def trials(config: Path, number: int | None, states: tuple[str, ...], as_json: b
     _console().print(table)
 
 
+def _runs_table(config: RunConfig, path: Path, experiment_id: str) -> str:
+    """Where to see the search's runs: the runs table's URL, and how to serve it."""
+    from hpsearch.tracking import runs_table_url
+
+    uri = config.tracking.uri
+    if uri.startswith(("http://", "https://")):
+        return f"runs table: {runs_table_url(uri, experiment_id)}"
+    served = runs_table_url(f"http://127.0.0.1:{UI_PORT}", experiment_id)
+    return f"runs table: {served} (serve it with: hpsearch ui {path})"
+
+
 def _print_trial(record: dict[str, Any]) -> None:
     """One trial, a line per field; its error (a traceback) in full at the end."""
     for key in ("study", "trial_number", "state", "duration_s", "values", "params", "metrics"):
@@ -298,17 +316,31 @@ def _print_trial(record: dict[str, Any]) -> None:
 @main.command()
 @click.argument("config", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
-@click.option("--port", default=5000, show_default=True, type=click.IntRange(1, 65535))
-def ui(config: Path | None, host: str, port: int) -> None:
+@click.option("--port", default=UI_PORT, show_default=True, type=click.IntRange(1, 65535))
+@click.option(
+    "--allowed-hosts",
+    help="Host headers the UI answers (comma-separated, * patterns), as MLflow's option. "
+    "Default with a --host other than loopback: this machine's names and addresses, "
+    "localhost and private addresses (an SSH tunnel, the LAN).",
+)
+def ui(config: Path | None, host: str, port: int, allowed_hosts: str | None) -> None:
     """Start the MLflow UI on the store CONFIG writes to (default: mlruns/mlflow.db)."""
     from hpsearch.tracking import resolve_artifact_location, resolve_tracking_uri
 
     uri, artifacts = DEFAULT_TRACKING_URI, DEFAULT_ARTIFACT_LOCATION
+    where = f"`hpsearch run {config}`" if config is not None else "a search"
     if config is not None:
         loaded = load_config(config)
         uri, artifacts = loaded.tracking.uri, loaded.tracking.artifact_location
     if not uri.startswith("sqlite:"):
         raise HpsearchError(f"tracking.uri is {uri}: that tracking server has its own UI; open it")
+    store = Path(uri.removeprefix("sqlite:///"))
+    if not store.exists():
+        # MLflow would create an empty store there and show nothing.
+        raise HpsearchError(
+            f"no MLflow store at {store.resolve()} (tracking.uri {uri}); run {where} first, "
+            "or start hpsearch ui from the folder the search ran in"
+        )
     mlflow = shutil.which("mlflow", path=str(Path(sys.executable).parent)) or shutil.which("mlflow")
     if mlflow is None:
         raise HpsearchError("the mlflow command is not installed; pip install mlflow")
@@ -324,9 +356,32 @@ def ui(config: Path | None, host: str, port: int) -> None:
         "--port",
         str(port),
     ]
+    if allowed_hosts is None and not _loopback(host):
+        allowed_hosts = ",".join(_this_machines_hosts())
+    if allowed_hosts is not None:
+        command += ["--allowed-hosts", allowed_hosts]
     click.echo(f"MLflow UI on http://{host}:{port} (Ctrl-C to stop)")
     sys.stdout.flush()
-    os.execv(mlflow, command)
+    # The UI's libraries warn about their own dependencies: not the user's concern.
+    os.execve(mlflow, command, {**os.environ, "PYTHONWARNINGS": "ignore"})
+
+
+def _loopback(host: str) -> bool:
+    return host in {"127.0.0.1", "localhost", "::1"}
+
+
+def _this_machines_hosts() -> list[str]:
+    """Host headers a UI on every interface should answer: MLflow's defaults (localhost,
+    private addresses) and this machine's own names and addresses, with any port."""
+    import socket
+
+    from mlflow.server.security_utils import get_default_allowed_hosts
+
+    names = {socket.gethostname(), socket.getfqdn()}
+    with contextlib.suppress(OSError):
+        names.update(socket.gethostbyname_ex(socket.gethostname())[2])
+    ours = [pattern for name in sorted(names) for pattern in (name, f"{name}:*")]
+    return list(dict.fromkeys([*get_default_allowed_hosts(), *ours]))
 
 
 @main.command()

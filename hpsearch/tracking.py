@@ -57,6 +57,15 @@ def resolve_artifact_location(location: str) -> str:
     return location
 
 
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+MODEL_DEVELOPMENT = "custom_model_development"
+
+
+def runs_table_url(ui_address: str, experiment_id: str) -> str:
+    """The MLflow UI's page of the experiment's runs table (MLflow 3 routes)."""
+    return f"{ui_address.rstrip('/')}/#/experiments/{experiment_id}/runs"
+
+
 class MlflowTracker:
     """Writes runs of one MLflow experiment.
 
@@ -82,11 +91,18 @@ class MlflowTracker:
                 self.experiment_id = self._client.create_experiment(
                     experiment,
                     artifact_location=resolve_artifact_location(f"{artifact_location}/{folder}"),
+                    # MLflow 3 opens an experiment of no declared kind on its GenAI
+                    # overview; a model-development one opens on its runs table.
+                    tags={EXPERIMENT_KIND_TAG: MODEL_DEVELOPMENT},
                 )
             else:
                 self.experiment_id = found.experiment_id
                 if found.lifecycle_stage == "deleted":
                     self._client.restore_experiment(found.experiment_id)
+                if EXPERIMENT_KIND_TAG not in found.tags:
+                    self._client.set_experiment_tag(
+                        found.experiment_id, EXPERIMENT_KIND_TAG, MODEL_DEVELOPMENT
+                    )
         except MlflowException as exc:
             raise HpsearchError(
                 f"tracking.uri: MLflow store '{uri}' cannot be used ({exc.message}); "

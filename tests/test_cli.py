@@ -199,7 +199,9 @@ def _three_endings(path: Path) -> None:
     """A study with a complete, a pruned and a failed trial, as a search records them."""
     handle = open_study(load_config(path))
     study = handle.study
-    x = {"x": optuna.distributions.FloatDistribution(0.0, 1.0)}
+    x: dict[str, optuna.distributions.BaseDistribution] = {
+        "x": optuna.distributions.FloatDistribution(0.0, 1.0)
+    }
     done = handle.ask(x)
     done.set_user_attr(attrs.MLFLOW_RUN, "0123456789abcdef0123456789abcdef")
     done.set_user_attr(attrs.DURATION, 12.5)

@@ -255,19 +255,25 @@ def test_wrong_address_is_a_one_line_error(write_config: ConfigWriter) -> None:
     assert "RAY_AUTH_MODE=token" in last
 
 
-def test_ui_serves_the_store(project: Path) -> None:
+@pytest.mark.parametrize("host", ["127.0.0.1", "0.0.0.0"])
+def test_ui_serves_the_store(project: Path, host: str) -> None:
     # The store a search writes (the UI is the subject here, not the search).
     tracker = MlflowTracker(DEFAULT_TRACKING_URI, "test-study", DEFAULT_ARTIFACT_LOCATION)
     tracker.end_run(tracker.start_run("parent"), RunStatus.FINISHED)
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    server = subprocess.Popen(
-        [sys.executable, "-m", "hpsearch", "ui", "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    log = project / "ui.log"
+    with log.open("w") as errors:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "hpsearch", "ui", "--host", host, "--port", str(port)],
+            stdout=subprocess.DEVNULL,
+            stderr=errors,
+        )
     base = f"http://127.0.0.1:{port}"
+    # On every interface, the UI answers to this machine's name (a LAN, a tunnel's
+    # far end), not only to localhost: MLflow alone answers 403 "Invalid Host header".
+    name = socket.gethostname() if host == "0.0.0.0" else "127.0.0.1"
 
     def healthy() -> bool:
         try:
@@ -279,14 +285,30 @@ def test_ui_serves_the_store(project: Path) -> None:
     try:
         wait_for(healthy, 120, "the MLflow UI")
         request = urllib.request.Request(
-            f"{base}/api/2.0/mlflow/experiments/get-by-name?experiment_name=test-study"
+            f"{base}/api/2.0/mlflow/experiments/get-by-name?experiment_name=test-study",
+            headers={"Host": f"{name}:{port}"},
         )
         with urllib.request.urlopen(request, timeout=10) as response:
             experiment = json.load(response)["experiment"]
         assert experiment["name"] == "test-study"
+        # Opens on its runs table in MLflow 3, not on the GenAI overview.
+        kind = {t["key"]: t["value"] for t in experiment["tags"]}["mlflow.experimentKind"]
+        assert kind == "custom_model_development"
     finally:
         server.terminate()
         server.wait(timeout=60)
+    assert "Warning" not in log.read_text()  # the UI's dependency warnings are silenced
+
+
+def test_ui_on_a_store_that_is_not_there_names_the_path(project: Path) -> None:
+    result = hpsearch_cli("ui", "--port", "5999", timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        f"error: no MLflow store at {project / 'mlruns' / 'mlflow.db'} (tracking.uri "
+        "sqlite:///mlruns/mlflow.db); run a search first, or start hpsearch ui from the "
+        "folder the search ran in"
+    )
+    assert not (project / "mlruns" / "mlflow.db").exists()  # no empty store made
 
 
 def test_a_search_in_which_no_trial_completed_exits_1_naming_the_error(
