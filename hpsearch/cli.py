@@ -14,7 +14,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 from rich.console import Console
@@ -26,7 +26,7 @@ from hpsearch.config import (
     RunConfig,
     load_config,
 )
-from hpsearch.errors import HpsearchError
+from hpsearch.errors import ConfigError, HpsearchError
 from hpsearch.interrupts import EXIT_TERMINATED, terminated
 from hpsearch.storage_faults import Stores, storage_fault
 from hpsearch.telemetry import TARGET_UTIL_PCT
@@ -188,11 +188,23 @@ def validate(config: Path) -> None:
     from hpsearch.pruning import check_pruner
     from hpsearch.study import make_sampler
 
-    loaded = load_config(config)
+    try:
+        loaded = load_config(config)
+    except ConfigError as exc:
+        _problems(exc.every_problem())
     ensure_importable_from(os.getcwd())
-    resolve_train_function(loaded.train, source=loaded.source)
-    make_sampler(loaded.study.sampler, loaded.source)
-    check_pruner(loaded.study.pruner, loaded.source)
+    problems: list[str] = []
+    for check in (
+        lambda: resolve_train_function(loaded.train, source=loaded.source),
+        lambda: make_sampler(loaded.study.sampler, loaded.source),
+        lambda: check_pruner(loaded.study.pruner, loaded.source),
+    ):
+        try:
+            check()
+        except HpsearchError as exc:
+            problems.append(str(exc))
+    if problems:
+        _problems(problems)
     space = loaded.search_space
     objectives = ", ".join(f"{o.name} ({o.direction})" for o in loaded.objective_list)
     click.echo(
@@ -200,6 +212,13 @@ def validate(config: Path) -> None:
         f"parameter(s), {len(space.constants())} constant(s), objective {objectives}, "
         f"train {loaded.train}"
     )
+
+
+def _problems(lines: list[str]) -> NoReturn:
+    """Every problem of a config, a line each, then exit 2."""
+    for line in lines:
+        click.echo(f"error: {line}", err=True)
+    raise click.exceptions.Exit(EXIT_USER_ERROR)
 
 
 @main.command()

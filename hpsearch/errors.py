@@ -22,6 +22,8 @@ class ConfigError(HpsearchError):
         problem: what is wrong.
         fix: what to change.
         line: 1-based line in ``source`` where the key is, when known.
+        others: the file's other problems found with this one (``hpsearch validate``
+            lists them all; a run names the first and counts the rest).
     """
 
     def __init__(
@@ -31,7 +33,10 @@ class ConfigError(HpsearchError):
         problem: str,
         fix: str = "",
         line: int | None = None,
+        *,
+        others: tuple[ConfigError, ...] = (),
     ) -> None:
+        self.others = others
         self.source = str(source)
         self.key = key
         self.problem = problem
@@ -41,7 +46,14 @@ class ConfigError(HpsearchError):
         text = f"{where}: {key}: {problem}" if key else f"{where}: {problem}"
         if fix:
             text = f"{text}; {fix}"
+        self.alone = text
+        if others:
+            text = f"{text} (and {len(others)} more problem{'s' if len(others) > 1 else ''})"
         super().__init__(text)
+
+    def every_problem(self) -> list[str]:
+        """This problem and the others found with it, a line each."""
+        return [self.alone, *(other.alone for other in self.others)]
 
 
 class StudyError(HpsearchError):

@@ -260,3 +260,40 @@ def test_trials_n_shows_one_trial_with_its_traceback(write_config: ConfigWriter)
     code, _, err = _invoke("trials", str(path), "7")
     assert code == 2
     assert "has no trial 7 (trials 0 to 2)" in err
+
+
+def test_validate_lists_every_problem_a_line_each(write_config: ConfigWriter) -> None:
+    path = write_config(
+        {
+            "study": {"n_trails": 5},
+            "execution": {"cpus_per_trial": "two"},
+            "space": {"x": {"type": "floot", "low": 0, "high": 1}},
+        }
+    )
+    code, _, err = _invoke("validate", str(path))
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 3, err
+    assert "study.n_trails: unknown key 'n_trails'; did you mean 'n_trials'?" in lines[0]
+    assert any("execution.cpus_per_trial: expected a number" in line for line in lines)
+    assert any("unknown type 'floot'; did you mean 'float'?" in line for line in lines)
+    # A run names the first and counts the rest, in one line.
+    code, _, err = _invoke("run", str(path))
+    assert code == 2
+    assert err.strip().endswith("(and 2 more problems)")
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_validate_lists_every_problem_past_the_schema_too(write_config: ConfigWriter) -> None:
+    path = write_config(
+        {
+            "train": "tests.train_functions:no_such_function",
+            "study": {"sampler": {"type": "tpe", "options": {"n_startup_trails": 3}}},
+        }
+    )
+    code, _, err = _invoke("validate", str(path))
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 2, err
+    assert "no_such_function" in lines[0]
+    assert "n_startup_trails" in lines[1]

@@ -63,11 +63,15 @@ def _to_config_error(source: Path, document: YamlDocument, exc: ValidationError)
     # A misspelt key also makes the intended key "missing"; the misspelling is the
     # cause, so unknown keys are reported first.
     errors.sort(key=lambda e: e["type"] != "extra_forbidden")
-    first = errors[0]
-    key_path = _user_path(first["loc"])
-    problem, fix = _describe(first, key_path)
-    if len(errors) > 1:
-        fix = f"{fix} (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
+    first, *others = [_one_error(source, document, error) for error in errors]
+    return ConfigError(
+        source, first.key, first.problem, first.fix, line=first.line, others=tuple(others)
+    )
+
+
+def _one_error(source: Path, document: YamlDocument, error: ErrorDetails) -> ConfigError:
+    key_path = _user_path(error["loc"])
+    problem, fix = _describe(error, key_path)
     return ConfigError(
         source,
         ".".join(str(p) for p in key_path),
