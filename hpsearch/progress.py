@@ -13,7 +13,7 @@ from rich.live import Live
 from rich.text import Text
 
 from hpsearch.config import ObjectiveSpec
-from hpsearch.lifecycle import TrialEnded, TrialListener, TrialStarted
+from hpsearch.lifecycle import TrialEnded, TrialListener, TrialReported, TrialStarted
 from hpsearch.placement import GpuDecision
 from hpsearch.results import dominates
 from hpsearch.study import BudgetCount
@@ -66,6 +66,7 @@ class ProgressView(TrialListener):
         self._lock = threading.Lock()
         self._done = already.finished
         self._running: dict[int, float] = {}  # trial number: when it started
+        self._latest: dict[int, str] = {}  # trial number: its last step and metric
         self._failed = 0
         self._pruned = 0
         self._best = best_before
@@ -100,10 +101,22 @@ class ProgressView(TrialListener):
         with self._lock:
             self._running[event.number] = event.at
 
+    def on_reported(self, event: TrialReported) -> None:
+        """A running trial reported: keep its step and its first objective's metric."""
+        metric = self._objectives[0].metric if self._objectives else ""
+        value = event.metrics.get(metric)
+        shown = f"step {event.step}"
+        if value is not None:
+            shown += f" {metric} {value:.4g}"
+        with self._lock:
+            if event.number in self._running:
+                self._latest[event.number] = shown
+
     def on_ended(self, event: TrialEnded) -> None:
         """A trial ended; count it and remember the best."""
         with self._lock:
             self._running.pop(event.number, None)
+            self._latest.pop(event.number, None)
             if event.outcome is not Outcome.INTERRUPTED:
                 self._done += 1
             if event.outcome is Outcome.FAIL:
@@ -185,6 +198,7 @@ class ProgressView(TrialListener):
             now = self._clock()
             shown = ", ".join(
                 f"trial {number} {_clock_text(now - since)}"
+                + (f" ({self._latest[number]})" if number in self._latest else "")
                 for number, since in longest[:RUNNING_SHOWN]
             )
             more = len(longest) - RUNNING_SHOWN

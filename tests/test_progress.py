@@ -8,9 +8,10 @@ from typing import Any
 from rich.console import Console
 
 from hpsearch.config import ObjectiveSpec
-from hpsearch.lifecycle import TrialStarted
+from hpsearch.lifecycle import TrialReported, TrialStarted
 from hpsearch.placement import Admission
 from hpsearch.progress import RUNNING_SHOWN, ProgressView
+from hpsearch.pruning import KEEP
 from hpsearch.runner import VirtualClock
 from hpsearch.study import BudgetCount
 
@@ -20,7 +21,7 @@ def _started(number: int, at: float) -> TrialStarted:
     return TrialStarted(number, trial, {}, Admission(cpus=1, gpus=0, reason=""), at)
 
 
-def test_the_status_line_says_which_trial_has_run_longest_and_for_how_long() -> None:
+def test_the_status_line_times_each_running_trial_with_its_latest_step() -> None:
     clock = VirtualClock(1000.0)
     view = ProgressView(
         "study",
@@ -39,6 +40,11 @@ def test_the_status_line_says_which_trial_has_run_longest_and_for_how_long() -> 
     assert view.status_line().endswith("running: trial 0 1:05, trial 1 0:35")
     clock.now += 3600
     assert view.status_line().endswith("running: trial 0 1:01:05, trial 1 1:00:35")
+    view.on_reported(TrialReported(1, 4, {"score": 0.91234, "loss": 0.3}, False, KEEP))
+    view.on_reported(TrialReported(0, 7, {"loss": 0.2}, False, KEEP))
+    assert view.status_line().endswith(
+        "running: trial 0 1:01:05 (step 7), trial 1 1:00:35 (step 4 score 0.9123)"
+    )
     for number in range(2, 2 + RUNNING_SHOWN):  # a packed GPU: the longest few, and a count
         view.on_started(_started(number, clock.now))
     assert view.status_line().endswith("trial 2 0:00, trial 3 0:00 (+2 more)")
