@@ -197,7 +197,8 @@ class TrialGpuMetrics:
         points = []
         by_time: dict[float, dict[str, float]] = {}
         for index in placement.gpus:
-            prefix = "gpu_" if len(placement.gpus) == 1 else f"gpu{index}_"
+            # MLflow's own system-metric names, so the run's System metrics tab shows them.
+            prefix = f"system/gpu_{index}_"
             for sample in self._monitor.history(index, placement.cursor):
                 if until is not None and sample.time > until:
                     break
@@ -288,15 +289,16 @@ class TrialGpuMetrics:
         bad = {d.reading for d in implausible_readings(sample)}
         metrics: dict[str, float] = {}
         if sample.utilization_pct is not None and Reading.UTILIZATION not in bad:
-            metrics[f"{prefix}utilization_pct"] = sample.utilization_pct
+            metrics[f"{prefix}utilization_percentage"] = sample.utilization_pct
         if sample.memory_used_mb is not None and Reading.MEMORY not in bad:
-            metrics[f"{prefix}memory_used_mb"] = sample.memory_used_mb
+            metrics[f"{prefix}memory_usage_megabytes"] = sample.memory_used_mb
         if placement.pid is not None:
             own = sample.process_memory_mb(placement.pid)
             if own is not None:
-                metrics[f"{prefix}process_memory_mb"] = own
+                # The trial's own process: what is the trial's on a shared GPU.
+                metrics[f"{prefix}process_memory_megabytes"] = own
         if sample.power_w is not None and Reading.POWER not in bad:
-            metrics[f"{prefix}power_w"] = sample.power_w
+            metrics[f"{prefix}power_usage_watts"] = sample.power_w
         sharing = self._sharing(sample.index, sample.time)
         placement.sharing_max = max(placement.sharing_max, sharing)
         metrics[f"{prefix}trials_sharing"] = float(sharing)

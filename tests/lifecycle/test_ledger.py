@@ -267,7 +267,7 @@ def test_gpu_placement_load_and_series_reach_mlflow_and_optuna(
 
     client = d.tracker.client
     sampled = client.get_run(d.run_id(0))
-    history = client.get_metric_history(d.run_id(0), "gpu_utilization_pct")
+    history = client.get_metric_history(d.run_id(0), "system/gpu_0_utilization_percentage")
     assert [m.value for m in history] == [11.4, 11.4, 11.4]
     assert sampled.data.metrics["gpu_process_memory_peak_mb"] == 167.0
     assert sampled.data.tags["hpsearch.gpu_index"] == "0"
@@ -472,7 +472,7 @@ def test_maintain_stamps_open_trials_reclaims_a_dead_drivers_and_flushes_gpu_ser
         d.clock.now += 1.0
         d.monitor.sample_now()
     d.ledger.maintain(d.clock() + 20.0)
-    series = d.tracker.client.get_metric_history(d.run_id(1), "gpu_utilization_pct")
+    series = d.tracker.client.get_metric_history(d.run_id(1), "system/gpu_0_utilization_percentage")
     assert [m.value for m in series] == [20.0, 20.0]
 
 

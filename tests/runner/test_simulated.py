@@ -39,6 +39,9 @@ from tests.conftest import ConfigWriter, SwitchAfter, load_search, mlflow_client
 
 pytestmark = pytest.mark.usefixtures("seeded_store")
 
+UTILIZATION = "system/gpu_0_utilization_percentage"
+OWN_MEMORY = "system/gpu_0_process_memory_megabytes"
+
 
 def _run(path: Path, policy: ResourcePolicy | None = None) -> RunOutcome:
     return hpsearch.run(path, runner=SimulatedRunner(), policy=policy)
@@ -268,12 +271,11 @@ def test_search_on_simulated_gpus_gives_every_trial_gpu_series(
         metrics, tags = run.data.metrics, run.data.tags
         series = {
             name: client.get_metric_history(run.info.run_id, name)
-            for name in ("gpu_utilization_pct", "gpu_memory_used_mb", "gpu_process_memory_mb")
+            # MLflow's system-metric names: the run's System metrics tab shows them.
+            for name in (UTILIZATION, "system/gpu_0_memory_usage_megabytes", OWN_MEMORY)
         }
         assert all(series.values()), f"trial {trial.number} lacks a GPU series"
-        assert [m.step for m in series["gpu_utilization_pct"]] == list(
-            range(len(series["gpu_utilization_pct"]))
-        )
+        assert [m.step for m in series[UTILIZATION]] == list(range(len(series[UTILIZATION])))
         profile = gpu_profile(trial.params["batch_size"], trial.params["width"], 1)
         # The trial process's own memory is what its workload declared.
         assert metrics["gpu_process_memory_peak_mb"] == pytest.approx(profile.memory_mb)

@@ -51,10 +51,16 @@ def test_two_trials_sharing_a_gpu(
 
     points = gpu.new_points(0)
     assert [p.step for p in points] == [0, 1, 2, 3, 4]
-    assert [p.metrics["gpu_utilization_pct"] for p in points] == [30, 30, 70, 70, 70]
-    assert [p.metrics["gpu_trials_sharing"] for p in points] == [1, 1, 2, 2, 2]
-    assert {p.metrics["gpu_process_memory_mb"] for p in points} == {1000.0}
-    assert points[-1].metrics["gpu_memory_used_mb"] == 1500.0
+    assert [p.metrics["system/gpu_0_utilization_percentage"] for p in points] == [
+        30,
+        30,
+        70,
+        70,
+        70,
+    ]
+    assert [p.metrics["system/gpu_0_trials_sharing"] for p in points] == [1, 1, 2, 2, 2]
+    assert {p.metrics["system/gpu_0_process_memory_megabytes"] for p in points} == {1000.0}
+    assert points[-1].metrics["system/gpu_0_memory_usage_megabytes"] == 1500.0
     assert gpu.new_points(0) == [], "each sample is handed out once"
 
     _tick(monitor, clock, 1)
@@ -71,7 +77,7 @@ def test_two_trials_sharing_a_gpu(
 
     # Trial 0's load is gone from the simulated GPU; trial 1 is alone now.
     _tick(monitor, clock, 1)
-    assert gpu.new_points(1)[-1].metrics["gpu_utilization_pct"] == 40.0
+    assert gpu.new_points(1)[-1].metrics["system/gpu_0_utilization_percentage"] == 40.0
     assert gpu.new_points(1)[-1:] == []
     _, report1 = gpu.finish(1, clock.now)
     assert report1 is not None
@@ -100,8 +106,8 @@ def test_a_multi_gpu_trial_gets_a_series_per_gpu(
     gpu.declared_load(0, 50.0, 800.0)
     _tick(monitor, clock, 2)
     (first, _) = gpu.new_points(0)
-    assert first.metrics["gpu0_utilization_pct"] == 50.0
-    assert first.metrics["gpu1_utilization_pct"] == 50.0
+    assert first.metrics["system/gpu_0_utilization_percentage"] == 50.0
+    assert first.metrics["system/gpu_1_utilization_percentage"] == 50.0
     _, report = gpu.finish(0, clock.now)
     assert report is not None
     assert report.tags["hpsearch.gpu_index"] == "0,1"
