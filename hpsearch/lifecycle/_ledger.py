@@ -39,7 +39,7 @@ from hpsearch.lifecycle._events import (
 from hpsearch.lifecycle._objectives import ObjectiveValues
 from hpsearch.oom import memory_cap_mb
 from hpsearch.placement import Admission
-from hpsearch.pruning import KEEP, PruneJudge
+from hpsearch.pruning import KEEP, PruneJudge, forget_intermediate
 from hpsearch.space import SearchSpace
 from hpsearch.study import StudyHandle
 from hpsearch.trial.death import (
@@ -191,9 +191,7 @@ class TrialLedger:
         trial = self._handle.ask(self._distributions)
         sampled = dict(trial.params)
         inherited = trial.user_attrs  # read once: a live trial's user_attrs is a query
-        if attrs.INTERMEDIATE in inherited:
-            # A retry of a lost trial inherits its attrs; its steps start again.
-            trial.set_user_attr(attrs.INTERMEDIATE, {})
+        forget_intermediate(trial, inherited)
         record = _Open(
             number=trial.number,
             trial=trial,

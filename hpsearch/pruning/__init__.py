@@ -22,7 +22,15 @@ The tree: ``_base`` (a verdict, the judge interface, the board interface),
 (the judge a config asks for), ``_board`` (verdicts on their way to workers).
 """
 
-from hpsearch.pruning._base import KEEP, PruneJudge, Verdict, VerdictBoard, store_intermediate
+from hpsearch.pruning._base import (
+    KEEP,
+    PruneJudge,
+    Verdict,
+    VerdictBoard,
+    forget_intermediate,
+    store_intermediate,
+    stored_intermediate,
+)
 from hpsearch.pruning._board import (
     VERDICT_TIMEOUT_S,
     LocalVerdictBoard,
@@ -50,8 +58,10 @@ __all__ = [
     "VerdictBook",
     "check_pruner",
     "explain",
+    "forget_intermediate",
     "make_judge",
     "ray_board_lookup",
     "store_intermediate",
+    "stored_intermediate",
     "verdict_oracle",
 ]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import optuna
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
 from hpsearch import attrs
 
@@ -53,7 +53,41 @@ class VerdictBoard(Protocol):
 
 
 def store_intermediate(trial: optuna.Trial, step: int, values: Mapping[str, float]) -> None:
-    """Keep objective values per step on the trial (Optuna keeps none with several objectives)."""
-    stored = dict(trial.user_attrs.get(attrs.INTERMEDIATE, {}))
-    stored[str(step)] = dict(values)
-    trial.set_user_attr(attrs.INTERMEDIATE, stored)
+    """Keep objective values per step on the trial (Optuna keeps none with several objectives).
+
+    One user attribute per step (``hpsearch.intermediate.<step>``), so a report
+    writes one row, not the trial's whole history again. The first value is
+    also the trial's Optuna intermediate value at that step (``Trial.report``
+    refuses several objectives; the storage does not), for Optuna's own views:
+    ``plot_intermediate_values``, optuna-dashboard.
+    """
+    trial.set_user_attr(f"{attrs.INTERMEDIATE}.{step}", dict(values))
+    first = next(iter(values.values()), None)
+    if first is not None:
+        storage = trial.storage
+        study_id = storage.get_study_id_from_name(trial.study.study_name)
+        trial_id = storage.get_trial_id_from_study_id_trial_number(study_id, trial.number)
+        storage.set_trial_intermediate_value(trial_id, step, first)
+
+
+def stored_intermediate(trial: FrozenTrial) -> dict[int, dict[str, float]]:
+    """The objective values per step :func:`store_intermediate` kept on ``trial``.
+
+    Reads studies written before values were kept one step per attribute too.
+    """
+    steps: dict[int, dict[str, float]] = {
+        int(step): dict(values)
+        for step, values in (trial.user_attrs.get(attrs.INTERMEDIATE) or {}).items()
+    }
+    prefix = f"{attrs.INTERMEDIATE}."
+    for key, values in trial.user_attrs.items():
+        if key.startswith(prefix) and values is not None:
+            steps[int(key.removeprefix(prefix))] = dict(values)
+    return steps
+
+
+def forget_intermediate(trial: optuna.Trial, inherited: Mapping[str, Any]) -> None:
+    """A retry of a lost trial inherits its attributes; its steps start again."""
+    for key in inherited:
+        if key == attrs.INTERMEDIATE or key.startswith(f"{attrs.INTERMEDIATE}."):
+            trial.set_user_attr(key, None)

@@ -10,9 +10,8 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from hpsearch import attrs
 from hpsearch.config import ObjectiveSpec
-from hpsearch.pruning._base import KEEP, Verdict, store_intermediate
+from hpsearch.pruning._base import KEEP, Verdict, store_intermediate, stored_intermediate
 from hpsearch.results import dominates
 
 
@@ -50,11 +49,10 @@ class DominatedJudge:
         self._history: dict[int, dict[int, tuple[float, ...]]] = {}
         self._finished = 0
         for frozen in study.get_trials(deepcopy=False):
-            stored = frozen.user_attrs.get(attrs.INTERMEDIATE, {})
-            for step, metrics in stored.items():
+            for step, metrics in stored_intermediate(frozen).items():
                 vector = self._vector(metrics)
                 if vector is not None:
-                    self._history.setdefault(frozen.number, {})[int(step)] = vector
+                    self._history.setdefault(frozen.number, {})[step] = vector
             if frozen.state.is_finished():
                 self._finished += 1
 

@@ -9,9 +9,8 @@ import numpy as np
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from hpsearch import attrs
 from hpsearch.config import ObjectiveSpec, PrunerSpec
-from hpsearch.pruning._base import KEEP, Verdict, store_intermediate
+from hpsearch.pruning._base import KEEP, Verdict, store_intermediate, stored_intermediate
 
 
 class OptunaJudge:
@@ -87,8 +86,8 @@ class PrimaryObjectiveJudge:
 
     def _replay(self, frozen: FrozenTrial) -> None:
         steps = {
-            int(step): values[self._primary.metric]
-            for step, values in frozen.user_attrs.get(attrs.INTERMEDIATE, {}).items()
+            step: values[self._primary.metric]
+            for step, values in stored_intermediate(frozen).items()
             if self._primary.metric in values
         }
         if not steps or frozen.state not in (TrialState.COMPLETE, TrialState.PRUNED):

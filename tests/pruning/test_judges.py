@@ -9,7 +9,13 @@ from optuna.trial import TrialState
 from hpsearch import attrs
 from hpsearch.config import ObjectiveSpec, PrunerSpec
 from hpsearch.errors import ConfigError
-from hpsearch.pruning import DominatedJudge, PrimaryObjectiveJudge, check_pruner, make_judge
+from hpsearch.pruning import (
+    DominatedJudge,
+    PrimaryObjectiveJudge,
+    check_pruner,
+    make_judge,
+    stored_intermediate,
+)
 
 ACCURACY = ObjectiveSpec(metric="acc", direction="maximize")
 SPEED = ObjectiveSpec(metric="speed", direction="maximize")
@@ -90,7 +96,11 @@ def test_primary_rule_runs_an_optuna_pruner_on_the_first_objective() -> None:
     assert verdict.prune
     assert verdict.reason.startswith("primary objective acc: acc 0.2 at step 0 (best so far)")
     assert "below the median 0.85 of 2 completed trial(s)" in verdict.reason
-    assert trial.user_attrs[attrs.INTERMEDIATE] == {"0": {"acc": 0.2}}
+    assert trial.user_attrs[f"{attrs.INTERMEDIATE}.0"] == {"acc": 0.2}  # a row per step
+    # Optuna's own record, for plot_intermediate_values and optuna-dashboard.
+    frozen = study.trials[trial.number]
+    assert frozen.intermediate_values == {0: 0.2}
+    assert stored_intermediate(frozen) == {0: {"acc": 0.2}}
 
 
 def test_primary_rule_rebuilds_its_history_when_a_search_resumes() -> None:
