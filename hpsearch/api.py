@@ -446,7 +446,7 @@ def close_out(
         parent.record_gpu_report(monitor)
     if parts.placing is not None:
         parent.record_packing(parts.placing.decisions, parts.placing.policy.settings.mode)
-    parent.record_pareto(StudyResults(handle.study))
+    parent.record_analysis(StudyResults(handle.study))
     return interrupted
 
 

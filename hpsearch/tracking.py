@@ -164,6 +164,10 @@ class MlflowTracker:
         """Store ``text`` as an artifact file of the run."""
         self._client.log_text(run_id, text, artifact_file)
 
+    def log_figure(self, run_id: str, figure: Any, artifact_file: str) -> None:
+        """Store a matplotlib or plotly figure (plotly: interactive HTML) as an artifact."""
+        self._client.log_figure(run_id, figure, artifact_file)
+
     def log_file(
         self, run_id: str, path: str | os.PathLike[str], folder: str | None = None
     ) -> None:

@@ -176,7 +176,12 @@ def test_accuracy_against_speed_prunes_dominated_trials_and_plots_the_front(
 
     parent = client.get_run(outcome.mlflow_parent_run_id or "")
     files = {f.path for f in client.list_artifacts(parent.info.run_id, "pareto")}
-    assert files == {"pareto/pareto_front.png", "pareto/pareto_front.csv"}
+    assert files == {"pareto/pareto_front.csv"}
+    figures = {f.path for f in client.list_artifacts(parent.info.run_id, "analysis")}
+    # Optuna's interactive figures: the front, and per objective its history,
+    # the parameters' importances and parallel coordinates.
+    assert {"analysis/pareto_front.html", "analysis/param_importances_acc.html"} <= figures
+    assert len(figures) == 7, figures
     local = client.download_artifacts(parent.info.run_id, "pareto/pareto_front.csv", str(project))
     rows = Path(local).read_text().splitlines()
     assert rows[0].startswith("trial_number,acc,speed,")

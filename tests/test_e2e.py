@@ -116,8 +116,8 @@ def test_phase1_searches_accuracy_against_speed(repo_configs: Path, project: Pat
         assert effective["batch_size"] == trial.params["batch_size"]
     parents, _ = _runs(project, "digits-phase1")
     client = mlflow_client(project)
-    files = {f.path for f in client.list_artifacts(parents[0].info.run_id, "pareto")}
-    assert "pareto/pareto_front.png" in files
+    files = {f.path for f in client.list_artifacts(parents[0].info.run_id, "analysis")}
+    assert "analysis/pareto_front.html" in files
 
 
 def test_ctrl_c_ends_runs_and_requeues_trials(write_config: ConfigWriter, project: Path) -> None:

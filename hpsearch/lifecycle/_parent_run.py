@@ -25,7 +25,7 @@ from hpsearch.lifecycle._base import TrialListener
 from hpsearch.lifecycle._events import TrialEnded
 from hpsearch.oom import oom_summary
 from hpsearch.placement import GpuDecision
-from hpsearch.results import StudyResults, write_pareto_files
+from hpsearch.results import StudyResults, analysis_figures, write_pareto_csv
 from hpsearch.study import StudyHandle
 from hpsearch.telemetry import GpuMonitor, render_report
 from hpsearch.tracking import STUDY_TAG, MlflowTracker, RunStatus
@@ -136,18 +136,21 @@ class ParentRun(TrialListener):
         )
         self.tracker.set_tags(self.run_id, {"hpsearch.packing_mode": mode})
 
-    def record_pareto(self, results: StudyResults) -> None:
-        """With several objectives: the Pareto plot and CSV."""
-        if not results.is_multi_objective:
-            return
+    def record_analysis(self, results: StudyResults) -> None:
+        """Optuna's figures of the study (``analysis/``), and with several objectives the
+        Pareto front as CSV (``pareto/``)."""
         try:
-            with tempfile.TemporaryDirectory() as folder:
-                for path in write_pareto_files(results, Path(folder)):
-                    self.tracker.log_file(self.run_id, path, "pareto")
+            for artifact, figure in analysis_figures(results).items():
+                self.tracker.log_figure(self.run_id, figure, artifact)
+            if results.is_multi_objective:
+                with tempfile.TemporaryDirectory() as folder:
+                    path = write_pareto_csv(results, Path(folder))
+                    if path is not None:
+                        self.tracker.log_file(self.run_id, path, "pareto")
         except Exception as exc:
-            # This runs while a search ends, maybe on an error of its own: a plot that
+            # This runs while a search ends, maybe on an error of its own: a figure that
             # cannot be drawn must not hide that error or lose the records.
-            logger.warning("no Pareto plot on the parent run: %s", exc)
+            logger.warning("no analysis figures on the parent run: %s", exc)
 
     def end(self, status: RunStatus) -> None:
         """End the parent run."""

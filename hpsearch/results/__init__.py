@@ -5,16 +5,18 @@ The tree: ``_study`` (:func:`load`, :class:`StudyResults`, :class:`TrialResult`)
 PNG scatter and a CSV, for the parent MLflow run).
 """
 
+from hpsearch.results._analysis import ANALYSIS_FOLDER, analysis_figures
+from hpsearch.results._front_csv import CSV_FILE, write_pareto_csv
 from hpsearch.results._pareto import dominates
-from hpsearch.results._plot import CSV_FILE, PLOT_FILE, write_pareto_files
 from hpsearch.results._study import StudyResults, TrialResult, load
 
 __all__ = [
+    "ANALYSIS_FOLDER",
     "CSV_FILE",
-    "PLOT_FILE",
     "StudyResults",
     "TrialResult",
+    "analysis_figures",
     "dominates",
     "load",
-    "write_pareto_files",
+    "write_pareto_csv",
 ]

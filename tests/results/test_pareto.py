@@ -17,7 +17,14 @@ from hpsearch import attrs
 from hpsearch.cli import main
 from hpsearch.config import load_config
 from hpsearch.errors import ResultsError
-from hpsearch.results import CSV_FILE, PLOT_FILE, StudyResults, load, write_pareto_files
+from hpsearch.results import (
+    ANALYSIS_FOLDER,
+    CSV_FILE,
+    StudyResults,
+    analysis_figures,
+    load,
+    write_pareto_csv,
+)
 from hpsearch.study import open_study
 from tests.conftest import ConfigWriter
 
@@ -105,12 +112,27 @@ def test_best_pareto_json(write_config: ConfigWriter) -> None:
     assert "Pareto front" in table.output
 
 
-def test_plot_and_csv(write_config: ConfigWriter, tmp_path: Path) -> None:
+def test_figures_and_csv(write_config: ConfigWriter, tmp_path: Path) -> None:
     points = [(0.9, 10.0), (0.8, 5.0), (0.7, 7.0), (0.95, 20.0)]
     results = StudyResults(load(_study_with(write_config, points)).study)
-    written = write_pareto_files(results, tmp_path)
-    assert [p.name for p in written] == [PLOT_FILE, CSV_FILE]
-    assert (tmp_path / PLOT_FILE).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # Optuna's own figures, per objective, and the front among all trials.
+    figures = analysis_figures(results)
+    assert set(figures) == {
+        f"{ANALYSIS_FOLDER}/{name}.html"
+        for name in (
+            "pareto_front",
+            "optimization_history_acc",
+            "optimization_history_seconds",
+            "param_importances_acc",
+            "param_importances_seconds",
+            "parallel_coordinate_acc",
+            "parallel_coordinate_seconds",
+        )
+    }
+    front = figures[f"{ANALYSIS_FOLDER}/pareto_front.html"]
+    assert "Pareto" in front.layout.title.text
+    written = write_pareto_csv(results, tmp_path)
+    assert written == tmp_path / CSV_FILE
     with (tmp_path / CSV_FILE).open() as handle:
         rows = list(csv.DictReader(handle))
     assert [int(r["trial_number"]) for r in rows] == [0, 1, 3]
@@ -126,4 +148,5 @@ def test_plot_and_csv(write_config: ConfigWriter, tmp_path: Path) -> None:
 
 def test_no_files_before_a_trial_completes(write_config: ConfigWriter, tmp_path: Path) -> None:
     results = load(_study_with(write_config, []))
-    assert write_pareto_files(results, tmp_path) == []
+    assert write_pareto_csv(results, tmp_path) is None
+    assert analysis_figures(results) == {}
