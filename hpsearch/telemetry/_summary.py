@@ -7,10 +7,11 @@ them in :attr:`GpuSummary.dropped` so a report can say how many and which.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+
+import numpy as np
 
 from hpsearch.telemetry._base import GpuSample
 
@@ -85,14 +86,13 @@ class Stats:
         """The stats of ``values``; ``None`` when there are none."""
         if not values:
             return None
-        ordered = sorted(values)
-        rank = max(1, math.ceil(0.95 * len(ordered)))
+        series = np.asarray(values, dtype=float)
         return cls(
-            mean=sum(ordered) / len(ordered),
-            min=ordered[0],
-            max=ordered[-1],
-            p95=ordered[rank - 1],
-            count=len(ordered),
+            mean=float(series.mean()),
+            min=float(series.min()),
+            max=float(series.max()),
+            p95=float(np.percentile(series, 95, method="inverted_cdf")),  # nearest rank
+            count=len(series),
         )
 
 
