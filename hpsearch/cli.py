@@ -13,6 +13,8 @@ import json
 import os
 import shutil
 import sys
+import tempfile
+import time
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -230,13 +232,35 @@ def _problems(lines: list[str]) -> NoReturn:
     help="The Pareto front of a study with several objectives (an error with one).",
 )
 @click.option("--oom", is_flag=True, help="List the trials pruned for running out of memory.")
-def best(config: Path, as_json: bool, pareto: bool, oom: bool) -> None:
+@click.option(
+    "--export",
+    "export",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write a config that runs exactly the best trial (with --trial: that trial).",
+)
+@click.option(
+    "--trial",
+    "number",
+    type=click.IntRange(min=0),
+    help="With --export: this trial (with several objectives, one of the front).",
+)
+def best(  # noqa: PLR0917 - click passes one parameter per option
+    config: Path,
+    as_json: bool,
+    pareto: bool,
+    oom: bool,
+    export: Path | None,
+    number: int | None,
+) -> None:
     """Show the best trial of CONFIG's study (the Pareto front for several objectives)."""
     from hpsearch.results import load
 
-    _note_stores(config)
+    loaded = _note_stores(config)
     results = load(config)
     names = results.metric_names
+    if export is not None:
+        _export(loaded, results, number, export)
+        return
     if oom:
         _print_oom(results.oom_trials(), as_json)
         return
@@ -253,6 +277,71 @@ def best(config: Path, as_json: bool, pareto: bool, oom: bool) -> None:
         click.echo(json.dumps(payload, indent=2, sort_keys=True))
         return
     _print_best(_console(), results, str(config))
+
+
+def _export(loaded: RunConfig, results: Any, number: int | None, path: Path) -> None:
+    """Write the config that runs one trial (the best, or ``number``) again."""
+    from hpsearch.results import trial_config, write_trial_config
+
+    if number is None:
+        if results.is_multi_objective:
+            front = ", ".join(str(t.number) for t in results.best_trials)
+            raise HpsearchError(
+                f"study '{results.name}' has several objectives, so no single best trial; "
+                f"pick one of its Pareto front with --trial N (trials {front or 'none yet'})"
+            )
+        number = results.best_trial.number
+    trial = results.trial(number)
+    if not trial.params:
+        raise HpsearchError(f"trial {number} of study '{results.name}' has no parameters yet")
+    name = f"{results.name}-trial-{number}"
+    data = trial_config(loaded, trial, name)
+    note = f"trial {number} of study '{results.name}' ({loaded.source}), as study '{name}'"
+    write_trial_config(data, path, note)
+    click.echo(f"wrote {path}: {note}; run it with: hpsearch run {path}")
+
+
+@main.command()
+@_CONFIG
+@click.argument("number", type=click.IntRange(min=0))
+def rerun(config: Path, number: int) -> None:
+    """Run trial NUMBER of CONFIG's study once more, outside its budget, and compare.
+
+    The rerun is a study of its own (``<study>-rerun-<N>-<time>``) in the same
+    storage, its MLflow run beside the original's; both runs' metrics are shown
+    side by side.
+    """
+    from hpsearch.api import run as run_search
+    from hpsearch.results import load, trial_config, write_trial_config
+
+    loaded = _note_stores(config)
+    original = load(config).trial(number)
+    if not original.params:
+        raise HpsearchError(f"trial {number} of study '{loaded.study.name}' has no parameters yet")
+    name = f"{loaded.study.name}-rerun-{number}-{time.strftime('%Y%m%d-%H%M%S')}"
+    data = trial_config(loaded, original, name)
+    # Beside CONFIG: paths in it (a trace, the stores) mean what they meant there.
+    with tempfile.TemporaryDirectory(dir=config.resolve().parent) as folder:
+        path = Path(folder) / config.name
+        write_trial_config(data, path, f"rerun of trial {number} of {config}")
+        outcome = run_search(load_config(path), console=_console())
+    again = outcome.results.trials[0]
+    table = Table(title=f"trial {number} and its rerun", title_justify="left")
+    for column in ("", f"trial {number}", f"rerun (trial 0 of {name})"):
+        table.add_column(column)
+    table.add_row("state", original.state, again.state)
+    table.add_row("mlflow run", original.mlflow_run_id or "-", again.mlflow_run_id or "-")
+    for metric in sorted({*original.metrics, *again.metrics}):
+        table.add_row(
+            metric, _value(original.metrics.get(metric)), _value(again.metrics.get(metric))
+        )
+    _console().print(table)
+    if again.state != "COMPLETE":
+        raise click.exceptions.Exit(EXIT_NONE_COMPLETED)
+
+
+def _value(value: float | None) -> str:
+    return "-" if value is None else f"{value:.6g}"
 
 
 _STATES = ("COMPLETE", "PRUNED", "FAIL", "RUNNING", "WAITING")

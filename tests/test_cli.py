@@ -297,3 +297,51 @@ def test_validate_lists_every_problem_past_the_schema_too(write_config: ConfigWr
     assert len(lines) == 2, err
     assert "no_such_function" in lines[0]
     assert "n_startup_trails" in lines[1]
+
+
+def test_best_export_writes_a_config_that_runs_exactly_the_best_trial(
+    write_config: ConfigWriter, project: Path
+) -> None:
+    path = write_config({"study": {"timeout": "1h", "pruner": {"type": "median"}}})
+    handle = open_study(load_config(path))
+    for x in (0.3, 0.7, 0.5):
+        trial = handle.ask({"x": optuna.distributions.FloatDistribution(0.0, 1.0)})
+        handle.study.tell(trial, x)
+    best_x = handle.study.best_trial.params["x"]
+
+    code, out, _ = _invoke("best", str(path), "--export", "best.yaml")
+    assert code == 0, out
+    exported = load_config(project / "best.yaml")
+    assert exported.study.name == "test-study-trial-1"
+    assert (exported.study.n_trials, exported.study.timeout) == (1, None)
+    assert exported.study.pruner.type == "none"
+    assert exported.experiment_name == "test-study"  # its runs beside the original's
+    space = exported.search_space
+    assert space.constants() == {"steps": 3}  # constants as written
+    only = space.distributions()["x"]
+    assert isinstance(only, optuna.distributions.CategoricalDistribution)
+    assert only.choices == (best_x,)
+    assert (project / "best.yaml").read_text().startswith("# trial 1 of study 'test-study'")
+
+
+def test_best_export_with_several_objectives_needs_a_trial_of_the_front(
+    write_config: ConfigWriter,
+) -> None:
+    path = write_config(
+        {
+            "objective": None,
+            "objectives": [
+                {"metric": "score", "direction": "maximize"},
+                {"metric": "speed", "direction": "maximize"},
+            ],
+        }
+    )
+    handle = open_study(load_config(path))
+    for x in (0.3, 0.7):
+        trial = handle.ask({"x": optuna.distributions.FloatDistribution(0.0, 1.0)})
+        handle.study.tell(trial, [x, 1 - x])
+    code, _, err = _invoke("best", str(path), "--export", "best.yaml")
+    assert code == 2
+    assert "pick one of its Pareto front with --trial N (trials 0, 1)" in err
+    code, out, _ = _invoke("best", str(path), "--export", "best.yaml", "--trial", "0")
+    assert code == 0, out

@@ -6,6 +6,7 @@ PNG scatter and a CSV, for the parent MLflow run).
 """
 
 from hpsearch.results._analysis import ANALYSIS_FOLDER, analysis_figures
+from hpsearch.results._export import trial_config, write_trial_config
 from hpsearch.results._front_csv import CSV_FILE, write_pareto_csv
 from hpsearch.results._pareto import dominates
 from hpsearch.results._study import StudyResults, TrialResult, load
@@ -18,5 +19,7 @@ __all__ = [
     "analysis_figures",
     "dominates",
     "load",
+    "trial_config",
     "write_pareto_csv",
+    "write_trial_config",
 ]

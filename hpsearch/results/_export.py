@@ -1,0 +1,43 @@
+"""A config that runs one trial of a study again: its parameters fixed, the rest as written.
+
+``hpsearch best --export`` writes it; ``hpsearch rerun`` runs it. Each searched
+parameter of the space becomes a list of one choice (its value in the trial), so
+the config still validates as a search, of one configuration; constants stay as
+they were. The study gets a name of its own, so the run counts toward no budget
+of the original study, and its MLflow runs go to the original experiment.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hpsearch.config import RunConfig
+from hpsearch.results._study import TrialResult
+
+
+def trial_config(config: RunConfig, trial: TrialResult, study_name: str) -> dict[str, Any]:
+    """The config, as written, that runs ``trial``'s configuration once, as study ``study_name``."""
+    data = config.model_dump(mode="json", exclude_unset=True)
+    space = dict(data["space"])
+    for name, value in trial.params.items():
+        space[name] = [value]  # one choice: still a search, of this value only
+    data["space"] = space
+    study = dict(data["study"])
+    study.update(name=study_name, n_trials=1)
+    for key in ("timeout", "timeout_grace"):
+        study.pop(key, None)
+    study["pruner"] = {"type": "none"}  # the trial runs to its end, as it did or would have
+    data["study"] = study
+    tracking = dict(data.get("tracking", {}))
+    tracking.setdefault("experiment", config.experiment_name)  # beside the original runs
+    data["tracking"] = tracking
+    return data
+
+
+def write_trial_config(data: dict[str, Any], path: Path, note: str) -> None:
+    """Write ``data`` as YAML to ``path``, headed by a comment saying where it came from."""
+    text = yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
+    path.write_text(f"# {note}\n{text}", encoding="utf-8")
