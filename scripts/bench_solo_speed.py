@@ -143,10 +143,12 @@ def readings_only() -> None:
         number: int,
         utilization_pct: float,
         memory_mb: float,
+        *,
         sm_share: float = 1.0,
         cpus: float = 1.0,
     ) -> None:
-        declared(self, number, utilization_pct, memory_mb, sm_share, cpus)  # the GPU shows it
+        # The GPU shows it.
+        declared(self, number, utilization_pct, memory_mb, sm_share=sm_share, cpus=cpus)
         placement = self._trials.get(number)
         if placement is not None:
             placement.load = None

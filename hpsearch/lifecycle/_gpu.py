@@ -64,7 +64,11 @@ class GpuSeries(TrialListener):
     def on_gpu_load(self, event: GpuLoadDeclared) -> None:
         load = event.load
         self._gpu.declared_load(
-            event.number, load.utilization_pct, load.memory_mb, load.sm_share, load.cpus
+            event.number,
+            load.utilization_pct,
+            load.memory_mb,
+            sm_share=load.sm_share,
+            cpus=load.cpus,
         )
 
     def on_measured(self, event: Measured) -> None:

@@ -131,6 +131,7 @@ class TrialGpuMetrics:
         number: int,
         utilization_pct: float,
         memory_mb: float,
+        *,
         sm_share: float = 1.0,
         cpus: float = 1.0,
     ) -> None:

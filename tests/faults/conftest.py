@@ -24,14 +24,17 @@ class Drivers:
     def __init__(self) -> None:
         self.started: list[subprocess.Popen[str]] = []
 
-    def start(self, config: Path, *args: str) -> subprocess.Popen[str]:
-        """Start ``hpsearch run CONFIG`` in the background."""
+    def start(
+        self, config: Path, *args: str, env: dict[str, str] | None = None
+    ) -> subprocess.Popen[str]:
+        """Start ``hpsearch run CONFIG`` in the background (``env``: its whole environment)."""
         process = subprocess.Popen(
             [sys.executable, "-m", "hpsearch", "run", str(config), *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             start_new_session=True,
+            env=env,
         )
         self.started.append(process)
         return process

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -29,7 +32,9 @@ def test_a_rerun_right_after_a_kill_reclaims_the_dead_drivers_trials_and_finishe
             "study": {"n_trials": 6},
         }
     )
-    first = drivers.start(path)
+    # A temp root of its own (short: Ray's sockets live under it), to find its processes.
+    root = Path(tempfile.mkdtemp(prefix="rk", dir="/tmp"))
+    first = drivers.start(path, env={**os.environ, "RAY_TMPDIR": str(root)})
 
     def one_done_two_running() -> bool:
         states = [t.state.name for t in study_trials()]
@@ -39,6 +44,14 @@ def test_a_rerun_right_after_a_kill_reclaims_the_dead_drivers_trials_and_finishe
     before = {t.number: t.value for t in study_trials() if t.state.name == "COMPLETE"}
     os.kill(first.pid, signal.SIGKILL)  # the driver only, as `kill -9 PID` would
     first.communicate()
+
+    def its_ray_is_gone() -> bool:
+        found = subprocess.run(["pgrep", "-f", str(root)], capture_output=True, check=False)
+        return found.stdout.strip() == b""
+
+    # Ray's processes (GCS, raylet, agents, workers) do not outlive the killed driver.
+    wait_for(its_ray_is_gone, 60, "the killed driver's Ray processes to end")
+    shutil.rmtree(root, ignore_errors=True)
 
     started = time.monotonic()
     rerun = drivers.start(path)
