@@ -88,6 +88,8 @@ class RunOutcome:
         elapsed_s: how long the search ran on the runner's clock (simulated seconds
             under the simulated runner).
         timed_out: ``study.timeout`` ended the search.
+        overdue: trials still running at ``study.timeout`` plus its grace were stopped
+            (they are among ``interrupted``).
         mlflow_experiment_id: the MLflow experiment the runs are in.
         short_of: finished trials the study still lacks of ``study.n_trials`` (0: reached).
     """
@@ -98,6 +100,7 @@ class RunOutcome:
     interrupted: int
     elapsed_s: float = 0.0
     timed_out: bool = False
+    overdue: bool = False
     short_of: int = 0
     mlflow_experiment_id: str | None = None
 
@@ -227,7 +230,8 @@ def _search(  # noqa: PLR0917 - the root hands over what it opened
         telemetry.line if telemetry.backend is not None else f"{telemetry.line}; trials run on CPU"
     )
     console.print(line, highlight=False, markup=False)
-    status, interrupted, elapsed, finished, timed_out = RunStatus.FAILED, 0, 0.0, 0, False
+    status, interrupted, elapsed, finished = RunStatus.FAILED, 0, 0.0, 0
+    timed_out = overdue = False
     try:
         with (
             _mps(config, telemetry.backend, parent) as mps,
@@ -262,6 +266,7 @@ def _search(  # noqa: PLR0917 - the root hands over what it opened
                 interrupted = close_out(parts, parent, monitor, handle, _stop_reason(config, parts))
                 finished = parts.ledger.finished
                 timed_out = parts.budget is not None and parts.budget.timed_out()
+                overdue = parts.budget is not None and parts.budget.overdue()
         status = RunStatus.KILLED if interrupted else RunStatus.FINISHED
     except KeyboardInterrupt:
         status = RunStatus.KILLED
@@ -278,6 +283,7 @@ def _search(  # noqa: PLR0917 - the root hands over what it opened
         interrupted,
         elapsed,
         timed_out=timed_out,
+        overdue=overdue,
         short_of=budget.short_of(after),
         mlflow_experiment_id=tracker.experiment_id,
     )

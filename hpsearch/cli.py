@@ -161,7 +161,7 @@ def run(  # noqa: PLR0917 - click passes one parameter per option
             f"{outcome.interrupted} trial(s) were interrupted and will run again on the next "
             f"`hpsearch run {config}`"
         )
-    if outcome.interrupted and (terminated() or not outcome.timed_out):
+    if outcome.interrupted and (terminated() or not outcome.overdue):
         raise click.exceptions.Exit(EXIT_TERMINATED if terminated() else EXIT_INTERRUPTED)
     if failed is not None:
         click.echo(f"error: {failed}", err=True)

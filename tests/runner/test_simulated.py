@@ -440,11 +440,11 @@ def test_study_timeout_ends_the_search_short_and_its_grace_stops_running_trials(
     assert outcome.timed_out
     if grace is None:  # running trials finish, as in Optuna
         assert [t.state.name for t in trials] == ["COMPLETE"] * 3
-        assert (outcome.short_of, outcome.interrupted) == (3, 0)
+        assert (outcome.short_of, outcome.interrupted, outcome.overdue) == (3, 0, False)
         assert 30 <= outcome.elapsed_s < 32
         return
     assert [t.state.name for t in trials] == ["COMPLETE", "COMPLETE", "FAIL", "WAITING"]
-    assert (outcome.short_of, outcome.interrupted) == (4, 1)
+    assert (outcome.short_of, outcome.interrupted, outcome.overdue) == (4, 1, True)
     assert 27 <= outcome.elapsed_s < 28
     error = trials[2].user_attrs[attrs.ERROR]
     assert "2 s (study.timeout_grace) after study.timeout (25 s)" in error, error
