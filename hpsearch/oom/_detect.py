@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 _DEVICE_OOM_TEXT = re.compile(r"\b(CUDA|HIP) out of memory\b", re.IGNORECASE)
@@ -80,13 +81,25 @@ def host_oom_evidence(crash: str, oom_kills_before: int | None, oom_kills_now: i
     return ""
 
 
-def cgroup_oom_kills(path: Path = Path("/sys/fs/cgroup/memory.events")) -> int | None:
-    """The kernel's OOM-kill count for this machine's cgroup (v2); ``None`` where unreadable."""
-    try:
-        for line in path.read_text(encoding="ascii").splitlines():
-            key, _, value = line.partition(" ")
-            if key == "oom_kill":
-                return int(value)
-    except (OSError, ValueError):
-        return None
+CGROUP_OOM_FILES = (
+    Path("/sys/fs/cgroup/memory.events"),  # cgroup v2
+    Path("/sys/fs/cgroup/memory/memory.oom_control"),  # cgroup v1's memory controller
+)
+"""Where the kernel counts the OOM kills of this machine's (or container's) cgroup."""
+
+
+def cgroup_oom_kills(paths: Sequence[Path] = CGROUP_OOM_FILES) -> int | None:
+    """The kernel's OOM-kill count for this machine's cgroup; ``None`` where unreadable.
+
+    The first of ``paths`` that holds an ``oom_kill`` line (cgroup v2's
+    ``memory.events``, else v1's ``memory.oom_control``).
+    """
+    for path in paths:
+        try:
+            for line in path.read_text(encoding="ascii").splitlines():
+                key, _, value = line.partition(" ")
+                if key == "oom_kill":
+                    return int(value)
+        except (OSError, ValueError):
+            continue
     return None

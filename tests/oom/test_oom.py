@@ -97,8 +97,12 @@ def test_host_oom_needs_evidence() -> None:
 def test_cgroup_counter(tmp_path: Path) -> None:
     events = tmp_path / "memory.events"
     events.write_text("low 0\nhigh 0\nmax 12\noom 2\noom_kill 2\n")
-    assert cgroup_oom_kills(events) == 2
-    assert cgroup_oom_kills(tmp_path / "missing") is None
+    control = tmp_path / "memory.oom_control"  # cgroup v1
+    control.write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 5\n")
+    missing = tmp_path / "missing"
+    assert cgroup_oom_kills([events, control]) == 2
+    assert cgroup_oom_kills([missing, control]) == 5
+    assert cgroup_oom_kills([missing]) is None
 
 
 def test_predictor_compares_growing_parameters_only() -> None:
