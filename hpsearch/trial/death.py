@@ -63,7 +63,12 @@ class WorkerExit:
 
 
 def reaper_command(folder: Path) -> str:
-    """Ray's ``py_executable`` that runs each worker under the reaper, writing into ``folder``."""
+    """Ray's ``py_executable`` that runs each worker under the reaper, writing into ``folder``.
+
+    Makes the reaper's folder now: its being there tells :func:`worker_exit` to
+    wait for a dead worker's exit, which Ray may report before the reaper writes it.
+    """
+    (folder / EXITS).mkdir(parents=True, exist_ok=True)
     script = Path(__file__).with_name("_reaper.py")
     return shlex.join([sys.executable, str(script), str(folder / EXITS), sys.executable])
 

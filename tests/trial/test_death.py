@@ -94,3 +94,15 @@ def test_no_reaper_no_exit_and_no_wait(tmp_path: Path) -> None:
     (tmp_path / "exits").mkdir()
     assert worker_exit(str(tmp_path), 123, wait_s=0.3, sleep=waits.append) is None
     assert len(waits) == 3  # it waited for the reaper, then gave up
+
+
+def test_the_driver_waits_for_a_reaper_that_writes_after_ray_reports_the_death(
+    tmp_path: Path,
+) -> None:
+    reaper_command(tmp_path)  # a Ray started with reapers: their folder is there at once
+    late = tmp_path / "exits" / "321.exit"
+
+    def sleep(seconds: float) -> None:
+        late.write_text("-9")  # the reaper writes while the driver waits
+
+    assert worker_exit(str(tmp_path), 321, sleep=sleep) == WorkerExit(-9)
