@@ -185,6 +185,16 @@ class MlflowTracker:
         )
         return {run.info.run_id for run in runs}
 
+    def end_running_children(self, parent_run_id: str, status: RunStatus) -> None:
+        """End every child run of ``parent_run_id`` still RUNNING (its driver is gone)."""
+        runs = self._client.search_runs(
+            [self.experiment_id],
+            f"tags.mlflow.parentRunId = '{parent_run_id}' and attributes.status = 'RUNNING'",
+            max_results=50000,
+        )
+        for run in runs:
+            self.end_run(run.info.run_id, status)
+
     def end_if_running(self, run_id: str, status: RunStatus) -> str | None:
         """End a run left RUNNING by a driver that stopped; ignore runs already ended or gone.
 

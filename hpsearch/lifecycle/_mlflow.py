@@ -170,7 +170,11 @@ class MlflowMirror(TrialListener):
 
 
 def end_reclaimed_runs(tracker: MlflowTracker, trials: Sequence[FrozenTrial]) -> None:
-    """End as KILLED the MLflow runs of trials a dead driver left running, and its parent run."""
+    """End as KILLED the MLflow runs of trials a dead driver left running, and its parent run.
+
+    With the parent go its other runs still RUNNING: a trial's run the driver
+    started but had not yet named on the Optuna trial when it was killed.
+    """
     parents: set[str] = set()
     for trial in trials:
         run_id = trial.user_attrs.get(attrs.MLFLOW_RUN)
@@ -180,6 +184,7 @@ def end_reclaimed_runs(tracker: MlflowTracker, trials: Sequence[FrozenTrial]) ->
                 parents.add(parent)
     for parent in parents:
         tracker.end_if_running(parent, RunStatus.KILLED)
+        tracker.end_running_children(parent, RunStatus.KILLED)
 
 
 def reclaim_stale_trials(handle: StudyHandle, tracker: MlflowTracker) -> int:
@@ -189,13 +194,16 @@ def reclaim_stale_trials(handle: StudyHandle, tracker: MlflowTracker) -> int:
     killed between the two writes left RUNNING (as the trial ended there).
     """
     reclaimed = handle.reclaim_stale()
-    end_reclaimed_runs(tracker, reclaimed)
+    # Runs of trials Optuna has as finished first, as they ended there; then the
+    # dead drivers' runs, the rest of their children with them.
     running = tracker.running_run_ids()
+    lost = {trial.number for trial in reclaimed}  # failed just now: their runs are KILLED
     if running:
         for trial in handle.study.get_trials(deepcopy=False, states=_FINISHED_STATES):
             run_id = trial.user_attrs.get(attrs.MLFLOW_RUN)
-            if run_id in running:
+            if run_id in running and trial.number not in lost:
                 tracker.end_if_running(str(run_id), _STATE_STATUS[trial.state])
+    end_reclaimed_runs(tracker, reclaimed)
     return len(reclaimed)
 
 

@@ -28,6 +28,8 @@ def test_runs_a_dead_driver_left_running_are_ended_as_their_trials_ended(
     for trial in (told, lost):
         run_id = tracker.start_run(f"trial {trial.number}", parent_run_id=parent)
         trial.set_user_attr(attrs.MLFLOW_RUN, run_id)
+    # Killed after starting a trial's run, before naming it on the Optuna trial.
+    unnamed = tracker.start_run("trial 2", parent_run_id=parent)
     # Killed between telling Optuna and ending the run: COMPLETE there, RUNNING here.
     handle.study.tell(told, 1.0)
     age_heartbeat(config.study.storage, lost.number, seconds=GRACE_PERIOD_S + 60)
@@ -41,4 +43,5 @@ def test_runs_a_dead_driver_left_running_are_ended_as_their_trials_ended(
     }
     assert status == {told.number: "FINISHED", lost.number: "KILLED"}
     assert tracker.client.get_run(parent).info.status == "KILLED"
+    assert tracker.client.get_run(unnamed).info.status == "KILLED"
     assert tracker.running_run_ids() == set()
