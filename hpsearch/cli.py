@@ -320,7 +320,8 @@ def rerun(config: Path, number: int) -> None:
         raise HpsearchError(f"trial {number} of study '{loaded.study.name}' has no parameters yet")
     name = f"{loaded.study.name}-rerun-{number}-{time.strftime('%Y%m%d-%H%M%S')}"
     data = trial_config(loaded, original, name)
-    # Beside CONFIG: paths in it (a trace, the stores) mean what they meant there.
+    # A file of its own, beside CONFIG: relative paths in it (the stores, a trace) are
+    # read from the working directory, as CONFIG's are.
     with tempfile.TemporaryDirectory(dir=config.resolve().parent) as folder:
         path = Path(folder) / config.name
         write_trial_config(data, path, f"rerun of trial {number} of {config}")
