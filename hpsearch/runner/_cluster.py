@@ -141,10 +141,10 @@ def _connect_error(address: str | None, exc: Exception) -> str:
 
 def _runtime_env(user_env: dict[str, Any], workdir: str, reaped: Path | None) -> dict[str, Any]:
     env = dict(user_env)
-    if reaped is not None:
-        # Ray does not say how a worker that died without a word ended; its reaper
-        # does. A user's own py_executable (uv run, a profiler) is kept instead.
-        env.setdefault("py_executable", reaper_command(reaped))
+    # Ray does not say how a worker that died without a word ended; its reaper does.
+    # A user's own py_executable (uv run, a profiler) is kept instead, without one.
+    if reaped is not None and "py_executable" not in env:
+        env["py_executable"] = reaper_command(reaped)
     env_vars = dict(env.get("env_vars", {}))
     paths = [workdir, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     if "PYTHONPATH" in env_vars:
