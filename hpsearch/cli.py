@@ -291,11 +291,8 @@ def _export(loaded: RunConfig, results: Any, number: int | None, path: Path) -> 
                 f"pick one of its Pareto front with --trial N (trials {front or 'none yet'})"
             )
         number = results.best_trial.number
-    trial = results.trial(number)
-    if not trial.params:
-        raise HpsearchError(f"trial {number} of study '{results.name}' has no parameters yet")
     name = f"{results.name}-trial-{number}"
-    data = trial_config(loaded, trial, name)
+    data = trial_config(loaded, results.trial(number), name)
     note = f"trial {number} of study '{results.name}' ({loaded.source}), as study '{name}'"
     write_trial_config(data, path, note)
     click.echo(f"wrote {path}: {note}; run it with: hpsearch run {path}")
@@ -316,8 +313,6 @@ def rerun(config: Path, number: int) -> None:
 
     loaded = _note_stores(config)
     original = load(config).trial(number)
-    if not original.params:
-        raise HpsearchError(f"trial {number} of study '{loaded.study.name}' has no parameters yet")
     name = f"{loaded.study.name}-rerun-{number}-{time.strftime('%Y%m%d-%H%M%S')}"
     data = trial_config(loaded, original, name)
     # A file of its own, beside CONFIG: relative paths in it (the stores, a trace) are

@@ -337,6 +337,26 @@ def test_retry_smaller_batch_keeps_the_effective_batch(
     assert run.data.tags["hpsearch.ran_with_grad_accum_steps"] == "2"
 
 
+def _on_a_simulated_gpu(*, epoch_s: float, **space: Any) -> dict[str, Any]:
+    """Config sections for trials of the simulated workload, played in real time under Ray
+    on one simulated GPU: two epochs of ``epoch_s`` seconds alone, ``space`` added."""
+    return {
+        "train": "hpsearch.workloads.simulated_gpu:train",
+        "space": {
+            "x": None,
+            "steps": None,
+            **space,
+            "epochs": 2,
+            "steps_per_epoch": round(epoch_s / gpu_profile(64, 256, 1).step_time_s),
+        },
+        "telemetry": {
+            "backend": "simulated",
+            "interval_s": 0.1,
+            "simulated": {"source": "load", "gpus": 1},
+        },
+    }
+
+
 def test_simulated_trials_under_ray_slow_when_they_share_and_report_solo_speeds(
     write_config: ConfigWriter,
 ) -> None:
@@ -345,17 +365,10 @@ def test_simulated_trials_under_ray_slow_when_they_share_and_report_solo_speeds(
     # run), and the speed objective is what each would measure alone.
     path = write_config(
         {
-            "train": "hpsearch.workloads.simulated_gpu:train",
+            **_on_a_simulated_gpu(
+                epoch_s=2.0, lr=[0.003, 0.001], utilization_pct=60.0, memory_mb=800.0
+            ),
             "study": {"n_trials": 2},
-            "space": {
-                "x": None,
-                "steps": None,
-                "lr": [0.003, 0.001],
-                "utilization_pct": 60.0,
-                "memory_mb": 800.0,
-                "epochs": 2,
-                "steps_per_epoch": round(2.0 / gpu_profile(64, 256, 1).step_time_s),
-            },
             "objective": None,
             "objectives": [
                 {"metric": "val_accuracy", "direction": "maximize"},
@@ -363,11 +376,6 @@ def test_simulated_trials_under_ray_slow_when_they_share_and_report_solo_speeds(
             ],
             "execution": {"max_concurrent": 2},
             "packing": {"mode": "fixed", "trials_per_gpu": 2},
-            "telemetry": {
-                "backend": "simulated",
-                "interval_s": 0.1,
-                "simulated": {"source": "load", "gpus": 1},
-            },
         }
     )
     outcome = hpsearch.run(path)
@@ -392,25 +400,12 @@ def test_simulated_trials_under_ray_slow_when_their_cpus_exceed_the_nodes(
     # 2 CPUs: it plays its epochs at half its solo speed, as in the simulated-time runner.
     path = write_config(
         {
-            "train": "hpsearch.workloads.simulated_gpu:train",
+            **_on_a_simulated_gpu(
+                epoch_s=1.0, lr=[0.003], num_workers=3, utilization_pct=30.0, memory_mb=800.0
+            ),
             "study": {"n_trials": 1},
-            "space": {
-                "x": None,
-                "steps": None,
-                "lr": [0.003],
-                "num_workers": 3,
-                "utilization_pct": 30.0,
-                "memory_mb": 800.0,
-                "epochs": 2,
-                "steps_per_epoch": round(1.0 / gpu_profile(64, 256, 1).step_time_s),
-            },
             "objective": {"metric": "val_accuracy", "direction": "maximize"},
             "execution": {"num_cpus": 2},
-            "telemetry": {
-                "backend": "simulated",
-                "interval_s": 0.1,
-                "simulated": {"source": "load", "gpus": 1},
-            },
         }
     )
     outcome = hpsearch.run(path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -65,9 +66,16 @@ def store_intermediate(trial: optuna.Trial, step: int, values: Mapping[str, floa
     first = next(iter(values.values()), None)
     if first is not None:
         storage = trial.storage
-        study_id = storage.get_study_id_from_name(trial.study.study_name)
+        study_id = _study_id(storage, trial.study.study_name)
+        # Cached by Optuna's storage once asked: no read per report.
         trial_id = storage.get_trial_id_from_study_id_trial_number(study_id, trial.number)
         storage.set_trial_intermediate_value(trial_id, step, first)
+
+
+@functools.lru_cache(maxsize=8)
+def _study_id(storage: optuna.storages.BaseStorage, name: str) -> int:
+    """A study's id in its storage: one query per study, not one per report."""
+    return storage.get_study_id_from_name(name)
 
 
 def stored_intermediate(trial: FrozenTrial) -> dict[int, dict[str, float]]:

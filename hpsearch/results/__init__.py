@@ -1,8 +1,9 @@
 """What a search found, read from its Optuna study: ``hpsearch.load(...)``, the Pareto front.
 
 The tree: ``_study`` (:func:`load`, :class:`StudyResults`, :class:`TrialResult`),
-``_pareto`` (dominance between objective vectors), ``_plot`` (the front as a
-PNG scatter and a CSV, for the parent MLflow run).
+``_pareto`` (dominance between objective vectors), ``_analysis`` (Optuna's
+figures of the study) and ``_front_csv`` (the front as CSV), both for the parent
+MLflow run, and ``_export`` (a config that runs one trial again).
 """
 
 from hpsearch.results._analysis import ANALYSIS_FOLDER, analysis_figures

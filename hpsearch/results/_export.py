@@ -15,11 +15,18 @@ from typing import Any
 import yaml
 
 from hpsearch.config import RunConfig
+from hpsearch.errors import ResultsError
 from hpsearch.results._study import TrialResult
 
 
 def trial_config(config: RunConfig, trial: TrialResult, study_name: str) -> dict[str, Any]:
-    """The config, as written, that runs ``trial``'s configuration once, as study ``study_name``."""
+    """The config, as written, that runs ``trial``'s configuration once, as study ``study_name``.
+
+    Raises:
+        ResultsError: the trial has no parameters yet (queued, not started).
+    """
+    if not trial.params:
+        raise ResultsError(f"trial {trial.number} of study '{trial.study}' has no parameters yet")
     data = config.model_dump(mode="json", exclude_unset=True)
     space = dict(data["space"])
     for name, value in trial.params.items():
