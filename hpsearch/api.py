@@ -29,9 +29,10 @@ from hpsearch.config import (
     load_config,
     parse_simulate,
 )
-from hpsearch.entrypoint import ensure_importable_from, resolve_train_function
+from hpsearch.entrypoint import check_train, ensure_importable_from
 from hpsearch.errors import ConfigError, HpsearchError
 from hpsearch.lifecycle import (
+    CheckpointKeeper,
     GpuSeries,
     MlflowMirror,
     ObjectiveValues,
@@ -43,6 +44,7 @@ from hpsearch.lifecycle import (
     TrialTemplate,
     VerdictPoster,
     reclaim_stale_trials,
+    sweep_checkpoints,
 )
 from hpsearch.oom import OomBook
 from hpsearch.placement import (
@@ -74,6 +76,7 @@ from hpsearch.telemetry import (
     TrialGpuMetrics,
 )
 from hpsearch.tracking import MlflowTracker, RunStatus
+from hpsearch.trial.checkpoints import study_checkpoints
 
 
 @dataclass(frozen=True)
@@ -189,7 +192,7 @@ def _run(
     workdir = os.getcwd()
     ensure_importable_from(workdir)
     # Fail here, with a one-line error, rather than in every trial worker.
-    resolve_train_function(config.train, source=config.source)
+    check_train(config)
     telemetry = open_backend(config.telemetry)  # opening a backend is the root's job
     try:
         return _search(config, policy, console, runner, telemetry, workdir, new_mlflow_history)
@@ -274,7 +277,10 @@ def _search(  # noqa: PLR0917 - the root hands over what it opened
     finally:
         parent.end(status)
 
-    after = count_budget(handle.study.get_trials(deepcopy=False))
+    trials = handle.study.get_trials(deepcopy=False)
+    checkpoints = study_checkpoints(config.execution.checkpoint_dir, config.study.name)
+    sweep_checkpoints(handle.study, checkpoints, trials)
+    after = count_budget(trials)
     # What this driver finished itself (another driver may share the study).
     return RunOutcome(
         StudyResults(handle.study),
@@ -367,9 +373,12 @@ def build_search(
         listeners.append(GpuSeries(gpu, parent.tracker, mirror, session.clock))
     if board is not None:
         listeners.append(VerdictPoster(board))
-    listeners += [parent, view]
+    listeners += [CheckpointKeeper(), parent, view]
     template = TrialTemplate(
-        train=config.train,
+        train=config.train_target,
+        command=config.command.model_dump_json() if config.command is not None else "",
+        trials=config.execution.trials_dir,
+        workdir=os.getcwd(),
         source=config.source,
         objectives=tuple(o.metric for o in objectives),
         decision_board=board.name if board is not None else "",
@@ -379,6 +388,9 @@ def build_search(
         pace_file=str(pace.path) if pace is not None else "",
         timeout_s=config.execution.trial_timeout,
         worker_dir=worker_dir,
+        study=config.study.name,
+        seed=config.study.sampler.seed,
+        checkpoints=config.execution.checkpoint_dir,
     )
     ledger = TrialLedger(
         handle,

@@ -186,9 +186,9 @@ def validate(config: Path) -> None:
 
     Checks the schema, the search space, the training function, the sampler and the pruner.
     """
-    from hpsearch.entrypoint import ensure_importable_from, resolve_train_function
+    from hpsearch.entrypoint import check_train, ensure_importable_from
     from hpsearch.pruning import check_pruner
-    from hpsearch.study import make_sampler
+    from hpsearch.samplers import make_sampler
 
     try:
         loaded = load_config(config)
@@ -197,8 +197,8 @@ def validate(config: Path) -> None:
     ensure_importable_from(os.getcwd())
     problems: list[str] = []
     for check in (
-        lambda: resolve_train_function(loaded.train, source=loaded.source),
-        lambda: make_sampler(loaded.study.sampler, loaded.source),
+        lambda: check_train(loaded),
+        lambda: make_sampler(loaded.study.sampler, loaded.source, loaded.search_space),
         lambda: check_pruner(loaded.study.pruner, loaded.source),
     ):
         try:
@@ -212,7 +212,7 @@ def validate(config: Path) -> None:
     click.echo(
         f"{config}: ok: study '{loaded.study.name}', {len(space.distributions())} searched "
         f"parameter(s), {len(space.constants())} constant(s), objective {objectives}, "
-        f"train {loaded.train}"
+        f"train {loaded.train if loaded.command is None else loaded.command.command}"
     )
 
 

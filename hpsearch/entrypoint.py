@@ -1,4 +1,5 @@
-"""Finding the user's training function from its ``package.module:function`` name."""
+"""Finding the user's training function from its ``package.module:function`` name, or the
+program of a training script."""
 
 from __future__ import annotations
 
@@ -6,11 +7,15 @@ import difflib
 import importlib
 import inspect
 import os
+import shutil
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hpsearch.errors import ConfigError
+
+if TYPE_CHECKING:
+    from hpsearch.config import RunConfig
 
 TrainFunction = Callable[..., Any]
 """``train(params: dict, ctx: TrialContext) -> None | float | dict``."""
@@ -95,3 +100,33 @@ def resolve_train_function(spec: str, *, source: str = "<config>") -> TrainFunct
         pass
     train: TrainFunction = function
     return train
+
+
+def check_train(config: RunConfig) -> None:
+    """Check the config's ``train``: the function imports, or the script's program is found.
+
+    Raises:
+        ConfigError: naming ``train``, what is missing and how to fix it.
+    """
+    command = config.command
+    if command is None:
+        resolve_train_function(config.train_target, source=config.source)
+        return
+    program = command.arguments[0]
+    if "{" in program:
+        return  # the program itself is a parameter: known per trial
+    if os.sep in program:
+        if not os.access(program, os.X_OK):
+            raise ConfigError(
+                config.source,
+                "train.command",
+                f"'{program}' is not an executable file (from {os.getcwd()})",
+                "give its path from the directory hpsearch runs in, and chmod +x it",
+            )
+    elif shutil.which(program) is None:
+        raise ConfigError(
+            config.source,
+            "train.command",
+            f"program '{program}' is not on PATH",
+            "install it, or give its path",
+        )

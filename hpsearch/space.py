@@ -7,6 +7,22 @@ In a config, each entry of ``space`` is one of::
     act: {type: categorical, choices: [relu, gelu]}          # categorical
     batch_size: [32, 64, 128]                                # shorthand for categorical
     epochs: 20                                               # a constant, passed as is
+
+A parameter that exists only under some choices of an earlier one carries
+``when`` (every key must hold; a list is any of its values)::
+
+    optimizer: [sgd, adam]
+    momentum: {type: float, low: 0.0, high: 0.99, when: {optimizer: sgd}}
+    beta1: {type: float, low: 0.8, high: 0.999, when: {optimizer: adam}}
+
+or is written under its branch, which expands to the same::
+
+    optimizer:
+      sgd: {momentum: {type: float, low: 0.0, high: 0.99}}
+      adam: {beta1: {type: float, low: 0.8, high: 0.999}}
+
+Such a space is suggested define-by-run (``trial.suggest_*`` in config order),
+so a trial has, and is given, only the parameters of its branch.
 """
 
 from __future__ import annotations
@@ -15,6 +31,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 
+import optuna
 from optuna.distributions import (
     BaseDistribution,
     CategoricalDistribution,
@@ -27,8 +44,29 @@ from pydantic_core import PydanticCustomError
 CategoricalChoice = None | bool | int | float | str
 
 
+Condition = dict[str, list[CategoricalChoice] | CategoricalChoice]
+"""``when``: earlier parameter name to the value (or any of the values) it must have."""
+
+
 class _ParamModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    when: Condition | None = None
+
+    def active(self, chosen: Mapping[str, Any]) -> bool:
+        """Whether this parameter exists, given the values ``chosen`` so far."""
+        for name, wanted in (self.when or {}).items():
+            if name not in chosen:
+                return False
+            values = wanted if isinstance(wanted, list) else [wanted]
+            if not any(_same(chosen[name], value) for value in values):
+                return False
+        return True
+
+
+def _same(a: Any, b: Any) -> bool:
+    # `1 == True` in Python, so compare type and value.
+    return type(a) is type(b) and bool(a == b)
 
 
 def _invalid(problem: str, fix: str) -> PydanticCustomError:
@@ -124,8 +162,7 @@ class CategoricalParam(_ParamModel):
             raise _invalid("choices is empty", "list at least one value")
         seen: list[CategoricalChoice] = []
         for choice in self.choices:
-            # `1 == True` in Python, so compare type and value.
-            if any(type(choice) is type(s) and choice == s for s in seen):
+            if any(_same(choice, s) for s in seen):
                 raise _invalid(f"choice {choice!r} is listed twice", "list each choice once")
             seen.append(choice)
         return self
@@ -163,6 +200,55 @@ def expand_shorthand(value: Any) -> Any:
     return value
 
 
+def _is_branches(value: Any) -> bool:
+    """A mapping of choice to its parameters (no ``type``; each value a mapping or null)."""
+    return (
+        isinstance(value, Mapping)
+        and bool(value)
+        and "type" not in value
+        and all(v is None or isinstance(v, Mapping) for v in value.values())
+    )
+
+
+def expand_space(entries: Mapping[str, Any], when: Condition | None = None) -> dict[str, Any]:
+    """The ``space`` section with shorthands and branches written out, in config order.
+
+    A branch entry (``optimizer: {sgd: {momentum: ...}, adam: null}``) becomes a
+    categorical of its choices, followed by each branch's parameters with
+    ``when: {optimizer: <choice>}`` (added to any condition of the branch itself).
+
+    Raises:
+        ValueError: a parameter name used twice (in two branches, or beside one).
+    """
+    expanded: dict[str, Any] = {}
+
+    def put(name: str, entry: Any) -> None:
+        if name in expanded:
+            raise ValueError(
+                f"'{name}' is listed twice (in two branches, or beside one); "
+                "give each branch's parameter its own name"
+            )
+        expanded[name] = entry
+
+    for name, value in entries.items():
+        if _is_branches(value):
+            put(name, {"type": "categorical", "choices": list(value), **_with(when)})
+            for choice, inner in value.items():
+                condition = {**(when or {}), name: choice}
+                for inner_name, inner_entry in expand_space(inner or {}, condition).items():
+                    put(inner_name, inner_entry)
+            continue
+        entry = expand_shorthand(value)
+        if when and isinstance(entry, Mapping):
+            entry = {**entry, "when": {**when, **entry.get("when", {})}}
+        put(name, entry)
+    return expanded
+
+
+def _with(when: Condition | None) -> dict[str, Any]:
+    return {"when": dict(when)} if when else {}
+
+
 class SearchSpace:
     """The validated ``space`` section: what Optuna searches and what stays fixed."""
 
@@ -190,9 +276,76 @@ class SearchSpace:
             if isinstance(spec, ConstantParam)
         }
 
+    @property
+    def conditional(self) -> bool:
+        """Whether some parameter exists only under a choice (``when``)."""
+        return any(spec.when for spec in self._params.values())
+
+    def check_conditions(self) -> None:
+        """Check that every ``when`` names an earlier parameter and values it can have.
+
+        Raises:
+            ValueError: naming the parameter, the condition and the fix.
+        """
+        seen: dict[str, ParamSpec] = {}
+        for name, spec in self._params.items():
+            for other, wanted in (spec.when or {}).items():
+                earlier = seen.get(other)
+                if earlier is None:
+                    where = "later in space" if other in self._params else "not in space"
+                    raise ValueError(
+                        f"{name}.when names '{other}', which is {where}; "
+                        "a condition names a parameter listed before it"
+                    )
+                possible = _possible_values(earlier)
+                for value in wanted if isinstance(wanted, list) else [wanted]:
+                    if possible is not None and not any(_same(value, p) for p in possible):
+                        raise ValueError(
+                            f"{name}.when: {other} is never {value!r}; use one of {list(possible)}"
+                        )
+            seen[name] = spec
+
+    def suggest(self, trial: optuna.Trial) -> dict[str, Any]:
+        """Sample ``trial``'s parameters define-by-run, in config order: only the active ones.
+
+        Returns:
+            The sampled values (constants excluded), as ``trial.params`` will hold them.
+        """
+        chosen: dict[str, Any] = {}
+        for name, spec in self._params.items():
+            if not spec.active(chosen):
+                continue
+            if isinstance(spec, ConstantParam):
+                chosen[name] = spec.value
+            elif isinstance(spec, FloatParam):
+                chosen[name] = trial.suggest_float(
+                    name, spec.low, spec.high, log=spec.log, step=spec.step
+                )
+            elif isinstance(spec, IntParam):
+                chosen[name] = trial.suggest_int(
+                    name, spec.low, spec.high, log=spec.log, step=spec.step
+                )
+            else:
+                chosen[name] = trial.suggest_categorical(name, spec.choices)
+        return {name: value for name, value in chosen.items() if name in trial.params}
+
     def trial_params(self, sampled: Mapping[str, Any]) -> dict[str, Any]:
-        """The full parameter dict a trial receives: sampled values and constants, config order."""
-        constants = self.constants()
-        return {
-            name: constants[name] if name in constants else sampled[name] for name in self._params
-        }
+        """The full parameter dict a trial receives: sampled values and the constants that
+        apply, config order (a parameter whose ``when`` does not hold is left out)."""
+        chosen: dict[str, Any] = {}
+        for name, spec in self._params.items():
+            if isinstance(spec, ConstantParam):
+                if spec.active(chosen):
+                    chosen[name] = spec.value
+            elif name in sampled:
+                chosen[name] = sampled[name]
+        return chosen
+
+
+def _possible_values(spec: ParamSpec) -> tuple[Any, ...] | None:
+    """The values a parameter can take when they can be listed (``None``: a range)."""
+    if isinstance(spec, CategoricalParam):
+        return tuple(spec.choices)
+    if isinstance(spec, ConstantParam):
+        return (spec.value,)
+    return None

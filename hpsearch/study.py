@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import enum
 import importlib.metadata
-import inspect
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -29,8 +28,10 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hpsearch import attrs
 from hpsearch._locks import sqlite_lock
-from hpsearch.config import ObjectiveSpec, PrunerSpec, RunConfig, SamplerSpec
-from hpsearch.errors import ConfigError, StudyError
+from hpsearch._options import construct_checked
+from hpsearch.config import ObjectiveSpec, PrunerSpec, RunConfig
+from hpsearch.errors import StudyError
+from hpsearch.samplers import make_sampler
 from hpsearch.storage_faults import Stores, storage_fault
 
 HEARTBEAT_INTERVAL_S = 10
@@ -52,12 +53,6 @@ DRIVER_SEED_STRIDE = 7919
 """How far apart the seeds of drivers started on one study are (a prime, past any budget)."""
 
 
-_SAMPLERS: dict[str, Callable[..., optuna.samplers.BaseSampler]] = {
-    "tpe": optuna.samplers.TPESampler,
-    "random": optuna.samplers.RandomSampler,
-    "nsga2": optuna.samplers.NSGAIISampler,
-    "gp": optuna.samplers.GPSampler,
-}
 _PRUNERS: dict[str, Callable[..., optuna.pruners.BasePruner]] = {
     "none": optuna.pruners.NopPruner,
     "median": optuna.pruners.MedianPruner,
@@ -65,18 +60,6 @@ _PRUNERS: dict[str, Callable[..., optuna.pruners.BasePruner]] = {
     "successive_halving": optuna.pruners.SuccessiveHalvingPruner,
     "hyperband": optuna.pruners.HyperbandPruner,
 }
-
-
-def make_sampler(spec: SamplerSpec, source: str = "<config>") -> optuna.samplers.BaseSampler:
-    """The Optuna sampler a ``study.sampler`` section names, with its seed and options."""
-    factory = _SAMPLERS[spec.type]
-    kwargs = dict(spec.options)
-    if spec.seed is not None:
-        kwargs["seed"] = spec.seed
-    sampler: optuna.samplers.BaseSampler = construct_checked(
-        factory, kwargs, "study.sampler", source
-    )
-    return sampler
 
 
 def make_pruner(spec: PrunerSpec, source: str = "<config>") -> optuna.pruners.BasePruner:
@@ -91,32 +74,6 @@ def make_pruner(spec: PrunerSpec, source: str = "<config>") -> optuna.pruners.Ba
         _PRUNERS[spec.type], dict(spec.options), "study.pruner", source
     )
     return pruner
-
-
-def construct_checked(
-    factory: Callable[..., Any], kwargs: dict[str, Any], key: str, source: str
-) -> Any:
-    """``factory(**kwargs)``; unknown or rejected options are a one-line :class:`ConfigError`."""
-    name = getattr(factory, "__name__", str(factory))
-    accepted = [
-        p.name
-        for p in inspect.signature(factory).parameters.values()
-        if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
-    ]
-    for option in kwargs:
-        if option not in accepted:
-            raise ConfigError(
-                source,
-                f"{key}.options.{option}",
-                f"{name} takes no option '{option}'",
-                f"valid options: {', '.join(accepted)}",
-            )
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ExperimentalWarning)
-            return factory(**kwargs)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(source, f"{key}.options", f"{name} rejected the options: {exc}") from None
 
 
 def prepare_storage_url(url: str) -> str:
@@ -172,8 +129,15 @@ class StudyHandle:
             )
         return self._trial_ids[number]
 
-    def ask(self, distributions: dict[str, optuna.distributions.BaseDistribution]) -> optuna.Trial:
-        """A new trial with its parameters sampled, stamped alive at once."""
+    def ask(
+        self, distributions: dict[str, optuna.distributions.BaseDistribution] | None = None
+    ) -> optuna.Trial:
+        """A new trial, stamped alive at once.
+
+        Args:
+            distributions: parameters to sample now; ``None``: the caller suggests them
+                (define-by-run, as a conditional space needs).
+        """
         with warnings.catch_warnings():
             # Optuna warns that heartbeats are meant for Study.optimize; this driver
             # keeps them for its ask/tell trials itself (see stamp_alive).
@@ -194,9 +158,17 @@ class StudyHandle:
             optuna.storages.fail_stale_trials(self.study)
         return list(self._stale)
 
-    def retry_later(self, number: int, params: dict[str, Any]) -> None:
-        """Enqueue the parameters of interrupted trial ``number`` to run again."""
-        self.study.enqueue_trial(params, user_attrs={attrs.RETRY_OF: number})
+    def retry_later(
+        self, number: int, params: dict[str, Any], kept: dict[str, Any] | None = None
+    ) -> None:
+        """Enqueue the parameters of interrupted trial ``number`` to run again.
+
+        Args:
+            number: the interrupted trial.
+            params: its sampled parameters.
+            kept: user attrs the re-run inherits (its seed, its checkpoint folder).
+        """
+        self.study.enqueue_trial(params, user_attrs={**(kept or {}), attrs.RETRY_OF: number})
 
 
 def open_study(
@@ -224,7 +196,7 @@ def open_study(
         ConfigError: sampler or pruner options the Optuna class does not take.
     """
     spec = config.study
-    sampler = make_sampler(spec.sampler, config.source)
+    sampler = make_sampler(spec.sampler, config.source, config.search_space)
     pruner = make_pruner(spec.pruner, config.source)
     stale: list[FrozenTrial] = []
     with warnings.catch_warnings():
@@ -256,7 +228,9 @@ def open_study(
         # suggestions. Offsetting the seed by the trials already there and by the
         # drivers started before keeps it reproducible without repeating itself.
         seed = spec.sampler.seed + existing + DRIVER_SEED_STRIDE * drivers
-        study.sampler = make_sampler(spec.sampler.model_copy(update={"seed": seed}), config.source)
+        study.sampler = make_sampler(
+            spec.sampler.model_copy(update={"seed": seed}), config.source, config.search_space
+        )
     return StudyHandle(study, storage, stale, heartbeat_interval_s, grace_period_s)
 
 
@@ -265,7 +239,7 @@ def _described(config: RunConfig) -> dict[str, Any]:
     return {
         CONFIG_ATTR: config.model_dump(mode="json", exclude_unset=True),  # as written
         VERSION_ATTR: _version(),
-        TRAIN_ATTR: config.train,
+        TRAIN_ATTR: config.train_target or str(config.command and config.command.command),
     }
 
 

@@ -29,6 +29,8 @@ PARENT_TAG = "mlflow.parentRunId"
 _MAX_TAG = 5000
 _MAX_PARAM = 6000
 _MAX_BATCH_METRICS = 1000  # MLflow's limit per log_batch call
+RESUMES_RUN_TAG = "hpsearch.resumes_run"
+"""On the run of a re-run of an interrupted trial: the interrupted attempt's run id."""
 
 
 class RunStatus(enum.StrEnum):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import optuna
 import pytest
 from optuna.distributions import (
     BaseDistribution,
@@ -83,3 +84,34 @@ def test_low_equal_high_is_allowed() -> None:
 def test_a_mapping_without_type_is_not_a_constant() -> None:
     with pytest.raises(ValidationError, match="Unable to extract tag"):
         _spec({"low": 1, "high": 2})
+
+
+def test_a_conditional_space_suggests_only_the_active_branch() -> None:
+    space = SearchSpace(
+        {
+            "optimizer": _spec(["sgd", "adam"]),
+            "momentum": _spec(
+                {"type": "float", "low": 0.0, "high": 0.9, "when": {"optimizer": "sgd"}}
+            ),
+            "beta1": _spec(
+                {"type": "categorical", "choices": [0.9, 0.99], "when": {"optimizer": "adam"}}
+            ),
+            "nesterov": _spec({"type": "constant", "value": True, "when": {"optimizer": ["sgd"]}}),
+            "epochs": _spec(3),
+        }
+    )
+    assert space.conditional
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    seen = set()
+    for _ in range(12):
+        trial = study.ask()
+        sampled = space.suggest(trial)
+        assert sampled == trial.params
+        params = space.trial_params(sampled)
+        if sampled["optimizer"] == "sgd":
+            assert set(params) == {"optimizer", "momentum", "nesterov", "epochs"}
+        else:
+            assert set(params) == {"optimizer", "beta1", "epochs"}
+        seen.add(sampled["optimizer"])
+        study.tell(trial, 0.0)
+    assert seen == {"sgd", "adam"}

@@ -10,7 +10,7 @@ from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState
 
 from hpsearch import attrs
-from hpsearch.config import PrunerSpec, RunConfig, SamplerSpec, load_config
+from hpsearch.config import PrunerSpec, RunConfig, load_config
 from hpsearch.errors import ConfigError, StudyError
 from hpsearch.study import (
     GRACE_PERIOD_S,
@@ -20,7 +20,6 @@ from hpsearch.study import (
     TrialBudget,
     count_budget,
     make_pruner,
-    make_sampler,
     open_study,
 )
 from tests.conftest import ConfigWriter, age_heartbeat
@@ -66,27 +65,6 @@ def test_unreachable_storage_is_a_study_error(write_config: ConfigWriter) -> Non
     config = load_config(write_config({"study": {"storage": "postgresql://nobody@127.0.0.1:1/x"}}))
     with pytest.raises(StudyError, match=r"study\.storage: cannot open"):
         open_study(config)
-
-
-@pytest.mark.parametrize(
-    ("kind", "cls"),
-    [
-        ("tpe", optuna.samplers.TPESampler),
-        ("random", optuna.samplers.RandomSampler),
-        ("nsga2", optuna.samplers.NSGAIISampler),
-        ("gp", optuna.samplers.GPSampler),
-    ],
-)
-def test_samplers(kind: str, cls: type) -> None:
-    assert isinstance(make_sampler(SamplerSpec(type=kind, seed=1)), cls)  # type: ignore[arg-type]
-
-
-def test_sampler_options_are_checked() -> None:
-    spec = SamplerSpec(type="tpe", options={"n_startup_trial": 3})
-    with pytest.raises(ConfigError) as info:
-        make_sampler(spec, "c.yaml")
-    assert info.value.key == "study.sampler.options.n_startup_trial"
-    assert "n_startup_trials" in str(info.value)
 
 
 def test_pruner_missing_argument_is_a_config_error() -> None:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Tag, ValidationError
 from pydantic_core import ErrorDetails
 
 from hpsearch.config._schema import RunConfig
@@ -183,6 +183,10 @@ def _step(node: Any, element: str | int) -> tuple[Any, bool]:
         return _unwrap(typing.get_args(node)[0]), False
     if origin in (typing.Union, types.UnionType):
         for member in typing.get_args(node):
+            if typing.get_origin(member) is typing.Annotated and any(
+                isinstance(m, Tag) and m.tag == element for m in typing.get_args(member)[1:]
+            ):
+                return _unwrap(member), True
             if isinstance(member, type) and issubclass(member, BaseModel):
                 tag = member.model_fields.get("type")
                 if tag is not None and element in typing.get_args(tag.annotation):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import shlex
+import string
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
@@ -10,15 +12,17 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    Discriminator,
     Field,
     PositiveFloat,
     PositiveInt,
     PrivateAttr,
+    Tag,
     field_validator,
     model_validator,
 )
 
-from hpsearch.space import SEARCHED_TYPES, ParamSpec, SearchSpace, expand_shorthand
+from hpsearch.space import SEARCHED_TYPES, ParamSpec, SearchSpace, expand_space
 from hpsearch.telemetry import (
     MEMORY_HEADROOM,
     MOST_TRIALS_PER_GPU,
@@ -30,6 +34,8 @@ from hpsearch.telemetry import (
 DEFAULT_STUDY_STORAGE = "sqlite:///mlruns/optuna.db"
 DEFAULT_TRACKING_URI = "sqlite:///mlruns/mlflow.db"
 DEFAULT_ARTIFACT_LOCATION = "mlruns/artifacts"
+DEFAULT_CHECKPOINT_DIR = "mlruns/checkpoints"
+DEFAULT_TRIALS_DIR = "mlruns/trials"
 
 _DURATION = re.compile(
     r"^\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s?)?\s*$"
@@ -119,9 +125,17 @@ class ObjectiveSpec(_Section):
 
 
 class SamplerSpec(_Section):
-    """Which Optuna sampler decides what to try. ``options`` go to its constructor."""
+    """Which Optuna sampler decides what to try. ``options`` go to its constructor.
 
-    type: Literal["tpe", "random", "nsga2", "gp"] = "tpe"
+    Attributes:
+        type: ``tpe``, ``random``, ``nsga2``, ``gp``, ``grid``, ``cmaes``, ``qmc``, or
+            any sampler class by import path (``package.module:Class``); see
+            :mod:`hpsearch.samplers`.
+        seed: seeds the sampler, and each trial's seed (``ctx.seed``) derives from it.
+        options: keyword arguments of the sampler's constructor.
+    """
+
+    type: str = Field(default="tpe", min_length=1)
     seed: int | None = None
     options: dict[str, Any] = Field(default_factory=dict)
 
@@ -161,6 +175,64 @@ class StudySpec(_Section):
     timeout_grace: Seconds | None = None
 
 
+class CommandSpec(_Section):
+    """A training script run as it is, once per trial (``train: {command: ...}``).
+
+    Attributes:
+        command: the command line; ``{name}`` is replaced by the trial's parameter
+            ``name`` (a string is split as a shell would, without a shell; a list
+            is taken as the arguments).
+        metrics: ``stdout-jsonl``: each line the script prints that is a JSON object
+            with an integer ``step`` is a report (its other numeric keys are
+            metrics); a JSON object without ``step`` gives final metrics; any other
+            line is the script's output. ``file-jsonl``: the same lines, read from
+            ``metrics_file`` as the script appends them.
+        metrics_file: the file of ``file-jsonl``, in the trial's folder unless absolute.
+        stop_grace: after SIGTERM (a pruned or stopped trial), how long the script
+            has to exit before SIGKILL.
+        env: more environment variables for the script.
+    """
+
+    command: str | list[str]
+    metrics: Literal["stdout-jsonl", "file-jsonl"] = "stdout-jsonl"
+    metrics_file: str = Field(default="metrics.jsonl", min_length=1)
+    stop_grace: Seconds = 10.0
+    env: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("command")
+    @classmethod
+    def _not_empty(cls, command: str | list[str]) -> str | list[str]:
+        if not (command.strip() if isinstance(command, str) else command):
+            raise ValueError("the command is empty; e.g. command: python train.py --lr {lr}")
+        return command
+
+    @property
+    def arguments(self) -> list[str]:
+        """The command's arguments, placeholders unfilled."""
+        return shlex.split(self.command) if isinstance(self.command, str) else list(self.command)
+
+    def check_placeholders(self, space: Mapping[str, Any]) -> None:
+        """Check that every ``{name}`` of the command is a parameter of ``space``.
+
+        Raises:
+            ValueError: naming the placeholder and the parameters there are.
+        """
+        for argument in self.arguments:
+            try:
+                names = [field for _, field, _, _ in string.Formatter().parse(argument) if field]
+            except ValueError as exc:
+                raise ValueError(
+                    f"train.command: cannot read {argument!r} ({exc}); "
+                    "write {name} for a parameter and {{ }} for a literal brace"
+                ) from None
+            for name in names:
+                if name not in space:
+                    raise ValueError(
+                        f"train.command names {{{name}}}, which is not in space; "
+                        f"use one of {', '.join('{' + n + '}' for n in space)}"
+                    )
+
+
 class ExecutionSpec(_Section):
     """Where and how trials run on Ray.
 
@@ -179,6 +251,10 @@ class ExecutionSpec(_Section):
         runtime_env: Ray runtime environment for the job (e.g. ``working_dir``, ``pip``).
         trial_timeout: the longest one trial may run (seconds, or ``90m``, ``2h``); a
             trial past it is stopped and ends FAIL with reason ``timeout``. Off by default.
+        trials_dir: each trial's own folder is ``<dir>/<study>/trial-<N>``, kept after
+            it ends (a command's ``HPSEARCH_TRIAL_DIR``).
+        checkpoint_dir: where trials' checkpoints go (``<dir>/<study>/trial-<N>``); on a
+            cluster, a folder every node reaches (a shared filesystem).
     """
 
     address: str | None = None
@@ -190,6 +266,8 @@ class ExecutionSpec(_Section):
     reuse_workers: bool = True
     runtime_env: dict[str, Any] = Field(default_factory=dict)
     trial_timeout: Seconds | None = None
+    trials_dir: str = Field(default=DEFAULT_TRIALS_DIR, min_length=1)
+    checkpoint_dir: str = Field(default=DEFAULT_CHECKPOINT_DIR, min_length=1)
 
 
 class TrackingSpec(_Section):
@@ -398,9 +476,14 @@ class PackingSpec(_Section):
         return self
 
 
+def _train_kind(value: Any) -> str:
+    """``train`` is a function's name, or a mapping that describes a script."""
+    return "script" if isinstance(value, Mapping | CommandSpec) else "function"
+
+
 def _expand_space(value: Any) -> Any:
     if isinstance(value, dict):
-        return {name: expand_shorthand(entry) for name, entry in value.items()}
+        return expand_space(value)
     return value
 
 
@@ -410,7 +493,11 @@ class RunConfig(_Section):
     study: StudySpec
     objective: ObjectiveSpec | None = None
     objectives: list[ObjectiveSpec] | None = None
-    train: str = Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+    train: Annotated[
+        Annotated[str, Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$"), Tag("function")]
+        | Annotated[CommandSpec, Tag("script")],
+        Discriminator(_train_kind),
+    ]
     space: Annotated[dict[str, ParamSpec], BeforeValidator(_expand_space)]
     execution: ExecutionSpec = Field(default_factory=ExecutionSpec)
     tracking: TrackingSpec = Field(default_factory=TrackingSpec)
@@ -429,6 +516,7 @@ class RunConfig(_Section):
                 "give at least one entry a range ({type: float, low: .., high: ..}) "
                 "or a list of choices"
             )
+        SearchSpace(space).check_conditions()
         return space
 
     @model_validator(mode="after")
@@ -455,6 +543,8 @@ class RunConfig(_Section):
                 "execution.trials_per_gpu and packing are both set; keep packing "
                 "(packing: {mode: fixed, trials_per_gpu: N} for a fixed count)"
             )
+        if self.command is not None:
+            self.command.check_placeholders(self.space)
         if self.study.n_trials is None and self.study.timeout is None:
             raise ValueError("the search has no end; set study.n_trials or study.timeout")
         if self.study.timeout_grace is not None and self.study.timeout is None:
@@ -468,6 +558,16 @@ class RunConfig(_Section):
     def source(self) -> str:
         """The file this config was read from (for messages)."""
         return self._source
+
+    @property
+    def train_target(self) -> str:
+        """The training function, ``package.module:function``; empty for a script."""
+        return self.train if isinstance(self.train, str) else ""
+
+    @property
+    def command(self) -> CommandSpec | None:
+        """The training script of ``train: {command: ...}``; ``None`` for a function."""
+        return None if isinstance(self.train, str) else self.train
 
     @property
     def objective_list(self) -> list[ObjectiveSpec]:

@@ -6,10 +6,12 @@ tell), ``_objectives`` (objective values from reports), and one module per
 listener: ``_mlflow`` (the MLflow mirror), ``_oom`` (out-of-memory handling),
 ``_gpu`` (GPU series), ``_placement`` (packing feedback: the running trials),
 ``_verdicts`` (pruning verdicts to workers), ``_parent_run`` (the search's
-parent run). The progress view (:mod:`hpsearch.progress`) is one more.
+parent run), ``_checkpoints`` (checkpoint upkeep). The progress view
+(:mod:`hpsearch.progress`) is one more.
 """
 
 from hpsearch.lifecycle._base import TrialListener
+from hpsearch.lifecycle._checkpoints import CheckpointKeeper, sweep_checkpoints
 from hpsearch.lifecycle._events import (
     Ending,
     GpuLoadDeclared,
@@ -36,6 +38,7 @@ from hpsearch.lifecycle._verdicts import VerdictPoster
 
 __all__ = [
     "GPU_FLUSH_S",
+    "CheckpointKeeper",
     "Ending",
     "GpuLoadDeclared",
     "GpuSeries",
@@ -62,4 +65,5 @@ __all__ = [
     "VerdictPoster",
     "end_reclaimed_runs",
     "reclaim_stale_trials",
+    "sweep_checkpoints",
 ]

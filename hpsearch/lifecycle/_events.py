@@ -89,6 +89,7 @@ class TrialStarted:
         trial: the live Optuna trial (a listener may record where it keeps the trial).
         params: the training function's parameters (the space's constants included).
         at: when it started.
+        resumes_run: the MLflow run of the interrupted attempt this trial re-runs.
     """
 
     number: int
@@ -96,6 +97,7 @@ class TrialStarted:
     params: dict[str, Any]
     admission: Admission
     at: float
+    resumes_run: str | None = None
 
 
 @dataclass(frozen=True)
@@ -247,6 +249,7 @@ class TrialEnded:
         oom: the out-of-memory record of a trial pruned for memory.
         retries: smaller-batch retries made before the end.
         peak_memory_mb: its process's peak GPU memory, where a monitor measured it.
+        checkpoint_dir: its checkpoint folder (shared with its re-runs).
     """
 
     number: int
@@ -265,6 +268,7 @@ class TrialEnded:
     oom: OomRecord | None = None
     retries: tuple[BatchRetry, ...] = ()
     peak_memory_mb: float | None = None
+    checkpoint_dir: str = ""
 
 
 @dataclass(frozen=True)

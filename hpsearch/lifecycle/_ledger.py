@@ -42,6 +42,7 @@ from hpsearch.placement import Admission
 from hpsearch.pruning import KEEP, PruneJudge, forget_intermediate
 from hpsearch.space import SearchSpace
 from hpsearch.study import StudyHandle
+from hpsearch.trial.checkpoints import checkpoint_folder
 from hpsearch.trial.death import (
     WorkerExit,
     output_file,
@@ -58,6 +59,7 @@ from hpsearch.trial.protocol import (
     TrialSpec,
     WorkerEvent,
 )
+from hpsearch.trial.seeds import trial_seed
 
 STOPPED_EARLY = "the search stopped before train returned"
 """Why a trial still open when its search stopped was interrupted, unless told otherwise."""
@@ -74,6 +76,13 @@ class TrialTemplate:
         timeout_s: the longest a trial may run (``execution.trial_timeout``).
         worker_dir: a folder the driver shares with the workers of its machine: each
             trial's stderr and each worker's exit (for a crash's record).
+        study: the study name (a trial's seed and checkpoint folder derive from it).
+        seed: the study's seed (``study.sampler.seed``).
+        checkpoints: the root of the checkpoint folders (``execution.checkpoint_dir``).
+        command: a training script's :class:`~hpsearch.config.CommandSpec` as JSON
+            (empty: ``train`` is a function).
+        trials: the root of the trials' own folders (``execution.trials_dir``).
+        workdir: the driver's working directory (a command runs there).
     """
 
     train: str
@@ -86,9 +95,25 @@ class TrialTemplate:
     pace_file: str = ""
     timeout_s: float | None = None
     worker_dir: str = ""
+    study: str = ""
+    seed: int | None = None
+    checkpoints: str = "mlruns/checkpoints"
+    command: str = ""
+    trials: str = "mlruns/trials"
+    workdir: str = ""
 
-    def spec(self, number: int, admission: Admission) -> TrialSpec:
-        """The spec of trial ``number`` admitted with ``admission``."""
+    def seed_of(self, number: int) -> int:
+        """The seed of a new trial ``number``."""
+        return trial_seed(self.seed, self.study, number)
+
+    def checkpoint_dir(self, owner: int) -> str:
+        """The checkpoint folder of the trial numbered ``owner`` and its re-runs."""
+        return checkpoint_folder(self.checkpoints, self.study, owner)
+
+    def spec(
+        self, number: int, admission: Admission, seed: int = 0, checkpoint_dir: str = ""
+    ) -> TrialSpec:
+        """The spec of trial ``number`` admitted with ``admission``, its seed and checkpoints."""
         return TrialSpec(
             number=number,
             train=self.train,
@@ -108,6 +133,11 @@ class TrialTemplate:
             timeout_s=self.timeout_s,
             stderr_file=stderr_file(self.worker_dir, number),
             stdout_file=output_file(self.worker_dir, number, "stdout"),
+            seed=seed,
+            checkpoint_dir=checkpoint_dir or self.checkpoint_dir(number),
+            command=self.command,
+            trial_dir=checkpoint_folder(self.trials, self.study, number),
+            workdir=self.workdir,
         )
 
 
@@ -118,6 +148,9 @@ class _Open:
     sampled: dict[str, Any]
     params: dict[str, Any]
     admission: Admission
+    seed: int = 0
+    checkpoint_dir: str = ""
+    resumes_run: str | None = None
     alone_retry_of: int | None = None
     announced: bool = False
     started_at: float | None = None
@@ -158,7 +191,6 @@ class TrialLedger:
     ) -> None:
         self._handle = handle
         self._space = space
-        self._distributions = space.distributions()
         self._objectives = objectives
         self._template = template
         self._judge = judge
@@ -188,8 +220,8 @@ class TrialLedger:
         least the memory of one that ran out (recorded as pruned, not launched),
         or more than its share (it waits for a whole GPU: :meth:`open_waiting`).
         """
-        trial = self._handle.ask(self._distributions)
-        sampled = dict(trial.params)
+        trial = self._handle.ask()
+        sampled = self._space.suggest(trial)
         inherited = trial.user_attrs  # read once: a live trial's user_attrs is a query
         forget_intermediate(trial, inherited)
         record = _Open(
@@ -199,7 +231,18 @@ class TrialLedger:
             params=self._space.trial_params(sampled),
             admission=admission,
             alone_retry_of=inherited.get(attrs.ALONE_RETRY_OF),
+            # A re-run of an interrupted trial (queued by this ledger, or by Optuna's
+            # heartbeat callback, which copies the lost trial's attrs) keeps its seed
+            # and checkpoints, and links to its earlier MLflow run.
+            seed=inherited.get(attrs.SEED, self._template.seed_of(trial.number)),
+            checkpoint_dir=inherited.get(
+                attrs.CHECKPOINT_DIR, self._template.checkpoint_dir(trial.number)
+            ),
+            resumes_run=inherited.get(attrs.MLFLOW_RUN) or inherited.get(attrs.RESUMES_RUN),
         )
+        if attrs.SEED not in inherited:
+            trial.set_user_attr(attrs.SEED, record.seed)
+            trial.set_user_attr(attrs.CHECKPOINT_DIR, record.checkpoint_dir)
         return self._launch(trial_id, record)
 
     @property
@@ -247,7 +290,7 @@ class TrialLedger:
         self._open[trial_id] = record
         opened = TrialOpened(record.number, record.sampled, admission, record.alone_retry_of)
         self._each(lambda listener: listener.on_opened(opened))
-        spec = self._template.spec(record.number, admission)
+        spec = self._template.spec(record.number, admission, record.seed, record.checkpoint_dir)
         return {PARAMS_KEY: record.params, SPEC_KEY: spec.to_dict()}
 
     # -- told by the runner ---------------------------------------------------------
@@ -374,7 +417,9 @@ class TrialLedger:
             return
         record.announced = True
         at = record.started_at if record.started_at is not None else self._clock()
-        started = TrialStarted(record.number, record.trial, record.params, record.admission, at)
+        started = TrialStarted(
+            record.number, record.trial, record.params, record.admission, at, record.resumes_run
+        )
         self._each(lambda listener: listener.on_started(started))
 
     def _placed(self, record: _Open, assigned: Assignment) -> None:
@@ -486,7 +531,11 @@ class TrialLedger:
             )
             self._each(lambda listener: listener.on_out_of_memory(ran_out))
         if outcome is Outcome.INTERRUPTED:
-            self._handle.retry_later(record.number, record.sampled)
+            kept = {attrs.SEED: record.seed, attrs.CHECKPOINT_DIR: record.checkpoint_dir}
+            earlier = record.trial.user_attrs.get(attrs.MLFLOW_RUN)
+            if earlier:
+                kept[attrs.RESUMES_RUN] = earlier
+            self._handle.retry_later(record.number, record.sampled, kept)
         ended = TrialEnded(
             number=record.number,
             outcome=outcome,
@@ -504,6 +553,7 @@ class TrialLedger:
             oom=ending.oom,
             retries=ending.report.retries if ending.report is not None else (),
             peak_memory_mb=ending.peak_memory_mb,
+            checkpoint_dir=record.checkpoint_dir,
         )
         self._each(lambda listener: listener.on_ended(ended))
         return outcome

@@ -27,7 +27,13 @@ from hpsearch.lifecycle._events import (
 )
 from hpsearch.placement import Admission
 from hpsearch.study import StudyHandle
-from hpsearch.tracking import STUDY_TAG, TRIAL_NUMBER_TAG, MlflowTracker, RunStatus
+from hpsearch.tracking import (
+    RESUMES_RUN_TAG,
+    STUDY_TAG,
+    TRIAL_NUMBER_TAG,
+    MlflowTracker,
+    RunStatus,
+)
 from hpsearch.trial.death import output_file, output_tail
 from hpsearch.trial.protocol import Assignment, Outcome
 
@@ -94,6 +100,7 @@ class MlflowMirror(TrialListener):
                 "hpsearch.policy": event.admission.reason,
                 "hpsearch.mps": "on" if self._mps else "off",
                 **_placement_tags(event.admission),
+                **({RESUMES_RUN_TAG: event.resumes_run} if event.resumes_run else {}),
             },
             parent_run_id=self._parent,
         )

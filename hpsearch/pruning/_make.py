@@ -6,11 +6,12 @@ from collections.abc import Sequence
 
 import optuna
 
+from hpsearch._options import construct_checked
 from hpsearch.config import ObjectiveSpec, PrunerSpec
 from hpsearch.pruning._base import PruneJudge
 from hpsearch.pruning._dominated import DominatedJudge, DominatedRule
 from hpsearch.pruning._optuna import OptunaJudge, PrimaryObjectiveJudge
-from hpsearch.study import construct_checked, make_pruner
+from hpsearch.study import make_pruner
 
 
 def check_pruner(spec: PrunerSpec, source: str = "<config>") -> None:

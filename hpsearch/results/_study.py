@@ -39,6 +39,9 @@ class TrialResult:
         prune_reason: why a pruned trial was pruned.
         oom: for a trial pruned for memory: what ran out and where (see ``attrs.OOM``).
         gpus: the GPUs the trial ran on (none: on CPU, or not started).
+        seed: the trial's seed (``ctx.seed``).
+        checkpoint_dir: its checkpoint folder, where it saved checkpoints and they were
+            kept (the best trial's are; others' are removed when they end).
     """
 
     study: str
@@ -53,6 +56,8 @@ class TrialResult:
     prune_reason: str | None = None
     oom: dict[str, Any] | None = None
     gpus: list[str] = field(default_factory=list)
+    seed: int | None = None
+    checkpoint_dir: str | None = None
 
     @property
     def reason(self) -> str:
@@ -80,6 +85,8 @@ class TrialResult:
             prune_reason=user.get(attrs.PRUNE_REASON),
             oom=user.get(attrs.OOM),
             gpus=[str(g) for g in user.get(attrs.ASSIGNED, {}).get("gpu_ids", [])],
+            seed=user.get(attrs.SEED),
+            checkpoint_dir=_kept_checkpoint(user.get(attrs.CHECKPOINT_DIR)),
         )
 
     def to_dict(self, metric_names: list[str] | None = None) -> dict[str, Any]:
@@ -93,6 +100,8 @@ class TrialResult:
             "params": self.params,
             "metrics": self.metrics,
             "mlflow_run_id": self.mlflow_run_id,
+            "seed": self.seed,
+            "checkpoint_dir": self.checkpoint_dir,
         }
         if metric_names is not None and self.values is not None:
             payload["values"] = dict(zip(metric_names, self.values, strict=True))
@@ -274,6 +283,13 @@ def _headline(error: str) -> str:
     if first.startswith(("trial worker died:", "timeout:")) or len(lines) == 1:
         return first[:500]
     return lines[-1][:500]
+
+
+def _kept_checkpoint(folder: str | None) -> str | None:
+    """``folder`` when it still holds something (a checkpoint); ``None`` otherwise."""
+    if folder and Path(folder).is_dir() and any(Path(folder).iterdir()):
+        return folder
+    return None
 
 
 def load(

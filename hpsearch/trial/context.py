@@ -5,19 +5,24 @@ from __future__ import annotations
 import contextlib
 import numbers
 import re
+import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from optuna import TrialPruned
 
+from hpsearch.trial.checkpoints import Checkpoint, CheckpointFolder
 from hpsearch.trial.protocol import GpuLoad, KnobReport
 
 __all__ = [
+    "Checkpoint",
     "LocalTrialContext",
     "ReportedStep",
     "TrialChannel",
     "TrialContext",
+    "TrialIdentity",
     "TrialPruned",
     "as_metric_value",
 ]
@@ -39,6 +44,22 @@ class TrialChannel(Protocol):
 
     def knobs(self, knobs: KnobReport) -> None:
         """One ``ctx.record_knobs``."""
+
+
+@dataclass(frozen=True)
+class TrialIdentity:
+    """Which trial a context serves.
+
+    Attributes:
+        number: the Optuna trial number.
+        seed: the trial's seed (see :func:`hpsearch.trial.seeds.trial_seed`).
+        checkpoint_dir: the folder of its checkpoints, shared with its re-runs
+            (empty: a temporary folder, made when first asked for).
+    """
+
+    number: int
+    seed: int = 0
+    checkpoint_dir: str = ""
 
 
 @dataclass(frozen=True)
@@ -67,7 +88,7 @@ class TrialContext:
     def __init__(
         self,
         *,
-        trial_number: int,
+        trial: TrialIdentity,
         device: str,
         channel: TrialChannel,
         prune_oracle: PruneOracle | None = None,
@@ -75,7 +96,8 @@ class TrialContext:
         memory_cap_mb: float | None = None,
         pace: Callable[[], float] | None = None,
     ) -> None:
-        self._trial_number = trial_number
+        self._trial = trial
+        self._checkpoints: CheckpointFolder | None = None
         self._pace = pace
         self._memory_cap_mb = memory_cap_mb
         self.declared_memory_mb: float | None = None
@@ -95,6 +117,9 @@ class TrialContext:
         prune_at: int | None = None,
         memory_cap_mb: float | None = None,
         speed_share: float | None = None,
+        *,
+        seed: int = 0,
+        checkpoint_dir: str = "",
     ) -> LocalTrialContext:
         """A context that keeps reports in memory, for running ``train`` without a search.
 
@@ -104,9 +129,11 @@ class TrialContext:
             prune_at: ``should_prune()`` turns true from this step on (to test pruning paths).
             memory_cap_mb: the memory cap the function is told it has.
             speed_share: what :meth:`simulated_speed_share` answers (a shared simulated GPU).
+            seed: what :attr:`seed` answers.
+            checkpoint_dir: where checkpoints go (empty: a temporary folder).
         """
         return LocalTrialContext(
-            trial_number=trial_number,
+            trial=TrialIdentity(trial_number, seed, checkpoint_dir),
             device=device,
             prune_at=prune_at,
             memory_cap_mb=memory_cap_mb,
@@ -116,7 +143,53 @@ class TrialContext:
     @property
     def trial_number(self) -> int:
         """The Optuna trial number: unique within the study, stable across resumed runs."""
-        return self._trial_number
+        return self._trial.number
+
+    @property
+    def seed(self) -> int:
+        """The trial's seed: the study's seed (``study.sampler.seed``) plus the trial number.
+
+        Python's, NumPy's and torch's generators are seeded with it before
+        ``train`` is called; a re-run of an interrupted trial, and ``hpsearch
+        rerun``, get the same seed.
+        """
+        return self._trial.seed
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        """The trial's checkpoint folder (made on first use); its re-runs find it again."""
+        folder = self._folder().path
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+
+    def save_checkpoint(self, obj_or_path: Any, step: int) -> Checkpoint:
+        """Save a checkpoint of ``step``: an object (``torch.save``) or a file or folder (copied).
+
+        Only the latest checkpoint is kept. A trial interrupted and run again
+        finds it with :meth:`load_checkpoint` and resumes after ``step``. When
+        the trial ends its checkpoints are removed, except the best trial's
+        (``hpsearch best --json`` names its folder).
+        """
+        return self._folder().save(obj_or_path, step)
+
+    def load_checkpoint(self) -> Checkpoint | None:
+        """The latest checkpoint of this trial (saved by an earlier, interrupted run), if any.
+
+        Typical use::
+
+            start = 0
+            if (saved := ctx.load_checkpoint()) is not None:
+                state = saved.load()
+                model.load_state_dict(state["model"])
+                start = saved.step + 1
+        """
+        return self._folder().latest()
+
+    def _folder(self) -> CheckpointFolder:
+        if self._checkpoints is None:
+            folder = self._trial.checkpoint_dir or tempfile.mkdtemp(prefix="hpsearch-ckpt-")
+            self._checkpoints = CheckpointFolder(folder)
+        return self._checkpoints
 
     @property
     def device(self) -> str:
@@ -265,7 +338,7 @@ class LocalTrialContext(TrialContext):
     def __init__(
         self,
         *,
-        trial_number: int,
+        trial: TrialIdentity,
         device: str,
         prune_at: int | None,
         memory_cap_mb: float | None = None,
@@ -276,7 +349,7 @@ class LocalTrialContext(TrialContext):
         self.knobs: dict[str, Any] = {}
         self.knob_notes: list[str] = []
         super().__init__(
-            trial_number=trial_number,
+            trial=trial,
             device=device,
             channel=_Kept(self),
             prune_oracle=None if prune_at is None else (lambda step: step >= prune_at),

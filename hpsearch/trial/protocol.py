@@ -75,6 +75,11 @@ class TrialSpec:
         stderr_file: where the worker copies the trial's stderr (empty: nowhere), read
             by the driver when the worker dies and attached to the trial's MLflow run.
         stdout_file: where the worker copies the trial's stdout (empty: nowhere).
+        seed: the trial's seed (``ctx.seed``).
+        checkpoint_dir: the trial's checkpoint folder (``ctx.checkpoint_dir``).
+        command: a training script's ``CommandSpec`` as JSON (empty: ``train`` is a function).
+        trial_dir: the trial's own folder (a command's ``HPSEARCH_TRIAL_DIR``).
+        workdir: the driver's working directory (a command runs there when it exists).
     """
 
     number: int
@@ -95,6 +100,11 @@ class TrialSpec:
     timeout_s: float | None = None
     stderr_file: str = ""
     stdout_file: str = ""
+    seed: int = 0
+    checkpoint_dir: str = ""
+    command: str = ""
+    trial_dir: str = ""
+    workdir: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for the Tune config."""

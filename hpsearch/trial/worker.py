@@ -25,7 +25,13 @@ from typing import Any
 from hpsearch.entrypoint import resolve_train_function
 from hpsearch.oom import BatchRetry, OomReport, device_oom
 from hpsearch.telemetry import PaceReader
-from hpsearch.trial.context import PruneOracle, TrialContext, TrialPruned, as_metric_value
+from hpsearch.trial.context import (
+    PruneOracle,
+    TrialContext,
+    TrialIdentity,
+    TrialPruned,
+    as_metric_value,
+)
 from hpsearch.trial.protocol import (
     EXIT_TIMEOUT,
     Assignment,
@@ -37,6 +43,7 @@ from hpsearch.trial.protocol import (
     TrialSpec,
     WorkerEvent,
 )
+from hpsearch.trial.seeds import seed_everything
 
 logger = logging.getLogger(__name__)
 
@@ -150,7 +157,7 @@ def _call_train(
 ) -> tuple[Outcome, str, dict[str, float], EndReport]:
     """The training function's outcome, error text (or prune message), final metrics, end."""
     try:
-        train = resolve_train_function(spec.train, source=spec.source)
+        train = _train_of(spec)
         _limit_torch_threads(spec.cpus)
     except Exception:
         return Outcome.FAIL, traceback.format_exc(), {}, EndReport()
@@ -162,7 +169,7 @@ def _call_train(
     pace = PaceReader(spec.pace_file, spec.number).share if spec.pace_file else None
     while True:
         ctx = TrialContext(
-            trial_number=spec.number,
+            trial=TrialIdentity(spec.number, spec.seed, spec.checkpoint_dir),
             device=device,
             channel=channel,
             prune_oracle=oracle,
@@ -197,6 +204,18 @@ def _call_train(
         attempt = smaller
 
 
+def _train_of(spec: TrialSpec) -> Callable[..., Any]:
+    """The trial's training function: the user's, or the runner of its training script."""
+    if not spec.command:
+        return resolve_train_function(spec.train, source=spec.source)
+    from hpsearch.config import CommandSpec
+    from hpsearch.trial.command import command_train
+
+    return command_train(
+        CommandSpec.model_validate_json(spec.command), spec.workdir, spec.trial_dir
+    )
+
+
 def _attempt(
     train: Callable[..., Any], params: dict[str, Any], ctx: TrialContext, spec: TrialSpec
 ) -> _Attempt:
@@ -206,6 +225,7 @@ def _attempt(
     frames (and their tensors) alive.
     """
     try:
+        seed_everything(spec.seed)
         returned = train(params, ctx)
         final = _final_metrics(returned, spec)
     except TrialPruned as pruned:

@@ -1,9 +1,15 @@
-"""What every built-in workload does with its parameters."""
+"""What every built-in workload does with its parameters, its seed and its checkpoints."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+
+if TYPE_CHECKING:
+    from hpsearch.trial.context import TrialContext
 
 
 def resolve_params(
@@ -31,3 +37,47 @@ def resolve_params(
             + (" and the throughput knobs of hpsearch.torch.Knobs" if knobs else "")
         )
     return {**defaults, **params}
+
+
+def seed_of(params: Mapping[str, Any], ctx: TrialContext) -> int:
+    """The ``seed`` parameter when the space sets one, else the trial's seed (``ctx.seed``)."""
+    seed = params.get("seed")
+    return ctx.seed if seed is None else int(seed)
+
+
+def resume(
+    ctx: TrialContext, model: nn.Module, optimizer: torch.optim.Optimizer, order: torch.Generator
+) -> int:
+    """Restore the trial's last checkpoint, if an interrupted run left one; the epoch to start at.
+
+    Args:
+        ctx: the trial's context.
+        model, optimizer: restored in place.
+        order: the generator of the training data's order, restored too.
+    """
+    saved = ctx.load_checkpoint()
+    if saved is None:
+        return 0
+    state = saved.load()
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    order.set_state(state["order"])
+    torch.set_rng_state(state["rng"])
+    return saved.step + 1
+
+
+def save_epoch(
+    ctx: TrialContext,
+    epoch: int,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    order: torch.Generator,
+) -> None:
+    """Checkpoint the end of ``epoch``: what :func:`resume` restores."""
+    state = {
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "order": order.get_state(),
+        "rng": torch.get_rng_state(),
+    }
+    ctx.save_checkpoint(state, epoch)

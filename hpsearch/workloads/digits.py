@@ -32,7 +32,7 @@ DEFAULTS: dict[str, Any] = {
     "lr": 3e-3,
     "weight_decay": 1e-4,
     "batch_size": 64,
-    "seed": 0,
+    "seed": None,
 }
 """The model parameters the workload reads, and their values when the space leaves them out.
 
@@ -91,12 +91,14 @@ def train(params: dict[str, Any], ctx: TrialContext) -> None:
     """Train and validate for ``epochs``, reporting each epoch; stop early when pruned."""
     p = resolve_params(params)
     setup = configure(p, ctx)
-    torch.manual_seed(int(p["seed"]))
+    seed = _params.seed_of(p, ctx)
+    torch.manual_seed(seed)
+    order = torch.Generator().manual_seed(seed)
     x_train, y_train, x_val, y_val = load_split()
     loader = setup.loader(
         TensorDataset(x_train, y_train),
         shuffle=True,
-        generator=torch.Generator().manual_seed(int(p["seed"])),
+        generator=order,
     )
     model = setup.prepare_model(
         build_model(int(p["width"]), int(p["depth"]), float(p["dropout"])),
@@ -108,7 +110,7 @@ def train(params: dict[str, Any], ctx: TrialContext) -> None:
     loss_fn = nn.CrossEntropyLoss()
     x_val, y_val = setup.to_device((x_val, y_val))
 
-    for epoch in range(int(p["epochs"])):
+    for epoch in range(_params.resume(ctx, model, optimizer, order), int(p["epochs"])):
         model.train()
         started = time.perf_counter()
         total_loss = torch.zeros((), device=setup.device)
@@ -123,6 +125,7 @@ def train(params: dict[str, Any], ctx: TrialContext) -> None:
         model.eval()
         with torch.no_grad(), setup.autocast():
             accuracy = (model(x_val).argmax(dim=1) == y_val).float().mean().item()
+        _params.save_epoch(ctx, epoch, model, optimizer, order)
         ctx.report(
             epoch,
             val_accuracy=accuracy,

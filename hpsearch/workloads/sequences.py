@@ -49,7 +49,7 @@ DEFAULTS: dict[str, Any] = {
     "mask_prob": 0.1,
     "batch_size": 64,
     "train_size": 1024,
-    "seed": 0,
+    "seed": None,
 }
 """The model and data parameters the workload reads, and their defaults.
 
@@ -173,13 +173,15 @@ def train(params: dict[str, Any], ctx: TrialContext) -> None:
     """Train and validate for ``epochs``, reporting each epoch; stop early when pruned."""
     p = resolve_params(params)
     setup = configure(p, ctx)
-    torch.manual_seed(int(p["seed"]))
+    seed = _params.seed_of(p, ctx)
+    torch.manual_seed(seed)
+    order = torch.Generator().manual_seed(seed)
     train_set, val_set = make_split(int(p["train_size"]))
     loader = setup.loader(
         train_set.augmented(float(p["noise_std"]), float(p["mask_prob"])),
         shuffle=True,
         collate_fn=collate,
-        generator=torch.Generator().manual_seed(int(p["seed"])),
+        generator=order,
     )
     val_loader = setup.loader(val_set, collate_fn=collate, batch_size=256)
     model = setup.prepare_model(
@@ -198,7 +200,7 @@ def train(params: dict[str, Any], ctx: TrialContext) -> None:
     )
     loss_fn = nn.CrossEntropyLoss()
 
-    for epoch in range(int(p["epochs"])):
+    for epoch in range(_params.resume(ctx, model, optimizer, order), int(p["epochs"])):
         model.train()
         started = time.perf_counter()
         total_loss = torch.zeros((), device=setup.device)
@@ -213,6 +215,7 @@ def train(params: dict[str, Any], ctx: TrialContext) -> None:
             seen += len(labels)
         setup.flush(optimizer)
         seconds = time.perf_counter() - started
+        _params.save_epoch(ctx, epoch, model, optimizer, order)
         ctx.report(
             epoch,
             val_accuracy=_accuracy(model, val_loader, setup),

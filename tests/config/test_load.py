@@ -196,3 +196,57 @@ def test_packing_mistakes_are_one_line(
     write_config: ConfigWriter, update: dict[str, object], message: str
 ) -> None:
     assert message in str(_error(write_config, update))
+
+
+def test_a_training_script_is_a_command_whose_placeholders_are_parameters(
+    write_config: ConfigWriter,
+) -> None:
+    loaded = load_config(
+        write_config({"train": {"command": "python train.py --x {x} --steps {steps}"}})
+    )
+    assert loaded.command is not None
+    assert loaded.command.metrics == "stdout-jsonl"
+    assert loaded.train_target == ""
+    error = _error(write_config, {"train": {"command": "python train.py --lr {lr}"}})
+    assert "train.command names {lr}, which is not in space" in str(error)
+    error = _error(write_config, {"train": {"comand": "python train.py"}})
+    assert error.key == "train.comand"
+    assert "did you mean 'command'?" in str(error)
+
+
+def test_a_branch_of_the_space_expands_to_conditions(write_config: ConfigWriter) -> None:
+    loaded = load_config(
+        write_config(
+            {
+                "space": {
+                    "optimizer": {
+                        "sgd": {"momentum": {"type": "float", "low": 0.0, "high": 0.9}},
+                        "adam": {"beta1": [0.9, 0.99]},
+                        "plain": None,
+                    }
+                }
+            }
+        )
+    )
+    space = loaded.space
+    assert list(space)[-3:] == ["optimizer", "momentum", "beta1"]
+    assert space["momentum"].when == {"optimizer": "sgd"}
+    assert space["beta1"].when == {"optimizer": "adam"}
+
+
+@pytest.mark.parametrize(
+    ("entry", "words"),
+    [
+        ({"type": "float", "low": 0, "high": 1, "when": {"act": "tanh"}}, "act is never 'tanh'"),
+        ({"type": "float", "low": 0, "high": 1, "when": {"later": 1}}, "'later', which is later"),
+        ({"type": "float", "low": 0, "high": 1, "when": {"nope": 1}}, "'nope', which is not in"),
+    ],
+)
+def test_a_condition_names_an_earlier_parameter_and_a_value_it_can_take(
+    write_config: ConfigWriter, entry: dict[str, object], words: str
+) -> None:
+    error = _error(
+        write_config, {"space": {"act": ["relu", "gelu"], "cond": entry, "later": [1, 2]}}
+    )
+    assert error.key == "space"
+    assert words in str(error)

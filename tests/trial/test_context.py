@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from hpsearch import TrialContext
+from hpsearch.trial.context import TrialIdentity
 from hpsearch.trial.protocol import GpuLoad, KnobReport
 
 
@@ -67,7 +68,7 @@ def test_should_prune_follows_the_oracle_after_a_report() -> None:
         def knobs(self, knobs: KnobReport) -> None:
             pass
 
-    ctx = TrialContext(trial_number=0, device="cpu", channel=Nowhere(), prune_oracle=oracle)
+    ctx = TrialContext(trial=TrialIdentity(0), device="cpu", channel=Nowhere(), prune_oracle=oracle)
     assert ctx.should_prune() is False  # nothing reported yet, the oracle is not asked
     ctx.report(1, loss=1.0)
     assert ctx.should_prune() is False

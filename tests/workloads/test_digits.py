@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from hpsearch import TrialContext, TrialPruned
@@ -75,3 +77,25 @@ def test_split_is_fixed_and_stratified() -> None:
     assert len(x_val) == 360
     assert set(y_val.tolist()) == set(range(10))
     assert float(x_train.max()) <= 1.0
+
+
+def test_an_interrupted_trial_resumes_after_its_last_checkpoint(tmp_path: Path) -> None:
+    folder = str(tmp_path / "trial-0")
+    whole = TrialContext.local(seed=5, checkpoint_dir=str(tmp_path / "whole"))
+    train({"epochs": 4, "width": 32}, whole)
+    first = TrialContext.local(seed=5, checkpoint_dir=folder)
+    train({"epochs": 2, "width": 32}, first)  # stopped after epoch 1, as by an interruption
+    again = TrialContext.local(seed=5, checkpoint_dir=folder)
+    train({"epochs": 4, "width": 32}, again)
+    assert [h.step for h in again.history] == [2, 3]
+    # Model, optimizer, data order and dropout's generator all came back: the same run.
+    assert again.history[-1].metrics["val_accuracy"] == whole.history[-1].metrics["val_accuracy"]
+    assert again.history[-1].metrics["train_loss"] == whole.history[-1].metrics["train_loss"]
+
+
+def test_the_trial_seed_decides_the_run() -> None:
+    runs = [TrialContext.local(seed=seed) for seed in (1, 1, 2)]
+    for ctx in runs:
+        train({"epochs": 1, "width": 32}, ctx)
+    losses = [ctx.history[-1].metrics["train_loss"] for ctx in runs]
+    assert losses[0] == losses[1] != losses[2]

@@ -1,0 +1,159 @@
+"""The Optuna sampler a ``study.sampler`` section names: by short name, or any class by path.
+
+Short names: ``tpe``, ``random``, ``nsga2``, ``gp`` (Gaussian process), ``grid``
+(every combination of the space, which must then be finite: categoricals, ints,
+and floats with a ``step``), ``cmaes`` (CMA-ES, needs the ``cmaes`` package) and
+``qmc`` (quasi-Monte Carlo, Sobol by default). Any other sampler is named by its
+import path, ``package.module:Class`` or ``package.module.Class``, e.g.
+``optuna.samplers.BruteForceSampler``; ``options`` go to its constructor and
+``seed`` too when it takes one.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from decimal import Decimal
+from typing import Any
+
+import optuna
+
+from hpsearch._options import construct_checked, parameters
+from hpsearch.config import SamplerSpec
+from hpsearch.errors import ConfigError
+from hpsearch.space import CategoricalParam, ConstantParam, FloatParam, IntParam, SearchSpace
+
+
+class _GridSampler(optuna.samplers.GridSampler):
+    """Optuna's grid, without its end-of-grid ``study.stop()``.
+
+    ``GridSampler.after_trial`` stops the study once every point ran, which
+    raises outside ``Study.optimize``: hpsearch tells trials itself. The budget
+    (``n_trials``, best set to the grid's size) ends the search instead; past the
+    grid, Optuna's grid suggests points again.
+    """
+
+    def after_trial(
+        self,
+        study: optuna.Study,
+        trial: optuna.trial.FrozenTrial,
+        state: optuna.trial.TrialState,
+        values: Sequence[float] | None,
+    ) -> None:
+        """Nothing: the search's budget ends it."""
+
+
+SAMPLERS: dict[str, Callable[..., optuna.samplers.BaseSampler]] = {
+    "tpe": optuna.samplers.TPESampler,
+    "random": optuna.samplers.RandomSampler,
+    "nsga2": optuna.samplers.NSGAIISampler,
+    "gp": optuna.samplers.GPSampler,
+    "grid": _GridSampler,
+    "cmaes": optuna.samplers.CmaEsSampler,
+    "qmc": optuna.samplers.QMCSampler,
+}
+"""The samplers a config names by short name."""
+
+MOST_GRID_POINTS = 100_000
+"""The largest grid ``grid`` enumerates (a larger one is a config error, not a hang)."""
+
+
+def make_sampler(
+    spec: SamplerSpec, source: str = "<config>", space: SearchSpace | None = None
+) -> optuna.samplers.BaseSampler:
+    """The sampler ``spec`` names, with its seed and options.
+
+    Args:
+        spec: the ``study.sampler`` section.
+        source: the config file (for messages).
+        space: the search space (``grid`` enumerates it).
+
+    Raises:
+        ConfigError: an unknown class, options it does not take, or a grid over a
+            space that is not finite.
+    """
+    factory = SAMPLERS.get(spec.type) or _imported(spec.type, source)
+    kwargs = dict(spec.options)
+    if spec.type == "grid" and "search_space" not in kwargs:
+        kwargs["search_space"] = grid_of(space or SearchSpace({}), source)
+    if spec.seed is not None and _takes(factory, "seed"):
+        kwargs["seed"] = spec.seed
+    sampler = construct_checked(factory, kwargs, "study.sampler", source)
+    if not isinstance(sampler, optuna.samplers.BaseSampler):
+        raise ConfigError(
+            source,
+            "study.sampler.type",
+            f"'{spec.type}' made a {type(sampler).__name__}, not an Optuna sampler",
+            "name a subclass of optuna.samplers.BaseSampler",
+        )
+    return sampler
+
+
+def grid_of(space: SearchSpace, source: str) -> dict[str, list[Any]]:
+    """Every value of every searched parameter, for ``GridSampler``.
+
+    Raises:
+        ConfigError: a float without ``step`` (no finite grid), or more than
+            :data:`MOST_GRID_POINTS` combinations.
+    """
+    grid: dict[str, list[Any]] = {}
+    points = 1
+    for name, spec in space.params.items():
+        if isinstance(spec, ConstantParam):
+            continue
+        if isinstance(spec, CategoricalParam):
+            values: list[Any] = list(spec.choices)
+        elif isinstance(spec, IntParam) and not spec.log:
+            values = list(range(spec.low, spec.high + 1, spec.step))
+        elif isinstance(spec, FloatParam) and spec.step is not None:
+            low, step = Decimal(str(spec.low)), Decimal(str(spec.step))
+            count = int((Decimal(str(spec.high)) - low) / step) + 1
+            values = [float(low + i * step) for i in range(count)]
+        else:
+            raise ConfigError(
+                source,
+                f"space.{name}",
+                f"sampler grid needs a finite set of values, and {name} is a "
+                f"{'log-scaled ' if getattr(spec, 'log', False) else ''}range",
+                "give it a step (and no log), or list its choices",
+            )
+        grid[name] = values
+        points *= len(values)
+    if points > MOST_GRID_POINTS:
+        raise ConfigError(
+            source,
+            "study.sampler.type",
+            f"the grid has {points} combinations (most: {MOST_GRID_POINTS})",
+            "use fewer values per parameter, or another sampler",
+        )
+    return grid
+
+
+def _takes(factory: Callable[..., Any], option: str) -> bool:
+    try:
+        return option in parameters(factory)
+    except (TypeError, ValueError):  # no signature to read
+        return False
+
+
+def _imported(path: str, source: str) -> Callable[..., optuna.samplers.BaseSampler]:
+    """The sampler class at ``package.module:Class`` or ``package.module.Class``."""
+    module_name, sep, attribute = path.partition(":")
+    if not sep:
+        module_name, _, attribute = path.rpartition(".")
+    fix = f"use one of {', '.join(SAMPLERS)}, or a class path such as optuna.samplers.TPESampler"
+    if not module_name or not attribute:
+        raise ConfigError(source, "study.sampler.type", f"unknown sampler '{path}'", fix)
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(
+            source, "study.sampler.type", f"cannot import '{module_name}' ({exc})", fix
+        ) from None
+    factory = getattr(module, attribute, None)
+    if not callable(factory):
+        raise ConfigError(
+            source, "study.sampler.type", f"module '{module_name}' has no class '{attribute}'", fix
+        )
+    sampler: Callable[..., optuna.samplers.BaseSampler] = factory
+    return sampler

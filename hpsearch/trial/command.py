@@ -1,0 +1,323 @@
+"""Running a training script as it is: one process per trial, its JSON lines as reports.
+
+``train: {command: python train.py --lr {lr}, metrics: stdout-jsonl}`` makes every
+trial run the command with its parameters filled in. The script reports by
+printing one JSON object per line::
+
+    print(json.dumps({"step": epoch, "val_accuracy": acc, "samples": n}), flush=True)
+
+A line with an integer ``step`` is one report (``ctx.report``); a JSON object
+without ``step`` gives final metrics (as a training function's return value);
+any other line is ordinary output. With ``samples`` (examples processed since
+the previous report) and no ``samples_per_sec``, the rate is added. With
+``metrics: file-jsonl`` the same lines are read from ``metrics_file`` as the
+script appends them.
+
+The script's environment: ``HPSEARCH_TRIAL_NUMBER``, ``HPSEARCH_SEED``,
+``HPSEARCH_TRIAL_DIR`` (its own folder, kept), ``HPSEARCH_CHECKPOINT_DIR`` (kept
+for its re-run when it is interrupted; resume from what is there),
+``HPSEARCH_PARAMS`` (the parameters as JSON), ``HPSEARCH_METRICS_FILE`` and
+``CUDA_VISIBLE_DEVICES`` (the GPU placement chose; empty on CPU). A pruned trial's
+process group gets SIGTERM, then SIGKILL after ``stop_grace``; a script that
+exits non-zero fails the trial with its last stderr lines, or is pruned as out
+of memory when they say CUDA ran out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from hpsearch.config import CommandSpec
+from hpsearch.oom import device_oom
+from hpsearch.trial.context import TrialContext, TrialPruned
+
+STDERR_KEPT_LINES = 30
+"""The last stderr lines a failed script's error carries."""
+_POLL_S = 0.2
+
+
+class CommandFailed(RuntimeError):
+    """The training script exited non-zero; the message starts with why, then its stderr tail.
+
+    When the script ran out of GPU memory the first line quotes the CUDA error,
+    so the worker's out-of-memory check recognises it as one.
+    """
+
+
+@dataclass
+class _Report:
+    step: int | None
+    metrics: dict[str, float]
+
+
+@dataclass
+class _Lines:
+    """What the script's output threads hand the trial's thread."""
+
+    reports: queue.Queue[_Report | None] = field(default_factory=queue.Queue)
+    stderr_tail: deque[str] = field(default_factory=lambda: deque(maxlen=STDERR_KEPT_LINES))
+
+
+def command_train(spec: CommandSpec, workdir: str, trial_dir: str) -> Callable[..., Any]:
+    """The ``train(params, ctx)`` that runs ``spec``'s script for one trial.
+
+    Args:
+        spec: the ``train`` section.
+        workdir: where the script runs (the driver's working directory), when it
+            exists on this node; else the trial's folder.
+        trial_dir: the trial's own folder (``HPSEARCH_TRIAL_DIR``).
+    """
+
+    def train(params: dict[str, Any], ctx: TrialContext) -> dict[str, float] | None:
+        return run_command(spec, params, ctx, workdir=workdir, trial_dir=trial_dir)
+
+    return train
+
+
+def command_line(spec: CommandSpec, params: Mapping[str, Any]) -> list[str]:
+    """The command's arguments with ``{name}`` replaced by each parameter's value.
+
+    A leading ``python`` (or ``python3``) is the interpreter hpsearch runs with,
+    so the script sees the same environment whether or not it is activated.
+    """
+    arguments = [argument.format_map(_Text(params)) for argument in spec.arguments]
+    if arguments and arguments[0] in ("python", "python3"):
+        arguments[0] = sys.executable
+    return arguments
+
+
+class _Text(dict[str, str]):
+    """Parameter values as a command line writes them (``True``, ``0.001``, ``relu``)."""
+
+    def __init__(self, params: Mapping[str, Any]) -> None:
+        super().__init__({k: str(v) for k, v in params.items()})
+
+
+def run_command(
+    spec: CommandSpec,
+    params: dict[str, Any],
+    ctx: TrialContext,
+    *,
+    workdir: str,
+    trial_dir: str,
+) -> dict[str, float] | None:
+    """Run the script for one trial, reporting its JSON lines; return its final metrics.
+
+    Raises:
+        TrialPruned: the pruner stopped it (its process group was ended).
+        CommandFailed: it exited non-zero (out of memory included: see the class).
+    """
+    folder = Path(trial_dir or Path.cwd())
+    folder.mkdir(parents=True, exist_ok=True)
+    metrics_file = folder / spec.metrics_file
+    with contextlib.suppress(FileNotFoundError):
+        metrics_file.unlink()  # a re-run's own reports only
+    env = {
+        **os.environ,
+        **spec.env,
+        "HPSEARCH_TRIAL_NUMBER": str(ctx.trial_number),
+        "HPSEARCH_SEED": str(ctx.seed),
+        "HPSEARCH_TRIAL_DIR": str(folder),
+        "HPSEARCH_CHECKPOINT_DIR": str(ctx.checkpoint_dir),
+        "HPSEARCH_PARAMS": json.dumps(params),
+        "HPSEARCH_METRICS_FILE": str(metrics_file),
+        "PYTHONUNBUFFERED": "1",  # reports arrive as printed, not at exit
+    }
+    if not ctx.resources.get("GPU"):
+        env["CUDA_VISIBLE_DEVICES"] = ""  # a CPU trial keeps off the GPUs
+    process = subprocess.Popen(
+        command_line(spec, params),
+        cwd=workdir if workdir and os.path.isdir(workdir) else folder,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,  # its own process group: a stop reaches its workers too
+        preexec_fn=_die_with_parent,  # noqa: PLW1509 - only prctl, before exec
+    )
+    lines = _Lines()
+    readers = [
+        _thread(_read_stdout, process.stdout, lines, spec.metrics == "stdout-jsonl"),
+        _thread(_read_stderr, process.stderr, lines),
+    ]
+    try:
+        final = _follow(process, lines, ctx, metrics_file if spec.metrics == "file-jsonl" else None)
+    except BaseException:
+        _stop(process, spec.stop_grace)
+        raise
+    finally:
+        for reader in readers:
+            reader.join(timeout=5)
+    if process.returncode != 0:
+        raise CommandFailed(_failure(process.returncode, list(lines.stderr_tail)))
+    return final
+
+
+def _follow(
+    process: subprocess.Popen[bytes], lines: _Lines, ctx: TrialContext, file: Path | None
+) -> dict[str, float] | None:
+    """Report what the script reports until it exits (stopping it when the pruner says so);
+    return its final metrics."""
+    tail = _FileTail(file) if file is not None else None
+    progress = _Progress(ctx)
+    stdout_open = True
+    while True:
+        batch: list[_Report] = []
+        try:
+            item = lines.reports.get(timeout=_POLL_S)
+        except queue.Empty:
+            item = _NOTHING
+        if item is None:
+            stdout_open = False
+        elif item is not _NOTHING:
+            batch.append(item)
+        exited = not stdout_open and process.poll() is not None
+        if tail is not None:
+            batch += tail.read()  # after the exit: the last lines too
+        for report in batch:
+            progress.take(report)
+        if exited:
+            return progress.final or None
+
+
+_NOTHING = _Report(None, {})
+
+
+class _Progress:
+    """Turns the script's lines into ``ctx.report`` calls, the sample rate added."""
+
+    def __init__(self, ctx: TrialContext) -> None:
+        self._ctx = ctx
+        self._last_at = time.monotonic()
+        self.final: dict[str, float] = {}
+
+    def take(self, report: _Report) -> None:
+        if report.step is None:
+            self.final.update(report.metrics)
+            return
+        now = time.monotonic()
+        metrics = dict(report.metrics)
+        if "samples" in metrics and "samples_per_sec" not in metrics and now > self._last_at:
+            metrics["samples_per_sec"] = metrics["samples"] / (now - self._last_at)
+        self._last_at = now
+        self._ctx.report(report.step, **metrics)
+        if self._ctx.should_prune():
+            raise TrialPruned(f"pruned after step {report.step}")
+
+
+def parse_line(text: str) -> _Report | None:
+    """A report (with ``step``) or final metrics (without) from one line; ``None``: not JSON."""
+    text = text.strip()
+    if not text.startswith("{"):
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    step = data.pop("step", None)
+    if step is not None and (isinstance(step, bool) or not isinstance(step, int)):
+        return None
+    metrics = {
+        str(k): float(v)
+        for k, v in data.items()
+        if isinstance(v, int | float) and not isinstance(v, bool)
+    }
+    return _Report(step, metrics) if metrics else None
+
+
+def _read_stdout(stream: IO[bytes], lines: _Lines, reports: bool) -> None:
+    for raw in iter(stream.readline, b""):
+        text = raw.decode(errors="replace")
+        report = parse_line(text) if reports else None
+        if report is None:
+            os.write(1, raw)  # the script's own output, into the trial's stdout log
+        else:
+            lines.reports.put(report)
+    lines.reports.put(None)
+
+
+def _read_stderr(stream: IO[bytes], lines: _Lines) -> None:
+    for raw in iter(stream.readline, b""):
+        os.write(2, raw)
+        lines.stderr_tail.append(raw.decode(errors="replace").rstrip())
+
+
+class _FileTail:
+    """New complete lines of a metrics file the script appends to."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._offset = 0
+
+    def read(self) -> list[_Report]:
+        try:
+            with self._path.open("rb") as file:
+                file.seek(self._offset)
+                data = file.read()
+        except FileNotFoundError:
+            return []
+        complete = data[: data.rfind(b"\n") + 1]
+        self._offset += len(complete)
+        found = (parse_line(line) for line in complete.decode(errors="replace").splitlines())
+        return [report for report in found if report is not None]
+
+
+def _thread(target: Callable[..., None], *args: Any) -> threading.Thread:
+    thread = threading.Thread(target=target, args=args, daemon=True)
+    thread.start()
+    return thread
+
+
+def _stop(process: subprocess.Popen[bytes], grace_s: float) -> None:
+    """SIGTERM the script's process group, SIGKILL it after ``grace_s``."""
+    if process.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+def _failure(returncode: int, stderr: list[str]) -> str:
+    """Why the script failed: its out-of-memory line first when there is one."""
+    how = (
+        f"killed by signal {-returncode} ({signal.Signals(-returncode).name})"
+        if returncode < 0 and -returncode in signal.valid_signals()
+        else f"exit code {returncode}"
+    )
+    oom = next((line for line in reversed(stderr) if device_oom(RuntimeError(line))), None)
+    head = (
+        f"the command ran out of GPU memory ({how}): {oom.strip()}"
+        if oom
+        else f"the command failed: {how}"
+    )
+    body = "\n".join(stderr) if stderr else "(no stderr)"
+    return f"{head}\nits last stderr lines:\n{body}"
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL it when the worker dies (Linux), so no script outlives
+    a killed or timed-out trial worker."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG

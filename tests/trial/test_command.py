@@ -1,0 +1,228 @@
+"""A training script run as a trial: its JSON lines are its reports, its end is the trial's."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hpsearch import TrialContext
+from hpsearch.config import CommandSpec
+from hpsearch.trial.command import CommandFailed, command_line, parse_line, run_command
+from hpsearch.trial.protocol import Assignment, EventKind, Outcome, TrialSpec, WorkerEvent
+from hpsearch.trial.worker import execute_trial
+
+
+def _script(folder: Path, body: str) -> str:
+    path = folder / "script.py"
+    path.write_text("import json, os, sys, time\n" + textwrap.dedent(body))
+    return str(path)
+
+
+def _run(
+    tmp_path: Path, body: str, params: dict[str, Any], ctx: TrialContext, **spec: Any
+) -> dict[str, float] | None:
+    command = ["python", _script(tmp_path, body), "--x", "{x}"]
+    return run_command(
+        CommandSpec(command=command, **spec),
+        params,
+        ctx,
+        workdir=str(tmp_path),
+        trial_dir=str(tmp_path / "trial"),
+    )
+
+
+def test_json_lines_are_reports_and_the_rest_is_output(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    ctx = TrialContext.local(trial_number=4, seed=11, checkpoint_dir=str(tmp_path / "ckpt"))
+    final = _run(
+        tmp_path,
+        """
+        assert sys.argv[1:] == ["--x", "0.5"], sys.argv
+        print("starting", flush=True)
+        for step in range(3):
+            print(json.dumps({"step": step, "score": step * float(sys.argv[2]), "samples": 100}))
+        print(json.dumps({"best": 1.5, "note": "text is not a metric"}))
+        env = os.environ
+        print(json.dumps(dict(seed=env["HPSEARCH_SEED"], params=env["HPSEARCH_PARAMS"],
+                              trial=env["HPSEARCH_TRIAL_NUMBER"],
+                              dir=env["HPSEARCH_TRIAL_DIR"], cwd=os.getcwd(),
+                              ckpt=env["HPSEARCH_CHECKPOINT_DIR"],
+                              gpus=env["CUDA_VISIBLE_DEVICES"])))
+        """,
+        {"x": 0.5},
+        ctx,
+    )
+    assert [(r.step, r.metrics["score"]) for r in ctx.history] == [(0, 0.0), (1, 0.5), (2, 1.0)]
+    assert all(r.metrics["samples_per_sec"] > 0 for r in ctx.history)
+    assert final == {"best": 1.5}
+    out = capfd.readouterr().out.splitlines()
+    assert out[0] == "starting"
+    environment = json.loads(out[1])
+    assert environment == {
+        "seed": "11",
+        "params": '{"x": 0.5}',
+        "trial": "4",
+        "dir": str(tmp_path / "trial"),
+        "cwd": str(tmp_path),
+        "ckpt": str(tmp_path / "ckpt"),
+        "gpus": "",
+    }
+
+
+def test_metrics_can_come_from_a_file_the_script_appends_to(tmp_path: Path) -> None:
+    ctx = TrialContext.local()
+    final = _run(
+        tmp_path,
+        """
+        with open(os.environ["HPSEARCH_METRICS_FILE"], "a") as out:
+            for step in range(2):
+                out.write(json.dumps({"step": step, "score": step}) + "\\n")
+                out.flush()
+                time.sleep(0.3)
+            out.write(json.dumps({"score": 9}) + "\\n")
+        print(json.dumps({"step": 7, "score": 7}))  # stdout is only output here
+        """,
+        {"x": 1},
+        ctx,
+        metrics="file-jsonl",
+    )
+    assert [(r.step, r.metrics["score"]) for r in ctx.history] == [(0, 0.0), (1, 1.0)]
+    assert final == {"score": 9.0}
+
+
+def test_a_pruned_script_is_stopped_with_its_children_sigkill_after_the_grace(
+    tmp_path: Path,
+) -> None:
+    ctx = TrialContext.local(prune_at=1)
+    pids = tmp_path / "pids"
+    started = time.monotonic()
+    with pytest.raises(hpsearch_pruned()):
+        _run(
+            tmp_path,
+            f"""
+            import signal, subprocess
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a script that will not stop
+            child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+            open({str(pids)!r}, "w").write(f"{{os.getpid()}} {{child.pid}}")
+            for step in range(100):
+                print(json.dumps({{"step": step, "score": step}}), flush=True)
+                time.sleep(0.2)
+            """,
+            {"x": 1},
+            ctx,
+            stop_grace=1,
+        )
+    took = time.monotonic() - started
+    assert [r.step for r in ctx.history] == [0, 1]
+    assert took < 10
+    for pid in map(int, pids.read_text().split()):
+        assert not _alive(pid), f"process {pid} outlived its pruned trial"
+
+
+def test_a_failing_script_fails_the_trial_with_its_stderr(tmp_path: Path) -> None:
+    with pytest.raises(CommandFailed) as info:
+        _run(
+            tmp_path,
+            """
+            print("loading data", file=sys.stderr)
+            raise SystemExit("no such file: data.csv")
+            """,
+            {"x": 1},
+            TrialContext.local(),
+        )
+    message = str(info.value)
+    assert message.splitlines()[0] == "the command failed: exit code 1"
+    assert "loading data" in message
+    assert "no such file: data.csv" in message
+
+
+def test_a_script_out_of_gpu_memory_is_pruned_as_an_oom_by_the_worker(tmp_path: Path) -> None:
+    script = _script(
+        tmp_path,
+        """
+        print(json.dumps({"step": 0, "score": 1}), flush=True)
+        print("OutOfMemoryError: CUDA out of memory. Tried to allocate 2 GiB", file=sys.stderr)
+        sys.exit(1)
+        """,
+    )
+    command = CommandSpec(command=["python", script, "{x}"])
+    spec = TrialSpec(
+        number=2,
+        train="",
+        source="c.yaml",
+        objectives=("score",),
+        cpus=1.0,
+        gpus=0.0,
+        command=command.model_dump_json(),
+        workdir=str(tmp_path),
+        trial_dir=str(tmp_path / "trial"),
+    )
+    sent: list[WorkerEvent] = []
+    end = execute_trial(spec, {"x": 1}, assigned=Assignment(cpus=1.0), send=sent.append)
+    assert [e.kind for e in sent] == [EventKind.REPORT]
+    assert end.outcome is Outcome.PRUNED
+    assert end.end is not None
+    assert end.end.oom is not None
+    assert "CUDA out of memory" in end.end.oom.message
+
+
+def test_placeholders_fill_from_params_and_python_is_this_interpreter() -> None:
+    spec = CommandSpec(command="python train.py --lr {lr} --name 'run {act}'")
+    assert command_line(spec, {"lr": 0.001, "act": "relu"}) == [
+        sys.executable,
+        "train.py",
+        "--lr",
+        "0.001",
+        "--name",
+        "run relu",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("line", "step", "metrics"),
+    [
+        ('{"step": 3, "acc": 0.9}', 3, {"acc": 0.9}),
+        ('{"acc": 1}', None, {"acc": 1.0}),
+        ('{"step": 1.5, "acc": 1}', "none", {}),
+        ('{"step": 1, "flag": true}', "none", {}),
+        ("epoch 3: acc 0.9", "none", {}),
+        ("{not json", "none", {}),
+    ],
+)
+def test_which_lines_are_reports(
+    line: str, step: int | str | None, metrics: dict[str, float]
+) -> None:
+    report = parse_line(line)
+    if step == "none":
+        assert report is None
+    else:
+        assert report is not None
+        assert (report.step, report.metrics) == (step, metrics)
+
+
+def hpsearch_pruned() -> type[BaseException]:
+    from hpsearch import TrialPruned
+
+    return TrialPruned
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie (exited, not yet reaped by its parent) is not running.
+    status = Path(f"/proc/{pid}/stat").read_text().split()[2]
+    return status != "Z"
+
+
+_ = signal  # the module is used by the scripts' text
