@@ -32,9 +32,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--seed", type=int, default=int(os.environ.get("HPSEARCH_SEED", "0")))
-    parser.add_argument(
-        "--checkpoint-dir", default=os.environ.get("HPSEARCH_CHECKPOINT_DIR", "")
-    )
+    parser.add_argument("--checkpoint-dir", default=os.environ.get("HPSEARCH_CHECKPOINT_DIR", ""))
     parser.add_argument("--sleep", type=float, default=0.0, help="extra seconds per epoch")
     return parser.parse_args()
 
@@ -50,6 +48,7 @@ def main() -> None:
     y_train = torch.tensor(y_train)
     x_val = torch.tensor(x_val, dtype=torch.float32)
     y_val = torch.tensor(y_val)
+    print(f"training on {len(x_train)} digits, seed {args.seed}")
     model = nn.Sequential(nn.Linear(64, args.width), nn.ReLU(), nn.Linear(args.width, 10))
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
     generator = torch.Generator().manual_seed(args.seed)

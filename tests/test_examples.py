@@ -1,0 +1,133 @@
+"""The examples under ``examples/`` run as a user runs them: the ``hpsearch`` command, all real.
+
+A training script searched by its flags and a trial rerun to the same accuracy;
+a conditional space whose trials, interrupted by Ctrl-C, resume from their
+checkpoints on the next run.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import optuna
+import pytest
+
+from hpsearch import attrs
+from tests.conftest import REPO_ROOT, hpsearch_cli, mlflow_client, wait_for
+
+pytestmark = pytest.mark.slow
+
+STORAGE = "sqlite:///mlruns/optuna.db"
+
+
+@pytest.fixture
+def examples(project: Path) -> Path:
+    """The repository's examples, copied into the project (their configs name them from there)."""
+    shutil.copytree(REPO_ROOT / "examples", project / "examples")
+    return project / "examples"
+
+
+def test_a_training_script_is_searched_by_its_flags_and_a_rerun_reproduces_it(
+    examples: Path, project: Path
+) -> None:
+    first = hpsearch_cli("run", "examples/command/config.yaml", "--n-trials", "2")
+    assert first.returncode == 0, first.stderr[-3000:]
+
+    study = optuna.load_study(study_name="command-example", storage=STORAGE)
+    assert [t.state.name for t in study.trials] == ["COMPLETE"] * 2
+    assert [t.user_attrs[attrs.SEED] for t in study.trials] == [1, 2]  # study seed + number
+    client = mlflow_client(project)
+    for trial in study.trials:
+        run_id = trial.user_attrs[attrs.MLFLOW_RUN]
+        history = client.get_metric_history(run_id, "val_accuracy")
+        assert sorted(m.step for m in history) == [0, 1, 2, 3, 4]  # one report per JSON line
+        assert client.get_run(run_id).data.params["width"] == str(trial.params["width"])
+        assert client.get_metric_history(run_id, "samples_per_sec")  # the meter, from "samples"
+        stdout = client.download_artifacts(run_id, "logs/stdout.txt")
+        seed = trial.user_attrs[attrs.SEED]
+        assert f"training on 1437 digits, seed {seed}" in Path(stdout).read_text()
+
+    best = study.best_trial
+    again = hpsearch_cli("rerun", "examples/command/config.yaml", str(best.number))
+    assert again.returncode == 0, again.stderr[-3000:]
+    reruns = [
+        s.study_name
+        for s in optuna.get_all_study_summaries(STORAGE)
+        if s.study_name.startswith(f"command-example-rerun-{best.number}-")
+    ]
+    assert len(reruns) == 1
+    rerun = optuna.load_study(study_name=reruns[0], storage=STORAGE).trials[0]
+    assert rerun.user_attrs[attrs.SEED] == best.user_attrs[attrs.SEED]
+    assert rerun.value == best.value  # exactly: same flags, same seed, on CPU
+
+
+def test_an_interrupted_conditional_search_resumes_its_trials_from_their_checkpoints(
+    examples: Path, project: Path
+) -> None:
+    driver = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "hpsearch",
+            "run",
+            "examples/conditional/config.yaml",
+            "--n-trials",
+            "2",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    latest = project / "mlruns/checkpoints/conditional-example/trial-0/LATEST"
+
+    def checkpointed_twice() -> bool:
+        return latest.is_file() and not latest.read_text().startswith("step-0/")
+
+    wait_for(checkpointed_twice, 120, "trial 0's second checkpoint")
+    driver.send_signal(signal.SIGINT)  # Ctrl-C
+    _, stderr = driver.communicate(timeout=120)
+    assert driver.returncode != 0, stderr[-2000:]
+    interrupted_at = int(latest.read_text().split("/")[0].removeprefix("step-"))
+
+    second = hpsearch_cli("run", "examples/conditional/config.yaml", "--n-trials", "2")
+    assert second.returncode == 0, second.stderr[-3000:]
+
+    study = optuna.load_study(study_name="conditional-example", storage=STORAGE)
+    first, resumed = (
+        study.trials[0],
+        next(t for t in study.trials if t.user_attrs.get(attrs.RETRY_OF) == 0),
+    )
+    assert first.user_attrs[attrs.OUTCOME] == "interrupted"
+    assert resumed.state.name == "COMPLETE"
+    assert resumed.params == first.params
+    assert resumed.user_attrs[attrs.SEED] == first.user_attrs[attrs.SEED]
+    # The re-run started after the checkpoint the interruption left, not at epoch 0.
+    client = mlflow_client(project)
+    run_id = resumed.user_attrs[attrs.MLFLOW_RUN]
+    steps = sorted(m.step for m in client.get_metric_history(run_id, "val_accuracy"))
+    assert steps[0] >= interrupted_at + 1
+    assert steps == list(range(steps[0], 8))
+    assert resumed.user_attrs[attrs.METRICS]["resumed_at"] == steps[0]
+    # Its run links to the interrupted one, which holds no final epoch: recorded once.
+    assert (
+        client.get_run(run_id).data.tags["hpsearch.resumes_run"]
+        == (first.user_attrs[attrs.MLFLOW_RUN])
+    )
+    earlier = client.get_metric_history(first.user_attrs[attrs.MLFLOW_RUN], "val_accuracy")
+    assert max(m.step for m in earlier) < 7
+    # Each trial has only its branch's parameters, in Optuna and in MLflow.
+    for trial in study.trials:
+        branch = {"sgd": {"momentum", "nesterov"}, "adam": {"beta1"}}[trial.params["optimizer"]]
+        assert set(trial.params) == {"lr", "width", "optimizer", *branch}
+        logged = client.get_run(trial.user_attrs[attrs.MLFLOW_RUN]).data.params
+        assert set(logged) >= set(trial.params)
+        assert not {"momentum", "nesterov", "beta1"} - branch & set(logged)
+    # Only the best trial's checkpoints are kept, and `best --json` names them.
+    best = json.loads(hpsearch_cli("best", "examples/conditional/config.yaml", "--json").stdout)
+    kept = list((project / "mlruns/checkpoints/conditional-example").iterdir())
+    assert [str(k) for k in kept] == [best["checkpoint_dir"]]
