@@ -95,6 +95,8 @@ def test_best_json(write_config: ConfigWriter) -> None:
         "params": {"x": study.trials[1].params["x"]},
         "metrics": {"score": 0.7},
         "mlflow_run_id": "run-1",
+        "seed": None,  # the trials were told by hand, not run
+        "checkpoint_dir": None,
         "values": {"score": 0.7},
     }
     code, out, _ = _invoke("best", str(path))

@@ -324,26 +324,3 @@ def test_a_search_in_which_no_trial_completed_exits_1_naming_the_error(
         "(reported: other); report it with ctx.report(step, score=...)"
     ), last
     assert "wait for the first trial" not in result.stdout
-
-
-def test_rerun_runs_a_trial_again_outside_the_budget_and_compares(
-    write_config: ConfigWriter,
-) -> None:
-    path = write_config({"study": {"n_trials": 2}})
-    assert hpsearch_cli("run", str(path)).returncode == 0
-
-    result = hpsearch_cli("rerun", str(path), "1")
-
-    assert result.returncode == 0, result.stderr[-3000:]
-    original = optuna.load_study(study_name="test-study", storage="sqlite:///mlruns/optuna.db")
-    assert len(original.trials) == 2  # outside its budget
-    score = original.trials[1].user_attrs[attrs.METRICS]["score"]
-    row = next(line for line in result.stdout.splitlines() if line.startswith("│ score"))
-    cells = [cell.strip() for cell in row.split("│")[1:-1]]
-    assert cells == ["score", f"{score:.6g}", f"{score:.6g}"]  # the same, run again
-    reruns = [
-        name
-        for name in optuna.get_all_study_names(storage="sqlite:///mlruns/optuna.db")
-        if name.startswith("test-study-rerun-1-")
-    ]
-    assert len(reruns) == 1

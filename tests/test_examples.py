@@ -52,18 +52,23 @@ def test_a_training_script_is_searched_by_its_flags_and_a_rerun_reproduces_it(
         seed = trial.user_attrs[attrs.SEED]
         assert f"training on 1437 digits, seed {seed}" in Path(stdout).read_text()
 
-    best = study.best_trial
-    again = hpsearch_cli("rerun", "examples/command/config.yaml", str(best.number))
+    # Trial 1 again, outside the study's budget: its seed, so the same accuracy.
+    again = hpsearch_cli("rerun", "examples/command/config.yaml", "1")
     assert again.returncode == 0, again.stderr[-3000:]
+    assert len(optuna.load_study(study_name="command-example", storage=STORAGE).trials) == 2
     reruns = [
-        s.study_name
-        for s in optuna.get_all_study_summaries(STORAGE)
-        if s.study_name.startswith(f"command-example-rerun-{best.number}-")
+        name
+        for name in optuna.get_all_study_names(STORAGE)
+        if name.startswith("command-example-rerun-1-")
     ]
     assert len(reruns) == 1
     rerun = optuna.load_study(study_name=reruns[0], storage=STORAGE).trials[0]
-    assert rerun.user_attrs[attrs.SEED] == best.user_attrs[attrs.SEED]
-    assert rerun.value == best.value  # exactly: same flags, same seed, on CPU
+    original = study.trials[1]
+    assert rerun.user_attrs[attrs.SEED] == original.user_attrs[attrs.SEED] == 2
+    assert rerun.value == original.value  # exactly: same flags, same seed, on CPU
+    row = next(line for line in again.stdout.splitlines() if line.startswith("│ val_accuracy"))
+    cells = [cell.strip() for cell in row.split("│")[1:-1]]
+    assert cells == ["val_accuracy", f"{original.value:.6g}", f"{original.value:.6g}"]
 
 
 def test_an_interrupted_conditional_search_resumes_its_trials_from_their_checkpoints(

@@ -3,8 +3,11 @@
 ``hpsearch best --export`` writes it; ``hpsearch rerun`` runs it. Each searched
 parameter of the space becomes a list of one choice (its value in the trial), so
 the config still validates as a search, of one configuration; constants stay as
-they were. The study gets a name of its own, so the run counts toward no budget
-of the original study, and its MLflow runs go to the original experiment.
+they were, and parameters of branches the trial did not take are left out. The
+study's seed is the trial's, so the one trial of the new study runs with the
+original's seed (``ctx.seed``). The study gets a name of its own, so the run
+counts toward no budget of the original study, and its MLflow runs go to the
+original experiment.
 """
 
 from __future__ import annotations
@@ -28,12 +31,20 @@ def trial_config(config: RunConfig, trial: TrialResult, study_name: str) -> dict
     if not trial.params:
         raise ResultsError(f"trial {trial.number} of study '{trial.study}' has no parameters yet")
     data = config.model_dump(mode="json", exclude_unset=True)
-    space = dict(data["space"])
-    for name, value in trial.params.items():
-        space[name] = [value]  # one choice: still a search, of this value only
+    space: dict[str, Any] = {}
+    chosen = config.search_space.trial_params(trial.params)
+    for name, entry in data["space"].items():
+        if name in trial.params:
+            space[name] = [trial.params[name]]  # one choice: still a search, of this value only
+        elif name in chosen:  # a constant that applies
+            space[name] = {k: v for k, v in entry.items() if k != "when"}
+        # else: a parameter of another branch, which this trial did not have
     data["space"] = space
     study = dict(data["study"])
     study.update(name=study_name, n_trials=1)
+    if trial.seed is not None:
+        # Trial 0 of the new study gets the study's seed plus 0: the original trial's seed.
+        study["sampler"] = {**study.get("sampler", {}), "seed": trial.seed}
     for key in ("timeout", "timeout_grace"):
         study.pop(key, None)
     study["pruner"] = {"type": "none"}  # the trial runs to its end, as it did or would have

@@ -17,7 +17,9 @@ The script's environment: ``HPSEARCH_TRIAL_NUMBER``, ``HPSEARCH_SEED``,
 ``HPSEARCH_TRIAL_DIR`` (its own folder, kept), ``HPSEARCH_CHECKPOINT_DIR`` (kept
 for its re-run when it is interrupted; resume from what is there),
 ``HPSEARCH_PARAMS`` (the parameters as JSON), ``HPSEARCH_METRICS_FILE`` and
-``CUDA_VISIBLE_DEVICES`` (the GPU placement chose; empty on CPU). A pruned trial's
+``CUDA_VISIBLE_DEVICES`` (the GPU placement chose; empty on CPU), and
+``HPSEARCH_GPU_MEMORY_CAP_MB`` when it shares its GPU (its share, for the script
+to pass to ``torch.cuda.set_per_process_memory_fraction``). A pruned trial's
 process group gets SIGTERM, then SIGKILL after ``stop_grace``; a script that
 exits non-zero fails the trial with its last stderr lines, or is pruned as out
 of memory when they say CUDA ran out.
@@ -139,6 +141,8 @@ def run_command(
     }
     if not ctx.resources.get("GPU"):
         env["CUDA_VISIBLE_DEVICES"] = ""  # a CPU trial keeps off the GPUs
+    if ctx.memory_cap_mb is not None:  # its share of a GPU it shares with other trials
+        env["HPSEARCH_GPU_MEMORY_CAP_MB"] = f"{ctx.memory_cap_mb:.0f}"
     process = subprocess.Popen(
         command_line(spec, params),
         cwd=workdir if workdir and os.path.isdir(workdir) else folder,

@@ -161,7 +161,9 @@ def _call_train(
         _limit_torch_threads(spec.cpus)
     except Exception:
         return Outcome.FAIL, traceback.format_exc(), {}, EndReport()
-    device = _device(assigned)
+    # A script holds the GPU in its own process: this one must not start CUDA (a
+    # context costs hundreds of MiB on the GPU); the script is told its cap instead.
+    device = "cpu" if spec.command else _device(assigned)
     cap_mb = _apply_memory_cap(spec, device)
     resources = {k: v for k, v in (("CPU", assigned.cpus), ("GPU", assigned.gpus)) if v is not None}
     attempt = dict(params)

@@ -51,6 +51,8 @@ def test_best_trial_and_dataframe(write_config: ConfigWriter) -> None:
         "params": best.params,
         "metrics": {"score": 0.9, "speed": 9.0},
         "mlflow_run_id": "run-1",
+        "seed": None,
+        "checkpoint_dir": None,
     }
     assert results.best_trials == [best]
     frame = results.trials_dataframe()
