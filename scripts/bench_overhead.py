@@ -5,6 +5,13 @@ at a time, on this machine's CPUs. Overhead per trial is the wall time beyond th
 ideal (trials x sleep / concurrency), spread over the trials and slots. hpsearch
 runs twice: reusing trial workers (the default) and starting one per trial.
 
+Ray Tune runs twice too. ``ray_tune_default`` is Tune's defaults with a
+``ConcurrencyLimiter``; ``ray_tune_fair`` is Tune as its own users configure it
+for many short trials: ``reuse_actors=True``, ``tune.with_resources(fn, {"cpu":
+1})``, and ``max_concurrent_trials``. The target compares hpsearch with the fair one.
+``--profile`` runs hpsearch's driver under cProfile and keeps its top functions by
+cumulative time (where the per-trial cost goes).
+
     python scripts/bench_overhead.py     # writes benchmarks/results/overhead-<date>-cpu.json
 """
 
@@ -59,8 +66,13 @@ def run_hpsearch(trials: int, sleep: float, concurrency: int, reuse: bool) -> fl
     return wall
 
 
-def run_ray_tune(trials: int, sleep: float, concurrency: int) -> float:
-    """Wall seconds of Ray Tune with OptunaSearch for the budget (Ray start included)."""
+def run_ray_tune(trials: int, sleep: float, concurrency: int, fair: bool = False) -> float:
+    """Wall seconds of Ray Tune with OptunaSearch for the budget (Ray start included).
+
+    Args:
+        fair: configured as a Ray user would for short trials (actors reused, one CPU
+            per trial, Tune's own concurrency cap); otherwise Tune's defaults.
+    """
     import optuna
     import ray
     from ray import tune
@@ -85,9 +97,19 @@ def run_ray_tune(trials: int, sleep: float, concurrency: int) -> float:
             max_concurrent=concurrency,
         )
         with tempfile.TemporaryDirectory() as folder:
+            tune_config = tune.TuneConfig(search_alg=searcher, num_samples=trials)
+            function: Any = trainable
+            if fair:
+                tune_config = tune.TuneConfig(
+                    search_alg=searcher,
+                    num_samples=trials,
+                    reuse_actors=True,
+                    max_concurrent_trials=concurrency,
+                )
+                function = tune.with_resources(trainable, {"cpu": 1})
             tuner = tune.Tuner(
-                trainable,
-                tune_config=tune.TuneConfig(search_alg=searcher, num_samples=trials),
+                function,
+                tune_config=tune_config,
                 run_config=tune.RunConfig(storage_path=folder, verbose=0),
             )
             results = tuner.fit()
@@ -114,12 +136,38 @@ def run_optuna(trials: int, sleep: float, concurrency: int) -> float:
     return time.perf_counter() - started
 
 
+def _profiled(run: Callable[[], float]) -> tuple[float, list[dict[str, Any]]]:
+    """``run()`` under cProfile: its wall time and the driver's top functions by cumulative
+    and by own time (the trials run in other processes, so this is the driver alone)."""
+    import cProfile
+    import pstats
+
+    profiler = cProfile.Profile()
+    wall = profiler.runcall(run)
+    stats = pstats.Stats(profiler)
+    rows = []
+    for (file, line, function), (_, calls, own, cumulative, _) in stats.stats.items():  # type: ignore[attr-defined]
+        rows.append(
+            {
+                "function": f"{Path(file).name}:{line}:{function}",
+                "calls": calls,
+                "own_s": round(own, 3),
+                "cumulative_s": round(cumulative, 3),
+            }
+        )
+    by_cumulative = sorted(rows, key=lambda row: -float(row["cumulative_s"]))[:30]
+    by_own = sorted(rows, key=lambda row: -float(row["own_s"]))[:15]
+    return wall, [{"by_cumulative": by_cumulative, "by_own": by_own}]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=60)
     parser.add_argument("--sleep", type=float, default=0.5)
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--only", nargs="*", default=None, help="run only these (names below)")
+    parser.add_argument("--profile", action="store_true", help="profile hpsearch's driver")
     args = parser.parse_args()
 
     # Trial workers import the trial function from this folder.
@@ -133,12 +181,19 @@ def main() -> None:
         "hpsearch_no_reuse": lambda: run_hpsearch(
             args.trials, args.sleep, args.concurrency, reuse=False
         ),
-        "ray_tune_optunasearch": lambda: run_ray_tune(args.trials, args.sleep, args.concurrency),
+        "ray_tune_default": lambda: run_ray_tune(args.trials, args.sleep, args.concurrency),
+        "ray_tune_fair": lambda: run_ray_tune(args.trials, args.sleep, args.concurrency, fair=True),
         "optuna_n_jobs": lambda: run_optuna(args.trials, args.sleep, args.concurrency),
     }
     results: dict[str, dict[str, float]] = {}
+    profile: list[dict[str, Any]] = []
     for name, run in runs.items():
-        wall = run()
+        if args.only is not None and name not in args.only:
+            continue
+        if args.profile and name == "hpsearch":
+            wall, profile = _profiled(run)
+        else:
+            wall = run()
         per_trial = (wall - ideal) * args.concurrency / args.trials
         results[name] = {"wall_s": round(wall, 2), "overhead_per_trial_s": round(per_trial, 3)}
         print(f"{name:24s} wall {wall:7.1f} s   overhead per trial {per_trial:6.3f} s", flush=True)
@@ -157,6 +212,13 @@ def main() -> None:
         "concurrency": args.concurrency,
         "ideal_wall_s": ideal,
         "results": results,
+        "hpsearch_vs_ray_tune_fair": (
+            round(results["hpsearch"]["wall_s"] / results["ray_tune_fair"]["wall_s"], 2)
+            if {"hpsearch", "ray_tune_fair"} <= set(results)
+            else None
+        ),
+        "target": "hpsearch <= 1.0x ray_tune_fair at equal concurrency",
+        "driver_profile_top": profile,
     }
     out = args.out or REPO / "benchmarks" / "results" / f"overhead-{report['date']}-cpu.json"
     out.parent.mkdir(parents=True, exist_ok=True)

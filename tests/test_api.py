@@ -24,7 +24,8 @@ def test_policy_change_mid_search_reaches_the_next_trials(write_config: ConfigWr
     path = write_config(
         {
             "train": "tests.train_functions:timed",
-            "study": {"n_trials": 7},
+            # A quasi-Monte Carlo sampler (by name) drives this search, in its real path.
+            "study": {"n_trials": 7, "sampler": {"type": "qmc", "seed": 0}},
             "space": {"sleep": 0.3, "steps": None},
             "execution": {"max_concurrent": None},
         }
@@ -192,9 +193,17 @@ def test_accuracy_against_speed_prunes_dominated_trials_and_plots_the_front(
 def test_search_without_a_gpu_says_so_once_and_records_no_gpu_metrics(
     write_config: ConfigWriter, project: Path
 ) -> None:
-    path = write_config({"study": {"n_trials": 2}, "execution": {"trials_per_gpu": 0}})
+    path = write_config(
+        {
+            # A grid sampler over a finite space: each of its two points runs once.
+            "study": {"n_trials": 2, "sampler": {"type": "grid"}},
+            "space": {"x": {"type": "float", "low": 0.0, "high": 1.0, "step": 1.0}},
+            "execution": {"trials_per_gpu": 0},
+        }
+    )
     console = Console(file=io.StringIO(), width=200)
     outcome = hpsearch.run(path, console=console)
+    assert sorted(t.params["x"] for t in outcome.results.trials) == [0.0, 1.0]
 
     output = console.file.getvalue()  # type: ignore[attr-defined]
     assert output.count("GPU telemetry off: no NVIDIA driver here") == 1
