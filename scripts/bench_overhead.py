@@ -22,6 +22,7 @@ import json
 import logging
 import os
 import platform
+import subprocess
 import sys
 import tempfile
 import time
@@ -85,7 +86,18 @@ def run_ray_tune(trials: int, sleep: float, concurrency: int, fair: bool = False
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     started = time.perf_counter()
-    ray.init(include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+    from hpsearch._compat import LOOPBACK_RAY_INIT, ray_on_loopback_only
+
+    # The same set-up as hpsearch's own local Ray: a Ray of its own (not one `ray start`
+    # left running), its servers on 127.0.0.1.
+    with ray_on_loopback_only():
+        ray.init(
+            address="local",
+            include_dashboard=False,
+            log_to_driver=False,
+            logging_level=logging.ERROR,
+            **LOOPBACK_RAY_INIT,
+        )
     try:
         searcher = ConcurrencyLimiter(
             OptunaSearch(
@@ -167,7 +179,8 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--only", nargs="*", default=None, help="run only these (names below)")
-    parser.add_argument("--profile", action="store_true", help="profile hpsearch's driver")
+    parser.add_argument("--profile", action="store_true", help="also profile hpsearch's driver")
+    parser.add_argument("--one", default=None, help=argparse.SUPPRESS)  # a child's run
     args = parser.parse_args()
 
     # Trial workers import the trial function from this folder.
@@ -175,7 +188,6 @@ def main() -> None:
         filter(None, [str(Path(__file__).parent), os.environ.get("PYTHONPATH")])
     )
     sys.path.insert(0, str(Path(__file__).parent))
-    ideal = args.trials * args.sleep / args.concurrency
     runs: dict[str, Callable[[], float]] = {
         "hpsearch": lambda: run_hpsearch(args.trials, args.sleep, args.concurrency, reuse=True),
         "hpsearch_no_reuse": lambda: run_hpsearch(
@@ -185,18 +197,47 @@ def main() -> None:
         "ray_tune_fair": lambda: run_ray_tune(args.trials, args.sleep, args.concurrency, fair=True),
         "optuna_n_jobs": lambda: run_optuna(args.trials, args.sleep, args.concurrency),
     }
+    if args.one is not None:
+        # One tool in a fresh process: no tool inherits another's Ray or imports.
+        name, _, profiled = args.one.partition(":")
+        if profiled:
+            wall, top = _profiled(runs[name])
+        else:
+            wall, top = runs[name](), []
+        print(json.dumps({"wall_s": wall, "profile": top}))
+        return
+
+    ideal = args.trials * args.sleep / args.concurrency
     results: dict[str, dict[str, float]] = {}
     profile: list[dict[str, Any]] = []
-    for name, run in runs.items():
-        if args.only is not None and name not in args.only:
-            continue
-        if args.profile and name == "hpsearch":
-            wall, profile = _profiled(run)
-        else:
-            wall = run()
+    names = [n for n in runs if args.only is None or n in args.only]
+    if args.profile:
+        names.append("hpsearch:profiled")
+    for name in names:
+        budget = ["--trials", str(args.trials), "--sleep", str(args.sleep)]
+        child = subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--one",
+                name,
+                *budget,
+                "--concurrency",
+                str(args.concurrency),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        measured = json.loads(child.stdout.strip().splitlines()[-1])
+        wall = float(measured["wall_s"])
+        label = name
+        if name.endswith(":profiled"):
+            profile = measured["profile"]
+            label = "hpsearch_under_cprofile"
         per_trial = (wall - ideal) * args.concurrency / args.trials
-        results[name] = {"wall_s": round(wall, 2), "overhead_per_trial_s": round(per_trial, 3)}
-        print(f"{name:24s} wall {wall:7.1f} s   overhead per trial {per_trial:6.3f} s", flush=True)
+        results[label] = {"wall_s": round(wall, 2), "overhead_per_trial_s": round(per_trial, 3)}
+        print(f"{label:24s} wall {wall:7.1f} s   overhead per trial {per_trial:6.3f} s", flush=True)
 
     report = {
         "benchmark": "per-trial overhead",
@@ -218,7 +259,7 @@ def main() -> None:
             else None
         ),
         "target": "hpsearch <= 1.0x ray_tune_fair at equal concurrency",
-        "driver_profile_top": profile,
+        "driver_profile": profile,
     }
     out = args.out or REPO / "benchmarks" / "results" / f"overhead-{report['date']}-cpu.json"
     out.parent.mkdir(parents=True, exist_ok=True)

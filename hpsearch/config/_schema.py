@@ -246,7 +246,7 @@ class ExecutionSpec(_Section):
         num_cpus, num_gpus: resources of the local Ray (ignored with ``address``);
             ``num_gpus`` declares logical GPUs, useful to test placement without one.
         reuse_workers: keep trial worker processes between trials of the same shape,
-            which saves Ray's worker start-up (3.8 s against 0.48 s of overhead per
+            which saves Ray's worker start-up (2.8 s against 0.58 s of overhead per
             trial in scripts/bench_overhead.py on 2 CPUs).
         runtime_env: Ray runtime environment for the job (e.g. ``working_dir``, ``pip``).
         trial_timeout: the longest one trial may run (seconds, or ``90m``, ``2h``); a

@@ -45,6 +45,7 @@ from hpsearch.study import StudyHandle
 from hpsearch.trial.checkpoints import checkpoint_folder
 from hpsearch.trial.death import (
     WorkerExit,
+    node_lost,
     output_file,
     stderr_file,
     worker_death,
@@ -348,6 +349,10 @@ class TrialLedger:
             self._objectives.note_targets(record.metrics, record.reached)
             ending = self._ending(record, end.outcome, end.error)
             ending.report = end.end
+        elif crash is not None and node_lost(crash):
+            # Not the trial's fault: it runs again (from its last checkpoint) next run.
+            reason = f"its node was lost; it runs again on the next hpsearch run\nRay: {crash}"
+            ending = self._ending(record, Outcome.INTERRUPTED, reason)
         elif crash is not None:
             pid = record.assigned.pid if record.assigned is not None else None
             ended = worker_exit(self._template.worker_dir, pid)

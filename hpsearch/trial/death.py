@@ -156,6 +156,15 @@ def output_tail(path: str, limit: int = OUTPUT_KEPT_BYTES) -> str | None:
     return text
 
 
+_NODE_LOST = re.compile(r"because its node has died|NodeDiedError|node .{0,40}(?:is|was) dead")
+
+
+def node_lost(crash: str) -> bool:
+    """Whether the runner's error says the worker's node died (a lost machine, a stopped
+    raylet): the trial did nothing wrong, and runs again rather than failing."""
+    return bool(_NODE_LOST.search(crash))
+
+
 def worker_death(crash: str, path: str, ended: WorkerExit | None = None) -> str:
     """The record of a worker that died without an end event: how it ended, the fatal
     error its stderr names, the runner's word, and the stderr's last lines."""

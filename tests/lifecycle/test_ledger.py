@@ -147,6 +147,33 @@ def test_worker_crash_fails_the_trial(write_config: ConfigWriter, driver: Driver
     assert "worker died: RayActorError" in trial.user_attrs[attrs.ERROR]
 
 
+def test_a_trial_whose_node_died_runs_again_with_its_seed_and_checkpoints(
+    write_config: ConfigWriter, driver: DriverFactory
+) -> None:
+    d = driver(load_config(write_config()))
+    spec = d.launch("t0")
+    d.ledger.event("t0", report(0, score=0.1))
+    crash = (
+        "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.\n"
+        "The actor died because its node has died. Node Id: 5f2a\n"
+        "\tthe actor's node was terminated unexpectedly: raylet crashed"
+    )
+    assert d.ledger.ended("t0", crash=crash) is Outcome.INTERRUPTED
+    lost, again = d.handle.study.trials
+    assert lost.user_attrs[attrs.OUTCOME] == "interrupted"
+    assert lost.user_attrs[attrs.ERROR].startswith("its node was lost")
+    assert again.state == TrialState.WAITING
+    assert again.system_attrs["fixed_params"] == lost.params
+    assert again.user_attrs[attrs.RETRY_OF] == 0
+    kept = {k: again.user_attrs[k] for k in (attrs.SEED, attrs.CHECKPOINT_DIR)}
+    assert kept == {
+        attrs.SEED: spec[SPEC_KEY]["seed"],
+        attrs.CHECKPOINT_DIR: spec[SPEC_KEY]["checkpoint_dir"],
+    }
+    assert again.user_attrs[attrs.RESUMES_RUN] == d.run_id(0)
+    assert count_budget(d.handle.study.trials).finished == 0  # it counts once it has run
+
+
 def test_trial_that_never_started_still_gets_a_run(
     write_config: ConfigWriter, driver: DriverFactory
 ) -> None:
