@@ -351,7 +351,7 @@ class TrialLedger:
             ending.report = end.end
         elif crash is not None and node_lost(crash):
             # Not the trial's fault: it runs again (from its last checkpoint) next run.
-            reason = f"its node was lost; it runs again on the next hpsearch run\nRay: {crash}"
+            reason = f"its node was lost; it runs again, from its last checkpoint\nRay: {crash}"
             ending = self._ending(record, Outcome.INTERRUPTED, reason)
         elif crash is not None:
             pid = record.assigned.pid if record.assigned is not None else None
