@@ -102,11 +102,15 @@ def command_line(spec: CommandSpec, params: Mapping[str, Any]) -> list[str]:
     return arguments
 
 
-class _Text(dict[str, str]):
-    """Parameter values as a command line writes them (``True``, ``0.001``, ``relu``)."""
+class _Text(dict[str, Any]):
+    """The trial's parameters for ``str.format_map`` (``{lr}``, ``{lr:.2e}``): a name the
+    trial lacks says why."""
 
-    def __init__(self, params: Mapping[str, Any]) -> None:
-        super().__init__({k: str(v) for k, v in params.items()})
+    def __missing__(self, name: str) -> Any:
+        raise KeyError(
+            f"the command names {{{name}}}, which this trial does not have (a parameter of "
+            "another branch of the space); read branch parameters from HPSEARCH_PARAMS instead"
+        )
 
 
 def run_command(

@@ -176,15 +176,19 @@ def test_a_script_out_of_gpu_memory_is_pruned_as_an_oom_by_the_worker(tmp_path: 
 
 
 def test_placeholders_fill_from_params_and_python_is_this_interpreter() -> None:
-    spec = CommandSpec(command="python train.py --lr {lr} --name 'run {act}'")
-    assert command_line(spec, {"lr": 0.001, "act": "relu"}) == [
+    spec = CommandSpec(command="python train.py --lr {lr:.1e} --name 'run {act}' --wd {wd}")
+    assert command_line(spec, {"lr": 0.001, "act": "relu", "wd": 0.5}) == [
         sys.executable,
         "train.py",
         "--lr",
-        "0.001",
+        "1.0e-03",
         "--name",
         "run relu",
+        "--wd",
+        "0.5",
     ]
+    with pytest.raises(KeyError, match="which this trial does not have"):
+        command_line(spec, {"lr": 0.001, "act": "relu"})
 
 
 @pytest.mark.parametrize(
