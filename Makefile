@@ -6,6 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 CONFIG ?= configs/phase1.yaml
 # Two test processes: most of the suite waits on Ray and subprocesses, not on a core.
+# Slow tests are collected first and idle workers steal queued ones (tests/conftest.py).
 TEST_WORKERS ?= 2
 
 .PHONY: setup run debug test lint ui clean
@@ -34,7 +35,7 @@ lint: setup
 	$(BIN)/mypy
 
 test: lint
-	$(BIN)/python -m pytest -ra -n $(TEST_WORKERS) --dist load
+	$(BIN)/python -m pytest -ra -n $(TEST_WORKERS) --dist worksteal
 
 ui: setup
 	$(BIN)/hpsearch ui
