@@ -11,6 +11,7 @@ import path, ``package.module:Class`` or ``package.module.Class``, e.g.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 from collections.abc import Callable, Sequence
 from decimal import Decimal
@@ -143,6 +144,9 @@ def _imported(path: str, source: str) -> Callable[..., optuna.samplers.BaseSampl
         module_name, _, attribute = path.rpartition(".")
     fix = f"use one of {', '.join(SAMPLERS)}, or a class path such as optuna.samplers.TPESampler"
     if not module_name or not attribute:
+        close = difflib.get_close_matches(path, list(SAMPLERS), n=1)
+        if close:
+            fix = f"did you mean '{close[0]}'?"
         raise ConfigError(source, "study.sampler.type", f"unknown sampler '{path}'", fix)
     try:
         module = importlib.import_module(module_name)

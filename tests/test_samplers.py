@@ -41,6 +41,7 @@ def test_sampler_options_are_checked() -> None:
     ("kind", "words"),
     [
         ("nope", "unknown sampler 'nope'"),
+        ("tpee", "did you mean 'tpe'?"),
         ("no_such_module.Sampler", "cannot import 'no_such_module'"),
         ("optuna.samplers:NoSuchSampler", "has no class 'NoSuchSampler'"),
         ("optuna.distributions:FloatDistribution", "rejected the options"),
