@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 CONFIG ?= configs/phase1.yaml
 # Two test processes: most of the suite waits on Ray and subprocesses, not on a core.
-# Slow tests are collected first and idle workers steal queued ones (tests/conftest.py).
+# An idle worker takes tests still queued for the other (worksteal): no long tail.
 TEST_WORKERS ?= 2
 
 .PHONY: setup run debug test lint ui clean

@@ -275,12 +275,3 @@ def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
             return
         time.sleep(0.5)
     raise AssertionError(f"timed out waiting for {what}")
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Slow tests first (a stable sort: each group keeps its order).
-
-    With ``--dist worksteal`` a worker whose queue runs dry takes from the other's,
-    so no long test is left to start last while the other worker idles.
-    """
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
