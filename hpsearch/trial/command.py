@@ -50,6 +50,8 @@ from hpsearch.trial.context import TrialContext, TrialPruned
 STDERR_KEPT_LINES = 30
 """The last stderr lines a failed script's error carries."""
 _POLL_S = 0.2
+_LINGER_S = 5.0
+"""How long a script's stdout may stay open after it exited (a leftover child holds it)."""
 
 
 class CommandFailed(RuntimeError):
@@ -183,6 +185,7 @@ def _follow(
     tail = _FileTail(file) if file is not None else None
     progress = _Progress(ctx)
     stdout_open = True
+    exited_at: float | None = None
     while True:
         batch: list[_Report] = []
         try:
@@ -193,7 +196,15 @@ def _follow(
             stdout_open = False
         elif item is not _NOTHING:
             batch.append(item)
-        exited = not stdout_open and process.poll() is not None
+        if exited_at is None and process.poll() is not None:
+            exited_at = time.monotonic()
+        if stdout_open and exited_at is not None and time.monotonic() - exited_at > _LINGER_S:
+            # The script is gone but something it started still holds its stdout open:
+            # its process group goes too, or the trial would never end.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            stdout_open = False
+        exited = not stdout_open and exited_at is not None
         if tail is not None:
             batch += tail.read()  # after the exit: the last lines too
         for report in batch:

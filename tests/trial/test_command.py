@@ -128,6 +128,25 @@ def test_a_pruned_script_is_stopped_with_its_children_sigkill_after_the_grace(
         assert not _alive(pid), f"process {pid} outlived its pruned trial"
 
 
+def test_a_leftover_child_holding_stdout_does_not_keep_the_trial_open(tmp_path: Path) -> None:
+    ctx = TrialContext.local()
+    started = time.monotonic()
+    final = _run(
+        tmp_path,
+        """
+        import subprocess
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])  # inherits stdout
+        print(json.dumps({"step": 0, "score": 1}))
+        print(json.dumps({"score": 2}))
+        """,
+        {"x": 1},
+        ctx,
+    )
+    assert final == {"score": 2.0}
+    assert [r.step for r in ctx.history] == [0]
+    assert time.monotonic() - started < 15
+
+
 def test_a_failing_script_fails_the_trial_with_its_stderr(tmp_path: Path) -> None:
     with pytest.raises(CommandFailed) as info:
         _run(
