@@ -76,7 +76,7 @@ from hpsearch.telemetry import (
     TrialGpuMetrics,
 )
 from hpsearch.tracking import MlflowTracker, RunStatus
-from hpsearch.trial.checkpoints import study_checkpoints
+from hpsearch.trial.checkpoints import study_folder
 
 
 @dataclass(frozen=True)
@@ -278,7 +278,7 @@ def _search(  # noqa: PLR0917 - the root hands over what it opened
         parent.end(status)
 
     trials = handle.study.get_trials(deepcopy=False)
-    checkpoints = study_checkpoints(config.execution.checkpoint_dir, config.study.name)
+    checkpoints = study_folder(config.execution.checkpoint_dir, config.study.name)
     sweep_checkpoints(handle.study, checkpoints, trials)
     after = count_budget(trials)
     # What this driver finished itself (another driver may share the study).

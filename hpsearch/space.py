@@ -311,23 +311,23 @@ class SearchSpace:
         Returns:
             The sampled values (constants excluded), as ``trial.params`` will hold them.
         """
-        chosen: dict[str, Any] = {}
+        chosen: dict[str, Any] = {}  # what conditions read: constants included
+        sampled: dict[str, Any] = {}
         for name, spec in self._params.items():
             if not spec.active(chosen):
                 continue
             if isinstance(spec, ConstantParam):
                 chosen[name] = spec.value
-            elif isinstance(spec, FloatParam):
-                chosen[name] = trial.suggest_float(
-                    name, spec.low, spec.high, log=spec.log, step=spec.step
-                )
+                continue
+            value: Any
+            if isinstance(spec, FloatParam):
+                value = trial.suggest_float(name, spec.low, spec.high, log=spec.log, step=spec.step)
             elif isinstance(spec, IntParam):
-                chosen[name] = trial.suggest_int(
-                    name, spec.low, spec.high, log=spec.log, step=spec.step
-                )
+                value = trial.suggest_int(name, spec.low, spec.high, log=spec.log, step=spec.step)
             else:
-                chosen[name] = trial.suggest_categorical(name, spec.choices)
-        return {name: value for name, value in chosen.items() if name in trial.params}
+                value = trial.suggest_categorical(name, spec.choices)
+            chosen[name] = sampled[name] = value
+        return sampled
 
     def trial_params(self, sampled: Mapping[str, Any]) -> dict[str, Any]:
         """The full parameter dict a trial receives: sampled values and the constants that

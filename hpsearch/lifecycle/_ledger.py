@@ -42,7 +42,7 @@ from hpsearch.placement import Admission
 from hpsearch.pruning import KEEP, PruneJudge, forget_intermediate
 from hpsearch.space import SearchSpace
 from hpsearch.study import StudyHandle
-from hpsearch.trial.checkpoints import checkpoint_folder
+from hpsearch.trial.checkpoints import trial_folder
 from hpsearch.trial.death import (
     WorkerExit,
     node_lost,
@@ -107,9 +107,9 @@ class TrialTemplate:
         """The seed of a new trial ``number``."""
         return trial_seed(self.seed, self.study, number)
 
-    def checkpoint_dir(self, owner: int) -> str:
-        """The checkpoint folder of the trial numbered ``owner`` and its re-runs."""
-        return checkpoint_folder(self.checkpoints, self.study, owner)
+    def checkpoint_dir(self, number: int) -> str:
+        """The checkpoint folder of a new trial ``number`` (its re-runs inherit it)."""
+        return trial_folder(self.checkpoints, self.study, number)
 
     def spec(
         self, number: int, admission: Admission, seed: int = 0, checkpoint_dir: str = ""
@@ -137,7 +137,7 @@ class TrialTemplate:
             seed=seed,
             checkpoint_dir=checkpoint_dir or self.checkpoint_dir(number),
             command=self.command,
-            trial_dir=checkpoint_folder(self.trials, self.study, number),
+            trial_dir=trial_folder(self.trials, self.study, number),
             workdir=self.workdir,
         )
 

@@ -3,7 +3,7 @@
 The folder belongs to the trial's configuration, not to one attempt: a trial
 interrupted (Ctrl-C, a killed driver, a lost node) is queued again, and its
 re-run gets the same folder, so it resumes from the last checkpoint (see
-:func:`checkpoint_folder`). A checkpoint is ``step-<N>/`` in the folder, holding
+:func:`trial_folder`). A checkpoint is ``step-<N>/`` in the folder, holding
 ``state.pt`` (an object saved with ``torch.save``) or ``files/`` (a file or
 folder the training function wrote, copied); ``LATEST`` names the newest. Each
 is complete before ``LATEST`` points to it, so a process killed mid-save leaves
@@ -48,20 +48,20 @@ class Checkpoint:
         return torch.load(self.path, map_location="cpu", weights_only=False)
 
 
-def study_checkpoints(root: str, study: str) -> str:
-    """The folder of a study's checkpoint folders, absolute (workers run elsewhere)."""
+def study_folder(root: str, study: str) -> str:
+    """A study's folder under ``root`` (its checkpoints, or its trials' own folders), absolute:
+    workers run elsewhere."""
     return str(Path(root, re.sub(r"[^\w.-]", "_", study)).resolve())
 
 
-def checkpoint_folder(root: str, study: str, owner: int) -> str:
-    """The folder of trial ``owner``'s checkpoints (its re-runs share it), absolute.
+def trial_folder(root: str, study: str, number: int) -> str:
+    """Trial ``number``'s folder under ``root``, absolute: ``<root>/<study>/trial-<number>``.
 
-    Args:
-        root: ``execution.checkpoint_dir``.
-        study: the study name.
-        owner: the number of the first trial of this configuration (a re-run's original).
+    Under ``execution.checkpoint_dir`` it holds the trial's checkpoints, and the
+    re-runs of an interrupted trial use the first run's (the ledger passes it on);
+    under ``execution.trials_dir`` it is a command's ``HPSEARCH_TRIAL_DIR``.
     """
-    return str(Path(study_checkpoints(root, study), f"trial-{owner}"))
+    return str(Path(study_folder(root, study), f"trial-{number}"))
 
 
 class CheckpointFolder:
