@@ -215,7 +215,7 @@ def _search(  # noqa: PLR0917 - the root hands over what it opened
     if not new_mlflow_history:
         _check_mlflow_store(config, handle)
     tracker = MlflowTracker(
-        config.tracking.uri, config.experiment_name, config.tracking.artifact_location
+        config.tracking.uri, config.experiment_name, config.tracking.new_experiment_artifacts
     )
     reclaim_stale_trials(handle, tracker)
     before = count_budget(handle.study.get_trials(deepcopy=False))

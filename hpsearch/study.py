@@ -16,18 +16,19 @@ import importlib.metadata
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import optuna
+import sqlalchemy
 from optuna.exceptions import ExperimentalWarning
 from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 from optuna.trial import FrozenTrial, TrialState
 
 from hpsearch import attrs
-from hpsearch._locks import sqlite_lock
+from hpsearch._locks import store_lock
 from hpsearch._options import construct_checked
 from hpsearch.config import ObjectiveSpec, PrunerSpec, RunConfig
 from hpsearch.errors import StudyError
@@ -112,9 +113,10 @@ class StudyHandle:
     def exclusive(self) -> AbstractContextManager[None]:
         """A lock the drivers sharing this study hold to count its trials and ask for one.
 
-        A file lock beside a SQLite database; none for other storages.
+        A file lock beside a SQLite database, an advisory lock in PostgreSQL; none for
+        other storages.
         """
-        return sqlite_lock(self._storage.url)
+        return store_lock(self._storage.url, self._storage.engine)
 
     def stamp_alive(self, trials: Sequence[optuna.Trial]) -> None:
         """Record that the driver still runs ``trials`` (Optuna's heartbeat)."""
@@ -213,7 +215,11 @@ def open_study(
             requeue(study, trial)
 
     # Several drivers may start on one config at once: one creates the tables.
-    with sqlite_lock(spec.storage):
+    with ExitStack() as creating:
+        try:
+            creating.enter_context(store_lock(spec.storage))
+        except sqlalchemy.exc.SQLAlchemyError as exc:
+            raise _cannot_open(config, exc) from None
         storage = _open_storage(config, heartbeat_interval_s, grace_period_s, stale_trial)
         study = _open_or_create(config, storage, sampler, pruner)
         drivers = int(study.user_attrs.get(DRIVERS_ATTR, 0))
@@ -268,14 +274,19 @@ def _open_storage(
                 heartbeat_stale_trial_callback=stale_trial,
             )
     except Exception as exc:
-        stores = Stores(config.source, spec.storage, config.tracking.uri)
-        fault = storage_fault(exc, stores)
-        first = str(exc).splitlines()[0] if str(exc) else ""
-        raise StudyError(
-            fault
-            or f"{config.source}: study.storage: cannot open '{spec.storage}' "
-            f"({type(exc).__name__}: {first}); check the URL and that the database is reachable"
-        ) from None
+        raise _cannot_open(config, exc) from None
+
+
+def _cannot_open(config: RunConfig, exc: Exception) -> StudyError:
+    """The one-line error for a study storage that cannot be opened."""
+    storage = config.study.storage
+    fault = storage_fault(exc, Stores(config.source, storage, config.tracking.uri))
+    first = str(exc).splitlines()[0] if str(exc) else ""
+    return StudyError(
+        fault
+        or f"{config.source}: study.storage: cannot open '{storage}' "
+        f"({type(exc).__name__}: {first}); check the URL and that the database is reachable"
+    )
 
 
 def _open_or_create(

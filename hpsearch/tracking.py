@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlparse
 
-from mlflow.entities import Metric, Param, RunTag
+from mlflow.entities import Experiment, Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from hpsearch._locks import sqlite_lock
+from hpsearch._locks import store_lock
 from hpsearch.errors import HpsearchError
 
 TRIAL_NUMBER_TAG = "optuna.trial_number"
@@ -74,42 +74,58 @@ class MlflowTracker:
     Args:
         uri: tracking URI (SQLite file, or a tracking server URL).
         experiment: experiment name, created if missing (restored if deleted).
-        artifact_location: where a new experiment keeps artifacts.
+        artifact_location: where a new experiment keeps artifacts; ``None``: where the
+            tracking server says.
     """
 
-    def __init__(self, uri: str, experiment: str, artifact_location: str) -> None:
+    def __init__(self, uri: str, experiment: str, artifact_location: str | None) -> None:
         self.uri = resolve_tracking_uri(uri)
-        with sqlite_lock(self.uri):  # another driver may be creating the store
+        with store_lock(self.uri):  # another driver may be creating the store
             self._client = MlflowClient(tracking_uri=self.uri)
             self._open_experiment(uri, experiment, artifact_location)
         self.experiment_name = experiment
 
-    def _open_experiment(self, uri: str, experiment: str, artifact_location: str) -> None:
+    def _open_experiment(self, uri: str, experiment: str, artifact_location: str | None) -> None:
         try:
             found = self._client.get_experiment_by_name(experiment)
             if found is None:
-                # One folder per experiment under the artifact root, easy to browse.
-                folder = re.sub(r"[^\w.-]+", "_", experiment)
-                self.experiment_id = self._client.create_experiment(
-                    experiment,
-                    artifact_location=resolve_artifact_location(f"{artifact_location}/{folder}"),
-                    # MLflow 3 opens an experiment of no declared kind on its GenAI
-                    # overview; a model-development one opens on its runs table.
-                    tags={EXPERIMENT_KIND_TAG: MODEL_DEVELOPMENT},
+                found = self._create_experiment(experiment, artifact_location)
+            self.experiment_id = found.experiment_id
+            if found.lifecycle_stage == "deleted":
+                self._client.restore_experiment(found.experiment_id)
+            if EXPERIMENT_KIND_TAG not in found.tags:
+                self._client.set_experiment_tag(
+                    found.experiment_id, EXPERIMENT_KIND_TAG, MODEL_DEVELOPMENT
                 )
-            else:
-                self.experiment_id = found.experiment_id
-                if found.lifecycle_stage == "deleted":
-                    self._client.restore_experiment(found.experiment_id)
-                if EXPERIMENT_KIND_TAG not in found.tags:
-                    self._client.set_experiment_tag(
-                        found.experiment_id, EXPERIMENT_KIND_TAG, MODEL_DEVELOPMENT
-                    )
         except MlflowException as exc:
             raise HpsearchError(
                 f"tracking.uri: MLflow store '{uri}' cannot be used ({exc.message}); "
                 "check the URI or that the tracking server is running"
             ) from None
+
+    def _create_experiment(self, experiment: str, artifact_location: str | None) -> Experiment:
+        """Create the experiment, or take the one another driver created a moment before."""
+        location = None
+        if artifact_location is not None:
+            # One folder per experiment under the artifact root, easy to browse.
+            folder = re.sub(r"[^\w.-]+", "_", experiment)
+            location = resolve_artifact_location(f"{artifact_location}/{folder}")
+        try:
+            self._client.create_experiment(
+                experiment,
+                artifact_location=location,
+                # MLflow 3 opens an experiment of no declared kind on its GenAI
+                # overview; a model-development one opens on its runs table.
+                tags={EXPERIMENT_KIND_TAG: MODEL_DEVELOPMENT},
+            )
+        except MlflowException as exc:
+            # Two drivers on one tracking server (no lock there): the other won.
+            if exc.error_code != "RESOURCE_ALREADY_EXISTS":
+                raise
+        found = self._client.get_experiment_by_name(experiment)
+        if found is None:
+            raise MlflowException(f"experiment '{experiment}' was created but cannot be read")
+        return found
 
     @property
     def client(self) -> MlflowClient:

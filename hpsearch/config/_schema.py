@@ -277,6 +277,20 @@ class TrackingSpec(_Section):
     experiment: str | None = None
     artifact_location: str = DEFAULT_ARTIFACT_LOCATION
 
+    @property
+    def new_experiment_artifacts(self) -> str | None:
+        """Where a new experiment keeps its artifacts; ``None``: where the server says.
+
+        A tracking server (``http(s)://``) serves artifacts from its own store
+        (``mlflow server --artifacts-destination``), which every node can reach; a
+        local folder would exist on the driver's machine only. A location the config
+        names is used anyway.
+        """
+        server = self.uri.startswith(("http://", "https://"))
+        if server and "artifact_location" not in self.model_fields_set:
+            return None
+        return self.artifact_location
+
 
 class SharingSpec(_Section):
     """How trials that share a simulated GPU slow each other (``hpsearch.telemetry._sharing``).

@@ -1,0 +1,174 @@
+"""Servers the cluster tests need, started as a user starts them, on 127.0.0.1 only.
+
+- PostgreSQL: the server binaries of the ``pgserver`` wheel (a dev dependency, so
+  ``make test`` has them on a fresh machine): ``initdb`` then ``pg_ctl start``.
+- An MLflow tracking server: ``mlflow server``, backed by a PostgreSQL database,
+  serving artifacts from a folder.
+
+The README's "Running on a cluster" gives the same commands.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.faults.conftest import drivers  # noqa: F401  (the fixture, shared here)
+
+# PostgreSQL refuses to run as root; as root, the server runs as this user.
+SERVER_USER = "pgserver"
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def _postgres_bin() -> Path:
+    spec = importlib.util.find_spec("pgserver")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("the pgserver wheel is missing: run `make setup`")
+    return Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
+
+
+class Postgres:
+    """A PostgreSQL server in ``folder``, listening on 127.0.0.1, trusting local logins."""
+
+    def __init__(self, folder: Path) -> None:
+        self.bin = _postgres_bin()
+        self.data = folder / "data"
+        self.port = free_port()
+        self.user: str | None = None
+        if os.geteuid() == 0:
+            with contextlib.suppress(KeyError):
+                pwd.getpwnam(SERVER_USER)
+                self.user = SERVER_USER
+            if self.user is None:
+                subprocess.run(["useradd", "--no-create-home", SERVER_USER], check=True)
+                self.user = SERVER_USER
+            folder.chmod(0o777)
+        self._run("initdb", "-D", str(self.data), "--auth=trust", "-U", "postgres", "-E", "utf8")
+        self._run(
+            "pg_ctl",
+            "-D",
+            str(self.data),
+            "-w",
+            "-l",
+            str(folder / "postgres.log"),
+            "-o",
+            f"-h 127.0.0.1 -p {self.port} -k {folder}",
+            "start",
+        )
+
+    def _run(self, program: str, *args: str) -> None:
+        subprocess.run(
+            [str(self.bin / program), *args],
+            check=True,
+            capture_output=True,
+            user=self.user,
+            timeout=60,
+        )
+
+    def url(self, database: str) -> str:
+        """A SQLAlchemy URL of ``database`` on this server."""
+        return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
+
+    def create_database(self, prefix: str) -> str:
+        """A new, empty database; its URL."""
+        name = f"{prefix}_{uuid.uuid4().hex[:8]}"
+        self._run("createdb", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", name)
+        return self.url(name)
+
+    def stop(self) -> None:
+        self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "stop")
+
+
+class MlflowServer:
+    """``mlflow server`` on 127.0.0.1, its runs in PostgreSQL, its artifacts in a folder."""
+
+    def __init__(self, backend: str, artifacts: Path) -> None:
+        self.port = free_port()
+        self.uri = f"http://127.0.0.1:{self.port}"
+        self.log = artifacts.parent / "mlflow-server.log"
+        mlflow = str(Path(sys.executable).parent / "mlflow")
+        with open(self.log, "w") as log:
+            self.process = subprocess.Popen(
+                [
+                    mlflow,
+                    "server",
+                    "--backend-store-uri",
+                    backend,
+                    "--artifacts-destination",
+                    str(artifacts),
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(self.port),
+                    "--workers",
+                    "1",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self._wait_healthy(120)
+
+    def _wait_healthy(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"mlflow server exited: {self.log.read_text()[-2000:]}")
+            with (
+                contextlib.suppress(OSError),
+                urllib.request.urlopen(f"{self.uri}/health", timeout=2) as reply,
+            ):
+                if reply.status == 200:
+                    return
+            time.sleep(0.5)
+        raise RuntimeError(f"mlflow server not healthy in {timeout_s} s: {self.log.read_text()}")
+
+    def stop(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, 9)
+        self.process.wait()
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Postgres]:
+    """A PostgreSQL server for the session (each test makes its own databases)."""
+    folder = Path(tempfile.mkdtemp(prefix="hpsearch-pg-"))  # short: its socket lives here
+    server = Postgres(folder)
+    try:
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def mlflow_server(postgres: Postgres) -> Iterator[MlflowServer]:
+    """An MLflow tracking server for the session, backed by PostgreSQL."""
+    folder = Path(tempfile.mkdtemp(prefix="hpsearch-mlflow-"))
+    server = MlflowServer(postgres.create_database("mlflow"), folder / "artifacts")
+    try:
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(folder, ignore_errors=True)

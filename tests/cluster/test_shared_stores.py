@@ -1,0 +1,107 @@
+"""Two drivers on one study in PostgreSQL, tracked by an MLflow server; one is killed."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import optuna
+import pytest
+from mlflow.tracking import MlflowClient
+from optuna.storages import RetryHeartbeatStaleTrialCallback
+
+from hpsearch.study import GRACE_PERIOD_S
+from hpsearch.tracking import TRIAL_NUMBER_TAG
+from tests.cluster.conftest import MlflowServer, Postgres
+from tests.conftest import ConfigWriter, wait_for
+from tests.faults.conftest import Drivers
+
+pytestmark = pytest.mark.slow
+
+N_TRIALS = 8
+TRIAL_S = 1.5
+
+
+def test_two_drivers_share_a_postgresql_study_and_a_killed_ones_trials_run_again(
+    write_config: ConfigWriter,
+    project: Path,
+    drivers: Drivers,
+    postgres: Postgres,
+    mlflow_server: MlflowServer,
+) -> None:
+    storage = postgres.create_database("optuna")
+    name = f"shared-{os.getpid()}-{time.monotonic_ns()}"  # one MLflow server per session
+    path = write_config(
+        {
+            "study": {"name": name, "storage": storage, "n_trials": N_TRIALS},
+            "tracking": {"uri": mlflow_server.uri},
+            "train": "tests.train_functions:timed",
+            "space": {"sleep": TRIAL_S, "steps": None},
+            "execution": {"max_concurrent": 1},
+        }
+    )
+    # Both start at once on an empty database: one creates Optuna's tables.
+    doomed, survivor = drivers.start(path), drivers.start(path)
+
+    def trials() -> list[optuna.trial.FrozenTrial]:
+        try:
+            return optuna.load_study(study_name=name, storage=storage).trials
+        except KeyError:
+            return []
+
+    def both_running_after_a_completed_one() -> bool:
+        states = Counter(t.state.name for t in trials())
+        return states["COMPLETE"] >= 2 and states["RUNNING"] == 2
+
+    wait_for(both_running_after_a_completed_one, 180, "two completed trials and two running")
+    os.kill(doomed.pid, signal.SIGKILL)  # the driver only, as `kill -9 PID` would
+    doomed.communicate()
+    _, stderr = survivor.communicate(timeout=GRACE_PERIOD_S + 180)
+
+    assert survivor.returncode == 0, stderr[-3000:]
+    found = trials()
+    done = [t for t in found if t.state.name == "COMPLETE"]
+    # Together they stop at the budget, the killed driver's work included.
+    assert len(done) == N_TRIALS
+    assert not [t for t in found if t.state.name in {"RUNNING", "WAITING"}]
+    # The killed driver's running trial was failed as stale and run again by the other.
+    lost = [t for t in found if t.state.name == "FAIL"]
+    assert 1 <= len(lost) <= 2
+    retried = {RetryHeartbeatStaleTrialCallback.retried_trial_number(t): t for t in done}
+    for trial in lost:
+        assert retried[trial.number].params == trial.params
+    # No configuration ran twice but those retries.
+    xs = [t.params["x"] for t in done]
+    assert len(set(xs)) == len(xs)
+
+    # Every trial has exactly one MLflow child run on the server; none is left RUNNING.
+    client = MlflowClient(mlflow_server.uri)
+    experiment = client.get_experiment_by_name(name)
+    assert experiment is not None
+    runs = client.search_runs([experiment.experiment_id], max_results=1000)
+    children = Counter(
+        int(r.data.tags[TRIAL_NUMBER_TAG]) for r in runs if TRIAL_NUMBER_TAG in r.data.tags
+    )
+    assert children == Counter(t.number for t in found)
+    assert not [r for r in runs if r.info.status == "RUNNING"]
+    assert experiment.artifact_location.startswith("mlflow-artifacts:")
+
+    # `hpsearch best` agrees with Optuna.
+    best = subprocess.run(
+        [sys.executable, "-m", "hpsearch", "best", str(path), "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    reported = json.loads(best.stdout)
+    expected = optuna.load_study(study_name=name, storage=storage).best_trial
+    assert reported["trial_number"] == expected.number
+    assert reported["values"] == {"score": pytest.approx(expected.value)}
+    run = client.get_run(reported["mlflow_run_id"])
+    assert run.data.tags[TRIAL_NUMBER_TAG] == str(expected.number)
