@@ -13,7 +13,7 @@ import logging
 import math
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -70,10 +70,11 @@ from hpsearch.study import (
     open_study,
 )
 from hpsearch.telemetry import (
+    ClusterGpuMetrics,
+    ClusterReadings,
     GpuMonitor,
     PacePublisher,
     TelemetryBackend,
-    TrialGpuMetrics,
 )
 from hpsearch.tracking import MlflowTracker, RunStatus
 from hpsearch.trial.checkpoints import study_folder
@@ -239,14 +240,14 @@ def _search(  # noqa: PLR0917 - the root hands over what it opened
         with (
             _mps(config, telemetry.backend, parent) as mps,
             runner.connect(execution, workdir, _simulated(config)) as session,
-            _monitoring(config, telemetry.backend, session) as monitor,
+            _monitoring(config, telemetry.backend, session, console) as readings,
         ):
             parts = build_search(
                 config,
                 handle=handle,
                 parent=parent,
                 session=session,
-                monitor=monitor,
+                readings=readings,
                 telemetry=telemetry,
                 console=console,
                 policy=policy,
@@ -266,7 +267,9 @@ def _search(  # noqa: PLR0917 - the root hands over what it opened
                 elapsed = session.clock() - started
                 # However the search ended, while the runner still runs: record every
                 # trial still open, so nothing already run is lost.
-                interrupted = close_out(parts, parent, monitor, handle, _stop_reason(config, parts))
+                interrupted = close_out(
+                    parts, parent, readings, handle, _stop_reason(config, parts)
+                )
                 finished = parts.ledger.finished
                 timed_out = parts.budget is not None and parts.budget.timed_out()
                 overdue = parts.budget is not None and parts.budget.overdue()
@@ -312,7 +315,7 @@ def build_search(
     handle: StudyHandle,
     parent: ParentRun,
     session: RunnerSession,
-    monitor: GpuMonitor | None,
+    readings: ClusterReadings | None,
     telemetry: OpenedTelemetry,
     console: Console,
     policy: ResourcePolicy | None = None,
@@ -339,7 +342,7 @@ def build_search(
     )
     placing = None
     if policy is None:
-        policy, placing = _resource_policy(config, session, monitor, [view, parent])
+        policy, placing = _resource_policy(config, session, readings, [view, parent])
     gpu_memory_mb = _gpu_memory_mb(telemetry.backend)
     oom = OomHandling(OomBook(config.oom, earlier, gpu_memory_mb), handle, earlier)
     running = RunningTrials(
@@ -355,7 +358,7 @@ def build_search(
     # The order listeners are told in: the mirror's run exists before GPU series use it.
     listeners: list[TrialListener] = [mirror, oom, running]
     pace: PacePublisher | None = None
-    if monitor is not None:
+    if readings is not None:
         if telemetry.load_sink is not None and session.scratch is not None:
             # Workers play simulated trials in real time: they read their pace here.
             pace = PacePublisher(
@@ -364,12 +367,7 @@ def build_search(
         load_sink = pace or telemetry.load_sink
         # MPS started for this search overlaps kernels whatever the model's default says.
         sharing = replace(telemetry.sharing, mps=telemetry.sharing.mps or mps)
-        gpu = TrialGpuMetrics(
-            monitor,
-            local_node_id=session.local_node_id,
-            load_sink=load_sink,
-            sharing=sharing,
-        )
+        gpu = ClusterGpuMetrics(readings, local_sink=load_sink, sharing=sharing)
         listeners.append(GpuSeries(gpu, parent.tracker, mirror, session.clock))
     if board is not None:
         listeners.append(VerdictPoster(board))
@@ -447,7 +445,7 @@ def _check_mlflow_store(config: RunConfig, handle: StudyHandle) -> None:
 def close_out(
     parts: SearchParts,
     parent: ParentRun,
-    monitor: GpuMonitor | None,
+    readings: ClusterReadings | None,
     handle: StudyHandle,
     reason: str | None = None,
 ) -> int:
@@ -459,6 +457,7 @@ def close_out(
     interrupted = parts.ledger.interrupt_open(reason)
     if parts.board is not None:
         parts.board.close()
+    monitor = readings.local if readings is not None else None
     if monitor is not None:
         monitor.stop()
         parent.record_gpu_report(monitor)
@@ -471,7 +470,7 @@ def close_out(
 def _resource_policy(
     config: RunConfig,
     session: RunnerSession,
-    monitor: GpuMonitor | None,
+    readings: ClusterReadings | None,
     observers: list[PackingObserver],
 ) -> tuple[ResourcePolicy, PackingAdmission | None]:
     """The policy a config asks for: CPU-only trials, or GPUs packed per ``packing``."""
@@ -486,16 +485,15 @@ def _resource_policy(
         return cpu_only, None
     settings = PackingSettings(**packing.model_dump(exclude={"mps"}))
     most = {"off": 1, "fixed": packing.trials_per_gpu, "auto": packing.max_trials_per_gpu}
-    local = {g.index: g.memory_total_mb for g in monitor.gpus} if monitor is not None else None
     placing = PackingAdmission(
         PackingPolicy(settings),
-        nodes=lambda: session.gpu_nodes(local),
+        nodes=lambda: session.gpu_nodes(readings.monitored() if readings is not None else {}),
         request=AdmissionRequest(
             cpus_per_trial=execution.cpus_per_trial,
             max_concurrent=execution.max_concurrent,
             ray_gpus=1.0 / most[packing.mode],
         ),
-        monitor=monitor,
+        readings=readings,
         observers=observers,
         clock=session.clock,
     )
@@ -519,18 +517,41 @@ def _mps(
 
 @contextmanager
 def _monitoring(
-    config: RunConfig, backend: TelemetryBackend | None, session: RunnerSession
-) -> Iterator[GpuMonitor | None]:
-    """The GPU monitor, sampling for the whole search on the runner's clock (none without GPUs)."""
-    if backend is None:
+    config: RunConfig,
+    backend: TelemetryBackend | None,
+    session: RunnerSession,
+    console: Console,
+) -> Iterator[ClusterReadings | None]:
+    """The GPU monitors of the search, sampling while it runs (none without GPU telemetry).
+
+    The driver's node is read by a monitor here, on the runner's clock; every other
+    node with GPUs by a monitor of its own, when the runner has other nodes (a
+    driver without a GPU of its own may still read a cluster's).
+    """
+    telemetry = config.telemetry
+    if telemetry.backend == "off" or (backend is None and not config.execution.address):
         yield None
         return
-    telemetry = config.telemetry
-    monitor = GpuMonitor(
-        backend, interval_s=telemetry.interval_s, window_s=telemetry.window_s, clock=session.clock
+    monitor = (
+        GpuMonitor(
+            backend,
+            interval_s=telemetry.interval_s,
+            window_s=telemetry.window_s,
+            clock=session.clock,
+        )
+        if backend is not None
+        else None
     )
-    with session.sampling(monitor):
-        yield monitor
+    readings = ClusterReadings(session.local_node_id, monitor)
+
+    def say(line: str) -> None:
+        console.print(line, highlight=False, markup=False)
+
+    with (
+        session.sampling(monitor) if monitor is not None else nullcontext(),
+        session.node_monitors(telemetry, readings, say),
+    ):
+        yield readings
 
 
 # Loggers that narrate what the progress view already shows, or warn about

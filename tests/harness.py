@@ -25,7 +25,7 @@ from hpsearch.lifecycle import ParentRun, TrialLedger
 from hpsearch.placement import Admission, ResourcePolicy
 from hpsearch.runner import RunnerSession, SimulatedRunner, VirtualClock
 from hpsearch.study import StudyHandle, open_study
-from hpsearch.telemetry import GpuMonitor, LoadModelBackend
+from hpsearch.telemetry import ClusterReadings, GpuMonitor, LoadModelBackend
 from hpsearch.tracking import MlflowTracker
 from hpsearch.trial.protocol import EventKind, Outcome, WorkerEvent
 
@@ -127,7 +127,7 @@ def drivers() -> Iterator[DriverFactory]:
                 handle=handle,
                 parent=parent,
                 session=session,
-                monitor=monitor,
+                readings=ClusterReadings(session.local_node_id, monitor) if monitor else None,
                 telemetry=telemetry,
                 console=console,
                 policy=policy,

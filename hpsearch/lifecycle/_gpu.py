@@ -16,7 +16,7 @@ from hpsearch.lifecycle._events import (
     TrialReported,
 )
 from hpsearch.lifecycle._mlflow import MlflowMirror
-from hpsearch.telemetry import SPEED_SHARE, TrialGpuMetrics, is_speed, solo_metrics
+from hpsearch.telemetry import SPEED_SHARE, ClusterGpuMetrics, is_speed, solo_metrics
 from hpsearch.tracking import MlflowTracker
 
 GPU_FLUSH_S = 5.0
@@ -27,7 +27,7 @@ class GpuSeries(TrialListener):
     """Cuts the monitor's samples per trial and writes them to the trial's MLflow run.
 
     Args:
-        gpu: which trial ran on which monitored GPU.
+        gpu: which trial ran on which monitored GPU, of which node.
         tracker: the MLflow writer.
         runs: the trials' MLflow runs (subscribed before this listener).
         clock: Unix time (the runner's; the monitor samples on the same clock).
@@ -35,7 +35,7 @@ class GpuSeries(TrialListener):
 
     def __init__(
         self,
-        gpu: TrialGpuMetrics,
+        gpu: ClusterGpuMetrics,
         tracker: MlflowTracker,
         runs: MlflowMirror,
         clock: Callable[[], float] = time.time,

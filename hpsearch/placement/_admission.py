@@ -1,9 +1,9 @@
-"""The packing policy wired to a running search: GPU views from the monitor, admissions out.
+"""The packing policy wired to a running search: GPU views from the monitors, admissions out.
 
 :class:`PackingAdmission` is the :class:`~hpsearch.placement.ResourcePolicy`
 the scheduler asks before each trial. It builds a
 :class:`~hpsearch.placement.PackingView` from the cluster's GPUs, the running
-trials and the monitor's samples, lets the pure
+trials and each node's GPU samples, lets the pure
 :class:`~hpsearch.placement.PackingPolicy` decide, and answers with an
 :class:`~hpsearch.placement.Admission` naming the GPU, its share and its
 co-tenants. The runner turns that into its own request (for Ray: a GPU amount
@@ -34,7 +34,7 @@ from hpsearch.placement._packing import (
     PackingView,
     TrialOnGpu,
 )
-from hpsearch.telemetry import GpuMonitor, summarize
+from hpsearch.telemetry import ClusterReadings, summarize
 
 SERIES_INTERVAL_S = 2.0
 """Seconds between points of the parent run's per-GPU series (changes are logged at once)."""
@@ -74,7 +74,7 @@ class PackingAdmission(ResourcePolicy):
         policy: the pure policy.
         nodes: the cluster's nodes and GPUs now (read every few seconds).
         request: CPUs, concurrency and the runner's GPU amount per trial.
-        monitor: the driver's GPU monitor (``None``: no telemetry).
+        readings: every monitored node's GPU samples (``None``: no telemetry).
         observers: told of every first or changed limit, and given the series.
         clock: Unix time (injectable for tests).
     """
@@ -85,7 +85,7 @@ class PackingAdmission(ResourcePolicy):
         *,
         nodes: Callable[[], list[NodeGpus]],
         request: AdmissionRequest,
-        monitor: GpuMonitor | None = None,
+        readings: ClusterReadings | None = None,
         observers: Sequence[PackingObserver] = (),
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -96,7 +96,7 @@ class PackingAdmission(ResourcePolicy):
         self._cpus = request.cpus_per_trial
         self._max_concurrent = request.max_concurrent
         self._ray_gpus = request.ray_gpus
-        self._monitor = monitor
+        self._readings = readings
         self._observers = list(observers)
         self._clock = clock
         self._lock = threading.Lock()
@@ -173,7 +173,8 @@ class PackingAdmission(ResourcePolicy):
 
     def _gpu_view(self, node: NodeGpus, index: int, trials: list[RunningTrial]) -> GpuView:
         key = GpuKey(node.node_id, index, address=node.node)
-        read = node.local and self._monitor is not None
+        readings = self._readings.of(node.node_id) if self._readings is not None else None
+        read = node.monitored and readings is not None
         warm = [t.warm_at for t in trials if t.warm_at is not None]
         # Readings count from when the trials now on the GPU all ran: the latest
         # warm-up, or the latest end of another trial there, whichever is later.
@@ -183,8 +184,8 @@ class PackingAdmission(ResourcePolicy):
             self._members_since[key] = self._clock()
         since = max([*warm, self._members_since[key]]) if warm else None
         samples = (
-            self._monitor.history(index, since)
-            if read and since is not None and self._monitor is not None
+            readings.history(index, since)
+            if read and since is not None and readings is not None
             else []
         )
         summary = summarize(samples) if samples else None
@@ -256,9 +257,10 @@ class PackingAdmission(ResourcePolicy):
 
     def _recent_utilization(self, gpu: GpuView) -> float | None:
         """The GPU's mean utilisation over the last few seconds (the series' value)."""
-        if not gpu.telemetry or self._monitor is None:
+        readings = self._readings.of(gpu.key.node) if self._readings is not None else None
+        if not gpu.telemetry or readings is None:
             return None
-        samples = self._monitor.history(gpu.key.index, self._clock() - 2 * SERIES_INTERVAL_S)
+        samples = readings.history(gpu.key.index, self._clock() - 2 * SERIES_INTERVAL_S)
         summary = summarize(samples) if samples else None
         return summary.utilization.mean if summary and summary.utilization else None
 

@@ -103,8 +103,8 @@ class NodeGpus:
         node: the node's address.
         cpus: its CPUs.
         gpus: the indices of its GPUs (CUDA order, which the runner sets to PCI bus order).
-        memory_mb: each GPU's memory where the monitor reads it.
-        local: whether the driver's monitor reads this node's GPUs.
+        memory_mb: each GPU's memory where a monitor reads it.
+        monitored: whether a GPU monitor (the driver's, or the node's own) reads its GPUs.
     """
 
     node_id: str
@@ -112,4 +112,4 @@ class NodeGpus:
     cpus: float
     gpus: tuple[int, ...]
     memory_mb: dict[int, float | None]
-    local: bool
+    monitored: bool

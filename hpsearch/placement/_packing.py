@@ -118,7 +118,7 @@ class GpuView:
             of its trials' warm-ups); ``None`` when nothing is measured.
         utilization_pct: mean utilisation over that window.
         memory_used_mb: peak memory used over that window.
-        telemetry: whether a monitor reads this GPU at all (GPUs of other nodes are not read).
+        telemetry: whether a monitor reads this GPU at all (none: a node whose monitor is lost).
     """
 
     key: GpuKey
@@ -342,7 +342,7 @@ class PackingPolicy:
         if s.mode == "fixed":
             return s.trials_per_gpu, f"packing fixed: {s.trials_per_gpu} trial(s) per GPU"
         if not gpu.telemetry:
-            return 1, "no telemetry reads this GPU (another node): one trial per GPU"
+            return 1, "no GPU monitor reads this GPU: one trial per GPU"
         estimate = self.estimate()
         if estimate is None:
             return 1, (

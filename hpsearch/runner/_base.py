@@ -11,16 +11,16 @@ runner (:class:`~hpsearch.runner.SimulatedRunner`) is another.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any, Protocol
 
-from hpsearch.config import ExecutionSpec, SimulatedSpec
+from hpsearch.config import ExecutionSpec, SimulatedSpec, TelemetrySpec
 from hpsearch.placement import ClusterCapacity, NodeGpus
 from hpsearch.pruning import VerdictBoard
 from hpsearch.scheduler import Hold
-from hpsearch.telemetry import GpuMonitor
+from hpsearch.telemetry import ClusterReadings, GpuMonitor
 from hpsearch.trial.protocol import Outcome, WorkerEvent
 
 
@@ -71,8 +71,13 @@ class RunnerSession(ABC):
         """The CPUs and GPUs the runner has now."""
 
     @abstractmethod
-    def gpu_nodes(self, local_gpus: dict[int, float | None] | None) -> list[NodeGpus]:
-        """Every node with GPUs; ``local_gpus`` are the monitor's (index to memory in MiB)."""
+    def gpu_nodes(self, monitored: Mapping[str, Mapping[int, float | None]]) -> list[NodeGpus]:
+        """Every node with GPUs.
+
+        Args:
+            monitored: each monitored node's GPUs (index to memory in MiB), by node id;
+                the driver's own monitor's under its node id or ``""``.
+        """
 
     @abstractmethod
     def verdict_board(self) -> VerdictBoard:
@@ -81,6 +86,20 @@ class RunnerSession(ABC):
     @abstractmethod
     def sampling(self, monitor: GpuMonitor) -> AbstractContextManager[GpuMonitor]:
         """Keep ``monitor`` sampling while the search runs (a thread, or the virtual clock)."""
+
+    def node_monitors(
+        self, spec: TelemetrySpec, readings: ClusterReadings, say: Callable[[str], None]
+    ) -> AbstractContextManager[object]:
+        """Monitor the GPUs of the other nodes into ``readings`` while the search runs.
+
+        A runner of one machine has none to monitor (the default).
+
+        Args:
+            spec: the search's ``telemetry`` section.
+            readings: where each node's samples are kept.
+            say: prints one line (a node whose monitor cannot start, or is lost).
+        """
+        return nullcontext()
 
     @abstractmethod
     def run(self, source: TrialSource, events: TrialEvents, *, name: str, max_pending: int) -> None:

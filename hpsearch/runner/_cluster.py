@@ -7,7 +7,7 @@ import os
 import re
 import shutil
 import socket
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -175,13 +175,14 @@ def local_node_id() -> str | None:
 
 
 def cluster_gpus(
-    local_gpus: dict[int, float | None] | None, local_node: str | None
+    monitored: Mapping[str, Mapping[int, float | None]], local_node: str | None
 ) -> list[NodeGpus]:
     """Every alive Ray node with GPUs: its address, CPUs and GPU indices.
 
     Args:
-        local_gpus: the driver's monitored GPUs (index to memory in MiB), when a
-            monitor runs; the driver's node is read through them when they cover its GPUs.
+        monitored: each monitored node's GPUs (index to memory in MiB), by node id; the
+            driver's own monitor's under ``local_node`` (or ``""``). A node is read
+            through them when they cover its GPUs.
         local_node: the driver's Ray node id.
     """
     nodes = []
@@ -192,28 +193,30 @@ def cluster_gpus(
         count = int(resources.get("GPU", 0))
         if count <= 0:
             continue
-        local = local_node is not None and entry.get("NodeID") == local_node
+        node_id = str(entry["NodeID"])
+        local = local_node is not None and node_id == local_node
         indices = list(range(count))
         visible = _visible_devices() if local else None
         if visible is not None and len(visible) == count:
             # Ray on this machine sees only these GPUs; NVML (the monitor) numbers all.
             indices = visible
-        if local and local_gpus is not None and all(i in local_gpus for i in indices):
-            memory = {i: local_gpus[i] for i in indices}
+        read = monitored.get(node_id, monitored.get("") if local else None)
+        if read is not None and all(i in read for i in indices):
+            memory, watched = {i: read[i] for i in indices}, True
         else:
-            local = False
-            memory = dict.fromkeys(indices)
+            memory, watched = dict.fromkeys(indices), False
         nodes.append(
             NodeGpus(
-                node_id=str(entry["NodeID"]),
+                node_id=node_id,
                 node=str(entry["NodeManagerAddress"]),
                 cpus=float(resources.get("CPU", 0)),
                 gpus=tuple(sorted(memory)),
                 memory_mb=memory,
-                local=local,
+                monitored=watched,
             )
         )
-    return sorted(nodes, key=lambda n: (not n.local, n.node, n.node_id))
+    # The driver's node first, then the others in a stable order.
+    return sorted(nodes, key=lambda n: (n.node_id != local_node, n.node, n.node_id))
 
 
 def _visible_devices() -> list[int] | None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -161,11 +161,12 @@ class _SimulatedSession(RunnerSession):
     def capacity(self) -> ClusterCapacity:
         return self._capacity
 
-    def gpu_nodes(self, local_gpus: dict[int, float | None] | None) -> list[NodeGpus]:
+    def gpu_nodes(self, monitored: Mapping[str, Mapping[int, float | None]]) -> list[NodeGpus]:
         count = int(self._capacity.gpus)
         if count <= 0:
             return []
         indices = tuple(range(count))
+        local_gpus = monitored.get(SIMULATED_NODE, monitored.get(""))
         known = local_gpus is not None and all(i in local_gpus for i in indices)
         memory = {i: (local_gpus or {}).get(i) for i in indices}
         return [NodeGpus(SIMULATED_NODE, "127.0.0.1", self._capacity.cpus, indices, memory, known)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
@@ -14,14 +14,15 @@ from ray import tune
 from ray.tune.experiment import Trial
 
 from hpsearch._compat import tune_max_pending_trials
-from hpsearch.config import ExecutionSpec, SimulatedSpec
+from hpsearch.config import ExecutionSpec, SimulatedSpec, TelemetrySpec
 from hpsearch.placement import ClusterCapacity, NodeGpus
 from hpsearch.pruning import RayVerdictBoard, VerdictBoard
 from hpsearch.runner._adapters import Failure, LedgerCallback, SchedulerSearcher, SearchStopper
 from hpsearch.runner._base import RunnerSession, TrialEvents, TrialRunner, TrialSource
 from hpsearch.runner._cluster import cluster_gpus, current_capacity, local_node_id, ray_cluster
+from hpsearch.runner._node_monitors import NodeMonitors
 from hpsearch.runner._trainable import run_trial, trial_resources
-from hpsearch.telemetry import GpuMonitor
+from hpsearch.telemetry import ClusterReadings, GpuMonitor
 from hpsearch.trial.protocol import SPEC_KEY
 
 RAY_RESULTS_DIR = Path("mlruns") / "ray"
@@ -64,14 +65,19 @@ class _RaySession(RunnerSession):
     def capacity(self) -> ClusterCapacity:
         return current_capacity()
 
-    def gpu_nodes(self, local_gpus: dict[int, float | None] | None) -> list[NodeGpus]:
-        return cluster_gpus(local_gpus, self.local_node_id)
+    def gpu_nodes(self, monitored: Mapping[str, Mapping[int, float | None]]) -> list[NodeGpus]:
+        return cluster_gpus(monitored, self.local_node_id)
 
     def verdict_board(self) -> VerdictBoard:
         return RayVerdictBoard()
 
     def sampling(self, monitor: GpuMonitor) -> AbstractContextManager[GpuMonitor]:
         return monitor  # its own thread, started and stopped by the with block
+
+    def node_monitors(
+        self, spec: TelemetrySpec, readings: ClusterReadings, say: Callable[[str], None]
+    ) -> AbstractContextManager[object]:
+        return NodeMonitors(spec, readings, say)
 
     def run(self, source: TrialSource, events: TrialEvents, *, name: str, max_pending: int) -> None:
         failure = Failure()

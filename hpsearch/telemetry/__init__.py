@@ -6,7 +6,8 @@ GPU slow each other), ``_pace`` (those speeds, for workers that play trials in
 real time), ``_speed`` (a trial's solo-equivalent speed), ``_trace`` (samples
 as CSV), ``_monitor`` (the sampling thread), ``_summary`` (statistics,
 implausible readings), ``_advice`` (verdicts and recommendations), ``_report``
-(the monitor's report), ``_trials`` (per-trial GPU series and speed shares),
+(the monitor's report), ``_trials`` (per-trial GPU series and speed shares), ``_nodes`` (every
+monitored node's readings, and each trial's series from its node),
 ``_watch`` (``hpsearch monitor``). Which backend a config asks for is opened by
 the composition root (:mod:`hpsearch.backends`).
 """
@@ -21,6 +22,7 @@ from hpsearch.telemetry._advice import (
 from hpsearch.telemetry._base import (
     GpuInfo,
     GpuProcess,
+    GpuReadings,
     GpuSample,
     LoadSink,
     TelemetryBackend,
@@ -36,6 +38,7 @@ from hpsearch.telemetry._fit import (
     fit,
 )
 from hpsearch.telemetry._monitor import GpuMonitor
+from hpsearch.telemetry._nodes import ClusterGpuMetrics, ClusterReadings
 from hpsearch.telemetry._nvml import NvmlBackend
 from hpsearch.telemetry._pace import PacePublisher, PaceReader, SharedGpus
 from hpsearch.telemetry._report import render_report
@@ -80,6 +83,8 @@ __all__ = [
     "SOLO_SUFFIX",
     "SPEED_SHARE",
     "TARGET_UTIL_PCT",
+    "ClusterGpuMetrics",
+    "ClusterReadings",
     "ConstantBackend",
     "DroppedReading",
     "Fit",
@@ -87,6 +92,7 @@ __all__ = [
     "GpuInfo",
     "GpuMonitor",
     "GpuProcess",
+    "GpuReadings",
     "GpuSample",
     "GpuSummary",
     "LoadModelBackend",

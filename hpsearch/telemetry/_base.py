@@ -95,6 +95,20 @@ class LoadSink(Protocol):
         """Trial ``key`` ended."""
 
 
+class GpuReadings(Protocol):
+    """A node's GPU samples as the driver keeps them (its own monitor, or a remote node's)."""
+
+    @property
+    def gpus(self) -> list[GpuInfo]:
+        """The node's GPUs."""
+
+    def history(self, index: int, since: float | None = None) -> list[GpuSample]:
+        """Kept samples of GPU ``index`` taken after ``since`` (all kept ones by default)."""
+
+    def sample_now(self) -> list[GpuSample]:
+        """The latest reading of every GPU, taken now where the node can."""
+
+
 class TelemetryBackend(abc.ABC):
     """Reads every GPU of this machine. Implementations: NVML, simulated.
 

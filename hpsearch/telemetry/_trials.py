@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
 
-from hpsearch.telemetry._base import GpuSample, LoadSink, TrialLoad
-from hpsearch.telemetry._monitor import GpuMonitor
+from hpsearch.telemetry._base import GpuReadings, GpuSample, LoadSink, TrialLoad
 from hpsearch.telemetry._sharing import GpuDemand, SharingModel
 from hpsearch.telemetry._summary import Reading, implausible_readings, summarize
 
@@ -63,12 +62,11 @@ class _Placement:
 
 
 class TrialGpuMetrics:
-    """Per-trial GPU series and summaries, cut from a :class:`GpuMonitor`'s samples.
+    """Per-trial GPU series and summaries, cut from one node's GPU samples.
 
     Args:
-        monitor: the running monitor of this machine's GPUs.
-        local_node_id: the Ray node the monitor's GPUs belong to; a trial placed on
-            another node is not attributed (its GPUs are not the ones sampled).
+        monitor: the samples of one node's GPUs (this machine's monitor, or another
+            node's, streamed here).
         load_sink: where declared loads go when the GPUs are simulated from the
             trials' declarations (a load model); ``None``: they are only recorded.
         sharing: how trials sharing a GPU slow each other, to tell a trial's share
@@ -77,9 +75,8 @@ class TrialGpuMetrics:
 
     def __init__(
         self,
-        monitor: GpuMonitor,
+        monitor: GpuReadings,
         *,
-        local_node_id: str | None = None,
         load_sink: LoadSink | None = None,
         sharing: SharingModel | None = None,
     ) -> None:
@@ -87,7 +84,6 @@ class TrialGpuMetrics:
         self._sharing_model = sharing or SharingModel()
         self._learned_until: dict[int, float] = {}
         self._per_trial_util = (0.0, 0)  # sum and count: utilisation per trial, not busy
-        self._local_node = local_node_id
         self._known = {gpu.index for gpu in monitor.gpus}
         self._names = {gpu.index: gpu.name for gpu in monitor.gpus}
         self._trials: dict[int, _Placement] = {}
@@ -98,22 +94,16 @@ class TrialGpuMetrics:
         number: int,
         *,
         gpu_ids: list[str],
-        node_id: str | None,
         pid: int | None,
         started_at: float,
     ) -> str:
-        """Trial ``number`` runs on these GPUs since ``started_at``.
+        """Trial ``number`` runs on these GPUs (of the node read here) since ``started_at``.
 
         Returns:
             Empty when its GPUs are sampled; else why they are not (for a tag).
         """
         if not gpu_ids:
             return ""
-        if self._local_node and node_id and node_id != self._local_node:
-            return (
-                f"not sampled: the trial ran on Ray node {node_id}; the monitor reads the "
-                "driver's node"
-            )
         gpus = tuple(int(i) for i in gpu_ids if i.isdigit())
         missing = [i for i in gpus if i not in self._known]
         if missing or not gpus:

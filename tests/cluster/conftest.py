@@ -15,6 +15,7 @@ import importlib.util
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -28,6 +29,63 @@ from pathlib import Path
 import pytest
 
 from tests.faults.conftest import drivers  # noqa: F401  (the fixture, shared here)
+
+
+class RayNodes:
+    """Ray nodes started as users start them (``ray start``), each in its own process group.
+
+    Args:
+        env: the nodes' environment (and the driver's, to reach them).
+    """
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+        self.started: list[subprocess.Popen[str]] = []
+        self.port = free_port()
+
+    def start(self, *args: str) -> subprocess.Popen[str]:
+        """``ray start ARGS`` on 127.0.0.1, blocking in the background."""
+        ray = str(Path(sys.executable).parent / "ray")
+        common = ["--node-ip-address=127.0.0.1", "--disable-usage-stats", "--block"]
+        node = subprocess.Popen(
+            [ray, "start", *args, *common],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=self.env,
+            start_new_session=True,  # its group is that node: killing it loses the node
+        )
+        self.started.append(node)
+        return node
+
+    def head(self, *args: str) -> subprocess.Popen[str]:
+        """The head node (no dashboard), on this object's port."""
+        return self.start("--head", f"--port={self.port}", "--include-dashboard=false", *args)
+
+    def worker(self, *args: str) -> subprocess.Popen[str]:
+        """A node joining the head."""
+        return self.start(f"--address=127.0.0.1:{self.port}", *args)
+
+    def kill(self, node: subprocess.Popen[str]) -> None:
+        """Kill the node's whole process group (raylet, workers): the machine is gone."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(node.pid, signal.SIGKILL)
+        node.wait()
+
+    def kill_all(self) -> None:
+        for node in self.started:
+            self.kill(node)
+
+
+def ray_node_env(**extra: str) -> dict[str, str]:
+    """The environment of token-authenticated nodes on 127.0.0.1 and of their drivers."""
+    return {
+        **os.environ,
+        "RAY_AUTH_MODE": "token",
+        "RAY_AUTH_TOKEN": os.urandom(16).hex(),
+        **extra,
+    }
+
 
 # PostgreSQL refuses to run as root; as root, the server runs as this user.
 SERVER_USER = "pgserver"

@@ -2,13 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
 import shutil
-import signal
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,70 +10,30 @@ from pathlib import Path
 import pytest
 
 from hpsearch import attrs
+from tests.cluster.conftest import RayNodes, ray_node_env
 from tests.conftest import REPO_ROOT, wait_for
 from tests.faults.conftest import Drivers, record_figures, study_trials
 
 pytestmark = pytest.mark.slow
 
 
-class Nodes:
-    """Ray nodes started as users start them (``ray start``), each in its own process group."""
-
-    def __init__(self, env: dict[str, str]) -> None:
-        self.env = env
-        self.started: list[subprocess.Popen[str]] = []
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
-
-    def start(self, *args: str) -> subprocess.Popen[str]:
-        ray = str(Path(sys.executable).parent / "ray")
-        common = ["--node-ip-address=127.0.0.1", "--disable-usage-stats", "--block"]
-        node = subprocess.Popen(
-            [ray, "start", *args, *common],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            env=self.env,
-            start_new_session=True,  # its group is that node: killing it loses the node
-        )
-        self.started.append(node)
-        return node
-
-    def worker(self) -> subprocess.Popen[str]:
-        """A node of 2 CPUs joining the head."""
-        return self.start(f"--address=127.0.0.1:{self.port}", "--num-cpus=2")
-
-    def kill(self, node: subprocess.Popen[str]) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(node.pid, signal.SIGKILL)
-        node.wait()
-
-
 @pytest.fixture
-def nodes() -> Iterator[Nodes]:
+def nodes() -> Iterator[RayNodes]:
     """A head with no CPUs (trials run on worker nodes), token-authenticated, on 127.0.0.1.
 
     The head notices a silent node within about 3 s rather than Ray's default 15.
     """
-    env = {
-        **os.environ,
-        "RAY_AUTH_MODE": "token",
-        "RAY_AUTH_TOKEN": os.urandom(16).hex(),
-        "RAY_health_check_period_ms": "1000",
-        "RAY_health_check_failure_threshold": "3",
-    }
-    cluster = Nodes(env)
-    cluster.start("--head", f"--port={cluster.port}", "--num-cpus=0", "--include-dashboard=false")
+    env = ray_node_env(RAY_health_check_period_ms="1000", RAY_health_check_failure_threshold="3")
+    cluster = RayNodes(env)
+    cluster.head("--num-cpus=0")
     try:
         yield cluster
     finally:
-        for node in cluster.started:
-            cluster.kill(node)
+        cluster.kill_all()
 
 
 def test_a_trial_whose_node_dies_resumes_on_another_node_from_its_checkpoint(
-    project: Path, nodes: Nodes, drivers: Drivers
+    project: Path, nodes: RayNodes, drivers: Drivers
 ) -> None:
     shutil.copytree(REPO_ROOT / "examples", project / "examples")
     config = (REPO_ROOT / "examples/conditional/config.yaml").read_text()
@@ -88,7 +42,7 @@ def test_a_trial_whose_node_dies_resumes_on_another_node_from_its_checkpoint(
         f"execution: {{address: '127.0.0.1:{nodes.port}', max_concurrent: 1}}",
     )
     (project / "config.yaml").write_text(config)
-    first = nodes.worker()
+    first = nodes.worker("--num-cpus=2")
     started = time.monotonic()
     driver = drivers.start(project / "config.yaml", env=nodes.env)
     latest = project / "mlruns/checkpoints/conditional-example/trial-0/LATEST"
@@ -98,7 +52,7 @@ def test_a_trial_whose_node_dies_resumes_on_another_node_from_its_checkpoint(
 
     wait_for(checkpointed_twice, 120, "trial 0's second checkpoint")
     nodes.kill(first)  # the machine is gone: raylet, workers, the trial
-    nodes.worker()
+    nodes.worker("--num-cpus=2")
     _, stderr = driver.communicate(timeout=180)
     took = time.monotonic() - started
 

@@ -306,7 +306,7 @@ def test_gpu_placement_load_and_series_reach_mlflow_and_optuna(
     assert d.handle.study.trials[0].user_attrs[attrs.ASSIGNED]["pid"] == 41
     # The other trial ran on a node whose GPUs this monitor does not read.
     other = client.get_run(d.run_id(1))
-    assert "ran on Ray node there" in other.data.tags["hpsearch.gpu_telemetry"]
+    assert "no GPU monitor reads Ray node there" in other.data.tags["hpsearch.gpu_telemetry"]
     assert not [name for name in other.data.metrics if name.startswith("gpu_")]
     assert attrs.GPU not in d.handle.study.trials[1].user_attrs
     assert gpus.sample(d.clock())[0].utilization_pct == 0.0, "ended trials leave the GPU"

@@ -16,7 +16,7 @@ from hpsearch.placement import (
     RunningTrial,
 )
 from hpsearch.runner import VirtualClock
-from hpsearch.telemetry import GpuInfo, GpuMonitor, LoadModelBackend, TrialLoad
+from hpsearch.telemetry import ClusterReadings, GpuInfo, GpuMonitor, LoadModelBackend, TrialLoad
 
 NODE = "3f2a9c0d1e"  # a Ray node id
 ADDRESS = "127.0.0.1"
@@ -37,10 +37,10 @@ class Rig:
         self.admission = PackingAdmission(
             PackingPolicy(settings),
             nodes=lambda: [
-                NodeGpus(NODE, ADDRESS, 16.0, (0, 1), {0: 6141.0, 1: 6141.0}, local=True)
+                NodeGpus(NODE, ADDRESS, 16.0, (0, 1), {0: 6141.0, 1: 6141.0}, monitored=True)
             ],
             request=AdmissionRequest(cpus_per_trial=1.0, max_concurrent=None, ray_gpus=0.125),
-            monitor=self.monitor,
+            readings=ClusterReadings(NODE, self.monitor),
             observers=[self],
             clock=self.clock,
         )

@@ -231,7 +231,7 @@ def test_a_gpu_without_telemetry_holds_one_trial() -> None:
     remote = GpuView(GpuKey("10.0.0.2", 0), 16000.0, telemetry=False)
     decisions = machine.policy.decide(replace(view, gpus=(*view.gpus, remote)))
     assert decisions[remote.key].limit == 1
-    assert "no telemetry" in decisions[remote.key].reason
+    assert "no GPU monitor" in decisions[remote.key].reason
 
 
 def test_hysteresis_band_cannot_be_negative() -> None:

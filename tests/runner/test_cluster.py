@@ -46,10 +46,10 @@ def test_the_gpus_of_the_local_node_are_the_visible_ones_read_by_the_monitor(
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
     monitored: dict[int, float | None] = {0: 81559.0, 1: 81559.0, 2: 81559.0, 3: 40000.0}
     with ray_cluster(ExecutionSpec(num_cpus=4, num_gpus=2), str(project)):
-        nodes = cluster_gpus(monitored, local_node_id())
-        not_read = cluster_gpus(None, local_node_id())
+        nodes = cluster_gpus({"": monitored}, local_node_id())
+        not_read = cluster_gpus({}, local_node_id())
     assert len(nodes) == 1
     assert nodes[0].node == "127.0.0.1"
-    assert (nodes[0].gpus, nodes[0].cpus, nodes[0].local) == ((2, 3), 4.0, True)
+    assert (nodes[0].gpus, nodes[0].cpus, nodes[0].monitored) == ((2, 3), 4.0, True)
     assert nodes[0].memory_mb == {2: 81559.0, 3: 40000.0}
-    assert not not_read[0].local
+    assert not not_read[0].monitored

@@ -7,6 +7,8 @@ import pytest
 from hpsearch.config import ObjectiveSpec
 from hpsearch.runner import VirtualClock as Clock
 from hpsearch.telemetry import (
+    ClusterGpuMetrics,
+    ClusterReadings,
     GpuDemand,
     GpuInfo,
     GpuMonitor,
@@ -41,11 +43,11 @@ def _tick(monitor: GpuMonitor, clock: Clock, seconds: int) -> None:
 def test_two_trials_sharing_a_gpu(
     model: LoadModelBackend, monitor: GpuMonitor, clock: Clock
 ) -> None:
-    gpu = TrialGpuMetrics(monitor, local_node_id="node-a", load_sink=model)
-    assert gpu.placed(0, gpu_ids=["0"], node_id="node-a", pid=100, started_at=clock.now) == ""
+    gpu = TrialGpuMetrics(monitor, load_sink=model)
+    assert gpu.placed(0, gpu_ids=["0"], pid=100, started_at=clock.now) == ""
     gpu.declared_load(0, 30.0, 1000.0)
     _tick(monitor, clock, 2)
-    gpu.placed(1, gpu_ids=["0"], node_id="node-a", pid=101, started_at=clock.now)
+    gpu.placed(1, gpu_ids=["0"], pid=101, started_at=clock.now)
     gpu.declared_load(1, 40.0, 500.0)
     _tick(monitor, clock, 3)
 
@@ -89,8 +91,8 @@ def test_a_trial_on_each_gpu_is_not_a_co_tenant(
     model: LoadModelBackend, monitor: GpuMonitor, clock: Clock
 ) -> None:
     gpu = TrialGpuMetrics(monitor, load_sink=model)
-    gpu.placed(0, gpu_ids=["0"], node_id=None, pid=1, started_at=clock.now)
-    gpu.placed(1, gpu_ids=["1"], node_id=None, pid=2, started_at=clock.now)
+    gpu.placed(0, gpu_ids=["0"], pid=1, started_at=clock.now)
+    gpu.placed(1, gpu_ids=["1"], pid=2, started_at=clock.now)
     _tick(monitor, clock, 2)
     _, report = gpu.finish(0, clock.now)
     assert report is not None
@@ -102,7 +104,7 @@ def test_a_multi_gpu_trial_gets_a_series_per_gpu(
     model: LoadModelBackend, monitor: GpuMonitor, clock: Clock
 ) -> None:
     gpu = TrialGpuMetrics(monitor, load_sink=model)
-    gpu.placed(0, gpu_ids=["0", "1"], node_id=None, pid=1, started_at=clock.now)
+    gpu.placed(0, gpu_ids=["0", "1"], pid=1, started_at=clock.now)
     gpu.declared_load(0, 50.0, 800.0)
     _tick(monitor, clock, 2)
     (first, _) = gpu.new_points(0)
@@ -118,7 +120,7 @@ def test_a_trial_shorter_than_the_interval_still_gets_one_reading(
     model: LoadModelBackend, monitor: GpuMonitor, clock: Clock
 ) -> None:
     gpu = TrialGpuMetrics(monitor, load_sink=model)
-    gpu.placed(0, gpu_ids=["0"], node_id=None, pid=1, started_at=clock.now)
+    gpu.placed(0, gpu_ids=["0"], pid=1, started_at=clock.now)
     gpu.declared_load(0, 20.0, 300.0)
     ended = clock.now + 0.3
     clock.now += 0.31  # the driver learns of the end a moment after it
@@ -131,14 +133,48 @@ def test_a_trial_shorter_than_the_interval_still_gets_one_reading(
 def test_trials_whose_gpus_are_not_sampled_say_why(
     model: LoadModelBackend, monitor: GpuMonitor, clock: Clock
 ) -> None:
-    gpu = TrialGpuMetrics(monitor, local_node_id="driver-node", load_sink=model)
+    gpu = ClusterGpuMetrics(ClusterReadings("driver-node", monitor), local_sink=model)
     other = gpu.placed(0, gpu_ids=["0"], node_id="worker-node", pid=1, started_at=clock.now)
-    assert "ran on Ray node worker-node" in other
+    assert other == "not sampled: no GPU monitor reads Ray node worker-node"
     unknown = gpu.placed(1, gpu_ids=["7"], node_id="driver-node", pid=1, started_at=clock.now)
     assert "GPU(s) 7 are not among the monitored GPUs" in unknown
     assert gpu.placed(2, gpu_ids=[], node_id=None, pid=1, started_at=clock.now) == ""
-    assert gpu.tracked() == []
     assert gpu.finish(0, clock.now) == ([], None)
+
+
+def test_each_trials_series_comes_from_the_node_it_ran_on(clock: Clock) -> None:
+    gpus = [GpuInfo(0, "Simulated", 6141.0, 115.0)]
+    here, there = LoadModelBackend(gpus), LoadModelBackend(gpus)
+    local = GpuMonitor(here, interval_s=1.0, clock=clock)
+    remote = GpuMonitor(there, interval_s=1.0, clock=clock)  # another node's, streamed here
+    readings = ClusterReadings("driver-node", local)
+    readings.add("worker-node", remote, sink=there)
+    gpu = ClusterGpuMetrics(readings, local_sink=here)
+    assert readings.monitored() == {"worker-node": {0: 6141.0}, "driver-node": {0: 6141.0}}
+
+    gpu.placed(0, gpu_ids=["0"], node_id="driver-node", pid=1, started_at=clock.now)
+    gpu.placed(1, gpu_ids=["0"], node_id="worker-node", pid=2, started_at=clock.now)
+    gpu.declared_load(0, 20.0, 300.0)
+    gpu.declared_load(1, 70.0, 900.0)  # reaches the worker node's load model only
+    for _ in range(3):
+        clock.now += 1.0
+        local.sample_now()
+        remote.sample_now()
+
+    seen = {
+        n: {p.metrics["system/gpu_0_utilization_percentage"] for p in gpu.new_points(n)}
+        for n in (0, 1)
+    }
+    assert seen == {0: {20.0}, 1: {70.0}}
+    # Both sit on "GPU 0", of different nodes: neither is the other's co-tenant.
+    _, report = gpu.finish(1, clock.now)
+    assert report is not None
+    assert report.attrs["co_tenants"] == []
+    # A node whose monitor is lost is read no more.
+    readings.drop("worker-node")
+    lost = gpu.placed(2, gpu_ids=["0"], node_id="worker-node", pid=3, started_at=clock.now)
+    assert lost.startswith("not sampled")
+    assert "worker-node" not in readings.monitored()
 
 
 # -- a trial's share of its solo speed ------------------------------------------------
@@ -149,10 +185,10 @@ def test_a_shared_trial_runs_at_the_sharing_models_share_of_its_solo_speed(
 ) -> None:
     gpu = TrialGpuMetrics(monitor, load_sink=model)
     start = clock.now
-    gpu.placed(0, gpu_ids=["0"], node_id=None, pid=1, started_at=start)
+    gpu.placed(0, gpu_ids=["0"], pid=1, started_at=start)
     gpu.declared_load(0, 60.0, 500.0)
     _tick(monitor, clock, 10)
-    gpu.placed(1, gpu_ids=["0"], node_id=None, pid=2, started_at=clock.now)
+    gpu.placed(1, gpu_ids=["0"], pid=2, started_at=clock.now)
     gpu.declared_load(1, 60.0, 500.0)
     _tick(monitor, clock, 10)
 
@@ -164,7 +200,7 @@ def test_a_shared_trial_runs_at_the_sharing_models_share_of_its_solo_speed(
     # Over both halves: the time-weighted mean, what a rate over 20 s measures.
     assert gpu.speed_share(0, start, start + 20) == pytest.approx((1.0 + both) / 2)
     # A trial on the other GPU, or one never placed, is not slowed by these.
-    gpu.placed(2, gpu_ids=["1"], node_id=None, pid=3, started_at=clock.now)
+    gpu.placed(2, gpu_ids=["1"], pid=3, started_at=clock.now)
     _tick(monitor, clock, 2)
     assert gpu.speed_share(2, clock.now - 2, clock.now) == pytest.approx(1.0)
     assert gpu.speed_share(9, start, clock.now) is None
@@ -177,9 +213,9 @@ def test_without_declared_loads_the_readings_tell_the_share(
     # the loads (set directly), the trials' records do not know them.
     gpu = TrialGpuMetrics(monitor)
     start = clock.now
-    gpu.placed(0, gpu_ids=["0"], node_id=None, pid=1, started_at=start)
+    gpu.placed(0, gpu_ids=["0"], pid=1, started_at=start)
     model.set_load(0, TrialLoad(20.0, 500.0, 1, (0,)))
-    gpu.placed(1, gpu_ids=["0"], node_id=None, pid=2, started_at=start)
+    gpu.placed(1, gpu_ids=["0"], pid=2, started_at=start)
     model.set_load(1, TrialLoad(20.0, 500.0, 2, (0,)))
     _tick(monitor, clock, 5)
     # Not busy (40%): the reading is the demand; only the switching cost slows them.
@@ -190,7 +226,7 @@ def test_without_declared_loads_the_readings_tell_the_share(
     model.set_load(0, TrialLoad(70.0, 500.0, 1, (0,)))
     alone = clock.now
     _tick(monitor, clock, 5)  # trial 0 alone: 70% is its solo utilisation
-    gpu.placed(2, gpu_ids=["0"], node_id=None, pid=3, started_at=clock.now)
+    gpu.placed(2, gpu_ids=["0"], pid=3, started_at=clock.now)
     model.set_load(2, TrialLoad(70.0, 500.0, 3, (0,)))
     shared = clock.now
     _tick(monitor, clock, 5)
