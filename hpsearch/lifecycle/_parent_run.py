@@ -18,17 +18,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
+from hpsearch import attrs
 from hpsearch.config import ObjectiveSpec, RunConfig
 from hpsearch.lifecycle._base import TrialListener
 from hpsearch.lifecycle._events import TrialEnded
-from hpsearch.oom import oom_summary
+from hpsearch.oom import OomRecord, OomTally, oom_record
 from hpsearch.placement import GpuDecision
 from hpsearch.results import StudyResults, analysis_figures, write_pareto_csv
 from hpsearch.study import StudyHandle
 from hpsearch.telemetry import GpuMonitor, render_report
 from hpsearch.tracking import STUDY_TAG, MlflowTracker, RunStatus
+from hpsearch.trial.protocol import Outcome
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +60,8 @@ class ParentRun(TrialListener):
         self._handle = handle
         self._objectives = list(objectives)
         self._series_steps = itertools.count()
+        # The study as it was before this search's first trial: read once.
+        self._progress = SearchProgress(objectives, handle.study.get_trials(deepcopy=False))
 
     @classmethod
     def start(cls, config: RunConfig, handle: StudyHandle, tracker: MlflowTracker) -> ParentRun:
@@ -77,23 +81,8 @@ class ParentRun(TrialListener):
 
     def on_ended(self, event: TrialEnded) -> None:
         """Counts and best value so far, stepped by finished trials."""
-        study = self._handle.study
-        trials = study.get_trials(deepcopy=False)
-        counts = {
-            "trials_complete": sum(t.state == TrialState.COMPLETE for t in trials),
-            "trials_pruned": sum(t.state == TrialState.PRUNED for t in trials),
-            "trials_failed": sum(t.state == TrialState.FAIL for t in trials),
-        }
-        step = sum(counts.values())
-        metrics: dict[str, float] = {k: float(v) for k, v in counts.items()}
-        metrics.update(oom_summary(trials))
-        if counts["trials_complete"] and len(self._objectives) == 1:
-            best = float(study.best_value)
-            if math.isfinite(best):
-                metrics[f"best_{self._objectives[0].metric}"] = best
-        elif counts["trials_complete"]:
-            metrics["pareto_front_size"] = float(len(study.best_trials))
-        self.tracker.log_metrics(self.run_id, metrics, step)
+        self._progress.add(event)
+        self.tracker.log_metrics(self.run_id, self._progress.metrics(), self._progress.step)
 
     def decided(self, gpu: str, decision: GpuDecision) -> None:
         """Packing decisions reach the parent run in :meth:`record_packing`, all at once."""
@@ -155,6 +144,91 @@ class ParentRun(TrialListener):
     def end(self, status: RunStatus) -> None:
         """End the parent run."""
         self.tracker.end_run(self.run_id, status)
+
+
+class SearchProgress:
+    """The parent run's counts and best values, kept as trials end: the study is read once.
+
+    Starts from the study's trials as the search starts, then adds this driver's
+    trials as they end (another driver's show in its own run).
+
+    Args:
+        objectives: the config's objectives.
+        trials: the study's trials before.
+    """
+
+    def __init__(self, objectives: Sequence[ObjectiveSpec], trials: Sequence[FrozenTrial]) -> None:
+        self._signs = [1.0 if o.direction == "minimize" else -1.0 for o in objectives]
+        self._metric = objectives[0].metric
+        self._states = {TrialState.COMPLETE: 0, TrialState.PRUNED: 0, TrialState.FAIL: 0}
+        self._oom = OomTally()
+        self._best: float | None = None
+        # The Pareto front's points (values, minimised) and how many trials sit on each.
+        self._front: dict[tuple[float, ...], int] = {}
+        for trial in trials:
+            if trial.state in self._states:
+                gpus = float(trial.user_attrs.get(attrs.RESOURCES, {}).get("gpus", 0.0))
+                duration = float(trial.user_attrs.get(attrs.DURATION, 0.0))
+                self._count(trial.state, trial.values, oom_record(trial), gpus, duration)
+
+    @property
+    def step(self) -> int:
+        """Trials finished in the study: the metrics' step."""
+        return sum(self._states.values())
+
+    def add(self, event: TrialEnded) -> None:
+        """A trial of this search ended."""
+        state = _STATES[event.outcome]
+        values = list(event.values) if event.values is not None else None
+        self._count(state, values, event.oom, event.admission.gpus, event.duration_s)
+
+    def metrics(self) -> dict[str, float]:
+        """``trials_complete``, ``trials_pruned``, ``trials_failed``, OOM figures, the best."""
+        metrics = {
+            "trials_complete": float(self._states[TrialState.COMPLETE]),
+            "trials_pruned": float(self._states[TrialState.PRUNED]),
+            "trials_failed": float(self._states[TrialState.FAIL]),
+            **self._oom.summary(),
+        }
+        if self._best is not None and len(self._signs) == 1:
+            metrics[f"best_{self._metric}"] = self._best * self._signs[0]
+        elif self._front:
+            metrics["pareto_front_size"] = float(sum(self._front.values()))
+        return metrics
+
+    def _count(
+        self,
+        state: TrialState,
+        values: Sequence[float] | None,
+        oom: OomRecord | None,
+        gpus: float,
+        duration_s: float,
+    ) -> None:
+        self._states[state] += 1
+        self._oom.add(oom, gpus, duration_s)
+        if state != TrialState.COMPLETE or not values or len(values) != len(self._signs):
+            return
+        point = tuple(v * sign for v, sign in zip(values, self._signs, strict=True))
+        if not all(math.isfinite(v) for v in point):
+            return
+        if len(point) == 1:
+            self._best = point[0] if self._best is None else min(self._best, point[0])
+        elif not any(_dominates(other, point) for other in self._front):
+            self._front = {p: n for p, n in self._front.items() if not _dominates(point, p)}
+            self._front[point] = self._front.get(point, 0) + 1
+
+
+_STATES = {
+    Outcome.COMPLETE: TrialState.COMPLETE,
+    Outcome.PRUNED: TrialState.PRUNED,
+    Outcome.FAIL: TrialState.FAIL,
+    Outcome.INTERRUPTED: TrialState.FAIL,
+}
+
+
+def _dominates(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
+    """Whether ``a`` is at least as good as ``b`` everywhere and better somewhere (minimised)."""
+    return all(x <= y for x, y in zip(a, b, strict=True)) and a != b
 
 
 def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, str]:

@@ -17,6 +17,7 @@ from hpsearch.oom._base import (
 from hpsearch.oom._book import (
     CONSTRAINT,
     OomBook,
+    OomTally,
     is_oom,
     mark_infeasible,
     memory_cap_mb,
@@ -44,6 +45,7 @@ __all__ = [
     "OomPredictor",
     "OomRecord",
     "OomReport",
+    "OomTally",
     "OomVerdict",
     "cgroup_oom_kills",
     "device_oom",

@@ -136,22 +136,43 @@ def is_oom(trial: FrozenTrial) -> bool:
     return attrs.OOM in trial.user_attrs
 
 
-def oom_summary(trials: Sequence[FrozenTrial]) -> dict[str, float]:
-    """Counts of OOM trials and the share of GPU-seconds they used, for the parent run.
+class OomTally:
+    """Counts of OOM trials and the share of GPU-seconds they used, kept as trials finish.
 
-    GPU-seconds are each finished trial's duration times the GPU share it held;
-    the share is absent in a search without GPUs.
+    GPU-seconds are each finished trial's duration times the GPU share it held
+    (none in a search without GPUs).
     """
-    records = [(t, oom_record(t)) for t in trials]
-    ran_out = [t for t, r in records if r is not None and not r.predicted]
-    predicted = [t for t, r in records if r is not None and r.predicted]
-    summary = {"trials_oom": float(len(ran_out)), "trials_predicted_oom": float(len(predicted))}
 
-    def gpu_seconds(trial: FrozenTrial) -> float:
-        gpus = float(trial.user_attrs.get(attrs.RESOURCES, {}).get("gpus", 0.0))
-        return gpus * float(trial.user_attrs.get(attrs.DURATION, 0.0))
+    def __init__(self) -> None:
+        self.ran_out = 0
+        self.predicted = 0
+        self._gpu_seconds = 0.0
+        self._wasted = 0.0
 
-    total = sum(gpu_seconds(t) for t in trials if t.state.is_finished())
-    if total > 0:
-        summary["oom_wasted_gpu_seconds_share"] = sum(gpu_seconds(t) for t in ran_out) / total
-    return summary
+    def add(self, record: OomRecord | None, gpus: float, duration_s: float) -> None:
+        """A trial finished (``record``: its out-of-memory record, when it has one)."""
+        used = gpus * duration_s
+        self._gpu_seconds += used
+        if record is not None and record.predicted:
+            self.predicted += 1
+        elif record is not None:
+            self.ran_out += 1
+            self._wasted += used
+
+    def summary(self) -> dict[str, float]:
+        """The parent run's metrics."""
+        summary = {"trials_oom": float(self.ran_out), "trials_predicted_oom": float(self.predicted)}
+        if self._gpu_seconds > 0:
+            summary["oom_wasted_gpu_seconds_share"] = self._wasted / self._gpu_seconds
+        return summary
+
+
+def oom_summary(trials: Sequence[FrozenTrial]) -> dict[str, float]:
+    """:class:`OomTally`'s summary of the study's finished trials."""
+    tally = OomTally()
+    for trial in trials:
+        if trial.state.is_finished():
+            gpus = float(trial.user_attrs.get(attrs.RESOURCES, {}).get("gpus", 0.0))
+            duration = float(trial.user_attrs.get(attrs.DURATION, 0.0))
+            tally.add(oom_record(trial), gpus, duration)
+    return tally.summary()

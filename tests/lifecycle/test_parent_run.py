@@ -1,0 +1,71 @@
+"""The parent run's progress, kept as trials end, agrees with Optuna's reading of the study."""
+
+from __future__ import annotations
+
+import random
+
+import optuna
+from optuna.trial import TrialState, create_trial
+
+from hpsearch.config import ObjectiveSpec
+from hpsearch.lifecycle._events import TrialEnded
+from hpsearch.lifecycle._parent_run import SearchProgress
+from hpsearch.placement import Admission
+from hpsearch.trial.protocol import Outcome
+
+OBJECTIVES = [
+    ObjectiveSpec(metric="accuracy", direction="maximize"),
+    ObjectiveSpec(metric="seconds", direction="minimize"),
+]
+
+
+def _ended(number: int, outcome: Outcome, values: tuple[float, ...] | None) -> TrialEnded:
+    return TrialEnded(
+        number=number,
+        outcome=outcome,
+        values=values,
+        metrics={},
+        end_metrics={},
+        params={},
+        admission=Admission(cpus=1.0, gpus=0.5, reason="test"),
+        duration_s=2.0,
+    )
+
+
+def test_counts_and_the_pareto_front_size_match_optuna_as_trials_end() -> None:
+    rng = random.Random(7)
+    study = optuna.create_study(directions=["maximize", "minimize"])
+    outcomes = [Outcome.COMPLETE] * 8 + [Outcome.PRUNED, Outcome.FAIL, Outcome.INTERRUPTED]
+    ended = []
+    for number in range(300):
+        outcome = rng.choice(outcomes)
+        values = (round(rng.random(), 2), round(rng.random(), 2))  # ties happen
+        complete = outcome is Outcome.COMPLETE
+        state = {
+            Outcome.COMPLETE: TrialState.COMPLETE,
+            Outcome.PRUNED: TrialState.PRUNED,
+        }.get(outcome, TrialState.FAIL)
+        study.add_trial(create_trial(state=state, values=list(values) if complete else None))
+        ended.append(_ended(number, outcome, values if complete else None))
+
+    # Half of the study there at the start, the other half ending one by one.
+    progress = SearchProgress(OBJECTIVES, study.trials[:150])
+    for event in ended[150:]:
+        progress.add(event)
+
+    metrics = progress.metrics()
+    states = [t.state for t in study.trials]
+    assert metrics["trials_complete"] == states.count(TrialState.COMPLETE)
+    assert metrics["trials_pruned"] == states.count(TrialState.PRUNED)
+    assert metrics["trials_failed"] == states.count(TrialState.FAIL)
+    assert progress.step == 300
+    assert metrics["pareto_front_size"] == len(study.best_trials)  # ties count, as in Optuna
+
+
+def test_the_best_value_of_one_objective_follows_its_direction() -> None:
+    progress = SearchProgress([ObjectiveSpec(metric="loss", direction="minimize")], [])
+    for number, value in enumerate([0.5, 0.3, float("nan"), 0.4]):
+        progress.add(_ended(number, Outcome.COMPLETE, (value,)))
+    progress.add(_ended(4, Outcome.PRUNED, None))
+    assert progress.metrics()["best_loss"] == 0.3
+    assert progress.metrics()["trials_pruned"] == 1
