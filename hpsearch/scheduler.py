@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from optuna.trial import FrozenTrial
 
 from hpsearch.placement import Admission, ClusterCapacity, ResourcePolicy, RunningTrial
-from hpsearch.study import BudgetDecision, TrialBudget, count_budget
+from hpsearch.study import BudgetCount, BudgetDecision, BudgetTally, TrialBudget
 
 CAPACITY_REFRESH_S = 5.0
 """Seconds between reads of the cluster's resources (nodes may join or leave)."""
@@ -69,7 +69,8 @@ class Scheduler:
         policy: decides whether another trial fits now, and with what.
         budget: decides whether the search may go on.
         capacity: the cluster's current resources (read every few seconds).
-        runs_alone: whether the next trial Optuna hands out re-runs an OOM alone.
+        runs_alone: whether the next trial Optuna hands out re-runs an OOM alone (given
+            the study's trials still running or waiting).
         clock: for the capacity refresh.
     """
 
@@ -93,6 +94,7 @@ class Scheduler:
         self._clock = clock
         self._capacity: ClusterCapacity | None = None
         self._capacity_at = 0.0
+        self._tally = BudgetTally()
 
     def suggest(self, trial_id: str) -> dict[str, Any] | Hold:
         """The runner's config of a new trial with id ``trial_id``, or why there is none now."""
@@ -105,10 +107,10 @@ class Scheduler:
         # Held from reading the study's trials to asking Optuna for one: drivers
         # sharing the study must not both take its last trial.
         with self._ledger.exclusive():
-            admission, trials = self._admit(running, capacity)
-            if admission is None:
+            admission, counted = self._admit(running, capacity)
+            if admission is None or counted is None:
                 return Hold.WAIT
-            decision = self._budget.decide(count_budget(trials))
+            decision = self._budget.decide(counted)
             if decision is not BudgetDecision.START:
                 return Hold.FINISHED if decision is BudgetDecision.FINISHED else Hold.WAIT
             config = self._ledger.open(trial_id, admission)
@@ -121,17 +123,19 @@ class Scheduler:
 
     def _admit(
         self, running: list[RunningTrial], capacity: ClusterCapacity
-    ) -> tuple[Admission | None, list[FrozenTrial]]:
-        """The policy's answer now, and the study's trials (read once, only when it admits)."""
+    ) -> tuple[Admission | None, BudgetCount | None]:
+        """The policy's answer now, and the study's count (read only when it admits)."""
         admission = self._policy.admit(running, capacity)
         if admission is None:
-            return None, []
-        trials = self._ledger.study_trials()
-        if admission.gpus > 0 and self._runs_alone(trials):
+            return None, None
+        # Other drivers' trials count too: the study is read, but only the trials
+        # after the leading finished ones are counted again.
+        counted = self._tally.count(self._ledger.study_trials())
+        if admission.gpus > 0 and self._runs_alone(self._tally.unfinished):
             # A configuration that ran out of memory under a shared GPU's cap gets
             # one run on a whole GPU before it is judged infeasible.
             admission = self._policy.admit(running, capacity, whole_gpu=True)
-        return admission, trials
+        return admission, counted
 
     def _launch_waiting(
         self, trial_id: str, running: list[RunningTrial], capacity: ClusterCapacity

@@ -356,12 +356,99 @@ class BudgetCount:
 
 def retried_numbers(trials: Sequence[FrozenTrial]) -> set[int]:
     """Numbers of failed trials that run again: interrupted ones, and those of a lost driver."""
-    retried = {t.user_attrs[attrs.RETRY_OF] for t in trials if attrs.RETRY_OF in t.user_attrs}
+    retried: set[int] = set()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ExperimentalWarning)
         for trial in trials:
-            retried.update(RetryHeartbeatStaleTrialCallback.retry_history(trial))
+            retried.update(_retries(trial))
     return retried
+
+
+def _retries(trial: FrozenTrial) -> list[int]:
+    """The failed trials ``trial`` runs again (call with Optuna's experimental warning off)."""
+    found = list(RetryHeartbeatStaleTrialCallback.retry_history(trial))
+    if attrs.RETRY_OF in trial.user_attrs:
+        found.append(int(trial.user_attrs[attrs.RETRY_OF]))
+    return found
+
+
+class BudgetTally:
+    """:func:`count_budget` kept across reads of a growing study.
+
+    Finished trials never change, and a trial that re-runs another carries its
+    mark from its creation, so the leading run of finished trials (by number) is
+    counted once, into sets kept here; each count reads only the trials after it
+    and compares them with those sets. Give it the study's trials sorted by
+    number, as Optuna returns them.
+    """
+
+    def __init__(self) -> None:
+        self._settled = 0  # trials[:_settled] are finished and counted below
+        self._complete = 0
+        self._pruned: set[int] = set()
+        self._failed: set[int] = set()
+        self._retried: set[int] = set()  # failed trials that some trial runs again
+        self._alone: set[int] = set()  # pruned trials that some trial runs again alone
+        self._uncounted = 0  # |pruned & alone| + |failed & retried|
+        self.unfinished: list[FrozenTrial] = []
+        """The trials still running or waiting, as of the last count."""
+
+    def count(self, trials: Sequence[FrozenTrial]) -> BudgetCount:
+        """The study's count now (see :func:`count_budget`)."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ExperimentalWarning)
+            while self._settled < len(trials) and trials[self._settled].state.is_finished():
+                self._settle(trials[self._settled])
+                self._settled += 1
+            tail = trials[self._settled :]
+            retried = {n for t in tail for n in _retries(t)} - self._retried
+        alone = {_alone_of(t) for t in tail} - {None} - self._alone
+        states = [t.state for t in tail]
+        pruned = {t.number for t in tail if t.state == TrialState.PRUNED}
+        failed = {t.number for t in tail if t.state == TrialState.FAIL}
+        uncounted = (
+            self._uncounted
+            + len(pruned & (self._alone | alone))
+            + len(failed & (self._retried | retried))
+            + len(self._pruned & alone)
+            + len(self._failed & retried)
+        )
+        finished = (
+            self._complete
+            + states.count(TrialState.COMPLETE)
+            + len(self._pruned)
+            + len(pruned)
+            + len(self._failed)
+            + len(failed)
+            - uncounted
+        )
+        self.unfinished = [t for t in tail if not t.state.is_finished()]
+        return BudgetCount(finished=finished, running=states.count(TrialState.RUNNING))
+
+    def _settle(self, trial: FrozenTrial) -> None:
+        """Count a finished trial for good."""
+        if trial.state == TrialState.COMPLETE:
+            self._complete += 1
+        elif trial.state == TrialState.PRUNED:
+            self._pruned.add(trial.number)
+            self._uncounted += trial.number in self._alone
+        elif trial.state == TrialState.FAIL:
+            self._failed.add(trial.number)
+            self._uncounted += trial.number in self._retried
+        for number in _retries(trial):
+            if number not in self._retried:
+                self._retried.add(number)
+                self._uncounted += number in self._failed
+        alone = _alone_of(trial)
+        if alone is not None and alone not in self._alone:
+            self._alone.add(alone)
+            self._uncounted += alone in self._pruned
+
+
+def _alone_of(trial: FrozenTrial) -> int | None:
+    """The trial that ``trial`` re-runs alone on a whole GPU, if it does."""
+    number = trial.user_attrs.get(attrs.ALONE_RETRY_OF)
+    return int(number) if number is not None else None
 
 
 def count_budget(trials: Sequence[FrozenTrial]) -> BudgetCount:
@@ -372,19 +459,7 @@ def count_budget(trials: Sequence[FrozenTrial]) -> BudgetCount:
     driver, or one that ran out of memory under a shared GPU's cap and re-runs
     alone. Its re-run counts.
     """
-    retried = retried_numbers(trials)
-    alone = {
-        t.user_attrs[attrs.ALONE_RETRY_OF] for t in trials if attrs.ALONE_RETRY_OF in t.user_attrs
-    }
-    finished = sum(
-        1
-        for t in trials
-        if (t.state == TrialState.COMPLETE)
-        or (t.state == TrialState.PRUNED and t.number not in alone)
-        or (t.state == TrialState.FAIL and t.number not in retried)
-    )
-    running = sum(1 for t in trials if t.state == TrialState.RUNNING)
-    return BudgetCount(finished=finished, running=running)
+    return BudgetTally().count(trials)
 
 
 class TrialBudget:

@@ -17,6 +17,7 @@ from hpsearch.study import (
     MAX_LOST_RETRIES,
     BudgetCount,
     BudgetDecision,
+    BudgetTally,
     TrialBudget,
     count_budget,
     make_pruner,
@@ -179,3 +180,30 @@ def test_resumed_seeded_search_does_not_repeat_itself(config: RunConfig) -> None
     resumed = open_study(config)
     new = [resumed.ask(distributions).params["x"] for _ in range(2)]
     assert not set(new) & {t.params["x"] for t in first.study.trials[:2]}
+
+
+def test_the_budget_kept_across_reads_counts_as_a_fresh_count() -> None:
+    # A study that grows as a search's does: a tally kept from read to read (as the
+    # scheduler keeps it) counts what a fresh count of the same trials counts.
+    study = optuna.create_study()
+    tally = BudgetTally()
+
+    def counted(finished: int, running: int) -> None:
+        trials = study.get_trials(deepcopy=False)
+        assert tally.count(trials) == BudgetCount(finished=finished, running=running)
+        assert count_budget(trials) == BudgetCount(finished=finished, running=running)
+
+    study.add_trial(optuna.trial.create_trial(value=1.0))
+    running = study.ask()
+    study.add_trial(optuna.trial.create_trial(state=TrialState.FAIL))  # trial 2
+    study.add_trial(optuna.trial.create_trial(state=TrialState.PRUNED))  # trial 3
+    counted(finished=3, running=1)
+    study.enqueue_trial({}, user_attrs={attrs.RETRY_OF: 2})  # 2 runs again: not counted
+    counted(finished=2, running=1)
+    study.tell(running, 0.5)
+    study.enqueue_trial({}, user_attrs={attrs.ALONE_RETRY_OF: 3})  # 3 runs again alone
+    counted(finished=2, running=0)
+    for _ in range(2):
+        study.tell(study.ask(), 0.1)  # the two re-runs
+    counted(finished=4, running=0)
+    assert tally.unfinished == []
