@@ -4,8 +4,9 @@ A search of ``--trials`` trivial trials (one epoch of the simulated workload, a
 few milliseconds each, on the simulated-time runner: no Ray, no sleeping), so
 what is measured is the driver itself: Optuna's ask and tell (random sampler),
 the ledger and its listeners, the MLflow child run of every trial, the budget and
-the progress. Run on SQLite and on PostgreSQL (a server of the ``pgserver``
-wheel's binaries, started for the run on 127.0.0.1), each in a fresh process.
+the progress. Run with both stores (Optuna's and MLflow's) in SQLite files, and
+both in PostgreSQL (a server of the ``pgserver`` wheel's binaries, started for
+the run on 127.0.0.1), each search in a fresh process.
 
 Per window of 1,000 trials (by completion order): wall seconds, driver CPU
 seconds and SQL statements (``SELECT``) per trial, and the driver's resident
@@ -104,7 +105,7 @@ def _at(ticks: list[Tick], when: float) -> Tick:
     return min(ticks, key=lambda t: abs(t.wall - when))
 
 
-def one_search(trials: int, storage: str) -> dict[str, Any]:
+def one_search(trials: int, storage: str, tracking: str) -> dict[str, Any]:
     """Run the search here (a fresh process); its figures per window."""
     from rich.console import Console
 
@@ -127,6 +128,7 @@ def one_search(trials: int, storage: str) -> dict[str, Any]:
         },
         "execution": {"max_concurrent": 4, "num_cpus": 4, "num_gpus": 0},
         "telemetry": {"backend": "off"},
+        "tracking": {"uri": tracking},
     }
     with tempfile.TemporaryDirectory() as folder:
         os.chdir(folder)
@@ -184,11 +186,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trials", type=int, nargs="+", default=[1000, 10000])
     parser.add_argument("--stores", nargs="+", default=["sqlite", "postgresql"])
-    parser.add_argument("--one", nargs=2, metavar=("TRIALS", "STORAGE"), help=argparse.SUPPRESS)
+    parser.add_argument("--one", nargs=3, help=argparse.SUPPRESS)  # trials, storage, tracking
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     if args.one:  # a child: one search, its figures as JSON on stdout's last line
-        print(json.dumps(one_search(int(args.one[0]), args.one[1])))
+        print(json.dumps(one_search(int(args.one[0]), args.one[1], args.one[2])))
         return
 
     results: list[dict[str, Any]] = []
@@ -198,13 +200,13 @@ def main() -> None:
         for store in args.stores:
             for trials in args.trials:
                 if store == "sqlite":
-                    url = "sqlite:///mlruns/optuna.db"
+                    url, tracking = "sqlite:///mlruns/optuna.db", "sqlite:///mlruns/mlflow.db"
                 else:
                     server = server or _postgres(folder)
-                    url = server.create_database("scale")
+                    url, tracking = server.create_database("scale"), server.create_database("runs")
                 print(f"{store}: {trials} trials ...", flush=True)
                 child = subprocess.run(
-                    [sys.executable, __file__, "--one", str(trials), url],
+                    [sys.executable, __file__, "--one", str(trials), url, tracking],
                     capture_output=True,
                     text=True,
                     check=False,
@@ -228,7 +230,7 @@ def main() -> None:
                 "python": platform.python_version(),
                 "runner": "simulated time (no Ray): the driver's own cost",
                 "sampler": "random (TPE's own model cost grows with the study, as in Optuna)",
-                "mlflow": "SQLite store (sqlite:///mlruns/mlflow.db)",
+                "stores": "sqlite: both stores SQLite files; postgresql: both in PostgreSQL",
                 "results": results,
             },
             indent=2,
