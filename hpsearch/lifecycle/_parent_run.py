@@ -129,7 +129,7 @@ class ParentRun(TrialListener):
         """Optuna's figures of the study (``analysis/``), and with several objectives the
         Pareto front as CSV (``pareto/``)."""
         try:
-            for artifact, figure in analysis_figures(results).items():
+            for artifact, figure in analysis_figures(results):
                 self.tracker.log_figure(self.run_id, figure, artifact)
             if results.is_multi_objective:
                 with tempfile.TemporaryDirectory() as folder:

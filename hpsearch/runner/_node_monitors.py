@@ -208,14 +208,17 @@ class NodeMonitors:
     def _loop(self) -> None:
         looked = time.monotonic()
         while not self._stop.wait(self._spec.interval_s):
-            if time.monotonic() - looked >= NODES_EVERY_S:
-                looked = time.monotonic()
-                self._look_for_nodes()
-            for node in list(self._nodes.values()):
-                try:
-                    node.pull()
-                except ray.exceptions.RayError as exc:
-                    self._lose(node.node_id, _first_line(exc))
+            try:
+                if time.monotonic() - looked >= NODES_EVERY_S:
+                    looked = time.monotonic()
+                    self._look_for_nodes()
+                for node in list(self._nodes.values()):
+                    try:
+                        node.pull()
+                    except ray.exceptions.RayError as exc:
+                        self._lose(node.node_id, _first_line(exc))
+            except Exception:  # Ray going away under the search: it says so itself
+                logger.debug("node monitors", exc_info=True)
 
     def _look_for_nodes(self) -> None:
         try:

@@ -21,6 +21,7 @@ from hpsearch.results import (
     ANALYSIS_FOLDER,
     CSV_FILE,
     StudyResults,
+    _analysis,
     analysis_figures,
     load,
     write_pareto_csv,
@@ -116,7 +117,7 @@ def test_figures_and_csv(write_config: ConfigWriter, tmp_path: Path) -> None:
     points = [(0.9, 10.0), (0.8, 5.0), (0.7, 7.0), (0.95, 20.0)]
     results = StudyResults(load(_study_with(write_config, points)).study)
     # Optuna's own figures, per objective, and the front among all trials.
-    figures = analysis_figures(results)
+    figures = dict(analysis_figures(results))
     assert set(figures) == {
         f"{ANALYSIS_FOLDER}/{name}.html"
         for name in (
@@ -149,4 +150,17 @@ def test_figures_and_csv(write_config: ConfigWriter, tmp_path: Path) -> None:
 def test_no_files_before_a_trial_completes(write_config: ConfigWriter, tmp_path: Path) -> None:
     results = load(_study_with(write_config, []))
     assert write_pareto_csv(results, tmp_path) is None
-    assert analysis_figures(results) == {}
+    assert dict(analysis_figures(results)) == {}
+
+
+def test_a_large_studys_importances_and_coordinates_are_drawn_from_a_sample(
+    write_config: ConfigWriter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    points = [(0.5 + i / 100, 5.0 + i % 7) for i in range(30)]
+    results = StudyResults(load(_study_with(write_config, points)).study)
+    monkeypatch.setattr(_analysis, "MOST_TRIALS_DRAWN", 12)
+    figures = dict(analysis_figures(results))
+    coordinates = figures[f"{ANALYSIS_FOLDER}/parallel_coordinate_acc.html"]
+    assert sum(1 for line in coordinates.data if line.mode == "lines") == 12  # one per trial
+    history = figures[f"{ANALYSIS_FOLDER}/optimization_history_acc.html"]
+    assert len(history.data[0].x) == 30  # the history shows every trial
