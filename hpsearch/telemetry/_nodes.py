@@ -58,8 +58,9 @@ class ClusterReadings:
             remote = self._remote.get(node_id) if node_id is not None else None
         if remote is not None:
             return remote
-        # A driver on no node (a Ray client) reads its own machine's GPUs only.
-        if node_id is None or node_id == self.local_node or self.local_node is None:
+        # A driver on no node (a Ray client) reads its own machine's GPUs, which no
+        # trial's node has.
+        if node_id is None or node_id == self.local_node:
             return self.local
         return None
 
