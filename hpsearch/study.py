@@ -36,9 +36,10 @@ from hpsearch.samplers import make_sampler
 from hpsearch.storage_faults import Stores, storage_fault
 
 HEARTBEAT_INTERVAL_S = 10
-"""How often the driver stamps its running trials as alive."""
+"""How often the driver stamps its running trials as alive (at most; a third of the grace)."""
 GRACE_PERIOD_S = 30
-"""A RUNNING trial whose stamp is older than this belongs to a driver that is gone."""
+"""A RUNNING trial whose stamp is older than this belongs to a driver that is gone
+(``study.heartbeat_grace``'s default)."""
 
 MAX_LOST_RETRIES = 2
 """How many times a trial lost with its driver is queued again (then it stays FAIL)."""
@@ -177,8 +178,6 @@ def open_study(
     config: RunConfig,
     *,
     as_driver: bool = False,
-    heartbeat_interval_s: int = HEARTBEAT_INTERVAL_S,
-    grace_period_s: int = GRACE_PERIOD_S,
 ) -> StudyHandle:
     """Create the config's study, or load it to continue.
 
@@ -189,8 +188,6 @@ def open_study(
             config do not suggest the same trials), and the study records the
             config, the hpsearch version and the train target it runs with (for
             optuna-dashboard and other readers of the study alone).
-        heartbeat_interval_s: how often running trials are stamped alive.
-        grace_period_s: after how long without a stamp a RUNNING trial is reclaimed.
 
     Raises:
         StudyError: the storage cannot be opened, or the stored study optimises
@@ -198,6 +195,9 @@ def open_study(
         ConfigError: sampler or pruner options the Optuna class does not take.
     """
     spec = config.study
+    # Optuna's heartbeat takes whole seconds; a driver stamps three times per grace.
+    grace_period_s = max(3, round(spec.heartbeat_grace))
+    heartbeat_interval_s = min(HEARTBEAT_INTERVAL_S, grace_period_s // 3)
     sampler = make_sampler(spec.sampler, config.source, config.search_space)
     pruner = make_pruner(spec.pruner, config.source)
     stale: list[FrozenTrial] = []

@@ -164,6 +164,10 @@ class StudySpec(_Section):
             trials already running finish, as in ``Study.optimize``.
         timeout_grace: with ``timeout``, trials still running this long after it are
             stopped and run again on the next ``hpsearch run`` (off by default).
+        heartbeat_grace: a RUNNING trial whose driver has not stamped it alive for
+            this long (the driver was killed, or its machine lost) is failed by
+            another driver, or by the next run, and run again (Optuna's heartbeat
+            grace period; the driver stamps three times as often, at most every 10 s).
     """
 
     name: str = Field(min_length=1)
@@ -173,6 +177,7 @@ class StudySpec(_Section):
     n_trials: PositiveInt | None = None
     timeout: Seconds | None = None
     timeout_grace: Seconds | None = None
+    heartbeat_grace: Seconds = Field(default=30.0, ge=3)
 
 
 class CommandSpec(_Section):

@@ -21,16 +21,20 @@ raises the first one once Tune has stopped its trials.
 from __future__ import annotations
 
 import os
+import re
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import ray
 from ray.tune import Callback, Stopper
 from ray.tune.experiment import Trial
 from ray.tune.search import Searcher
 
 from hpsearch.runner._base import TrialEvents, TrialSource
 from hpsearch.scheduler import Hold
+from hpsearch.trial.death import node_lost
 from hpsearch.trial.protocol import WorkerEvent
 
 
@@ -155,9 +159,16 @@ class LedgerCallback(Callback):
             more is forwarded (what failed, a full disk say, would fail again).
     """
 
-    def __init__(self, events: TrialEvents, failure: Failure | None = None) -> None:
+    def __init__(
+        self,
+        events: TrialEvents,
+        failure: Failure | None = None,
+        node_gone: Callable[[str], bool] | None = None,
+    ) -> None:
         self._events: TrialEvents | None = events
         self._failure = failure or Failure()
+        self._node_gone = node_gone or node_died
+        self._nodes: dict[str, str] = {}  # trial id -> the node its worker said it runs on
 
     def on_trial_start(
         self, iteration: int, trials: list[Trial], trial: Trial, **info: Any
@@ -169,17 +180,27 @@ class LedgerCallback(Callback):
     ) -> None:
         event = WorkerEvent.from_result(result)
         if event is not None:
+            if event.assigned is not None and event.assigned.node_id:
+                self._nodes[trial.trial_id] = event.assigned.node_id
             self._tell(lambda events: events.event(trial.trial_id, event))
 
     def on_trial_complete(
         self, iteration: int, trials: list[Trial], trial: Trial, **info: Any
     ) -> None:
+        self._nodes.pop(trial.trial_id, None)
         self._tell(lambda events: events.ended(trial.trial_id))
 
     def on_trial_error(
         self, iteration: int, trials: list[Trial], trial: Trial, **info: Any
     ) -> None:
-        self._tell(lambda events: events.ended(trial.trial_id, crash=_error_text(trial)))
+        crash = _error_text(trial)
+        node = self._nodes.pop(trial.trial_id, None)
+        # Ray may report a lost node's actor as unreachable before it has marked the
+        # node dead: the node's fate says which it was.
+        unreachable = _UNREACHABLE.search(crash) is not None and not node_lost(crash)
+        if node is not None and unreachable and self._node_gone(node):
+            crash += f"\nits node {node[:12]} was dead by then (Ray's node table)"
+        self._tell(lambda events: events.ended(trial.trial_id, crash=crash))
 
     def on_step_end(self, iteration: int, trials: list[Trial], **info: Any) -> None:
         self._tell(lambda events: events.maintain())
@@ -198,6 +219,28 @@ class LedgerCallback(Callback):
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_events": None}
+
+
+_UNREACHABLE = re.compile(r"ActorUnavailableError|actor is (?:temporarily )?unavailable|RpcError")
+"""Ray's words for an actor it cannot reach: a dead worker, or a node that is gone."""
+NODE_DEATH_WAIT_S = 20.0
+"""How long Ray may take to mark a silent node dead (its default health check: 15 s)."""
+
+
+def node_died(node_id: str, wait_s: float = NODE_DEATH_WAIT_S) -> bool:
+    """Whether Ray marks node ``node_id`` dead within ``wait_s`` seconds."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            entries = ray.nodes()  # type: ignore[no-untyped-call]
+        except Exception:  # the cluster is going away: no word on the node
+            return False
+        found = [e for e in entries if e.get("NodeID") == node_id]
+        if found and not found[0].get("Alive", True):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.5)
 
 
 def _error_text(trial: Trial) -> str:

@@ -16,7 +16,6 @@ import pytest
 from mlflow.tracking import MlflowClient
 from optuna.storages import RetryHeartbeatStaleTrialCallback
 
-from hpsearch.study import GRACE_PERIOD_S
 from hpsearch.tracking import TRIAL_NUMBER_TAG
 from tests.cluster.conftest import MlflowServer, Postgres
 from tests.conftest import ConfigWriter, wait_for
@@ -26,6 +25,7 @@ pytestmark = pytest.mark.slow
 
 N_TRIALS = 8
 TRIAL_S = 1.5
+GRACE_S = 10  # study.heartbeat_grace: the killed driver's trial is reclaimed after this
 
 
 def test_two_drivers_share_a_postgresql_study_and_a_killed_ones_trials_run_again(
@@ -39,7 +39,12 @@ def test_two_drivers_share_a_postgresql_study_and_a_killed_ones_trials_run_again
     name = f"shared-{os.getpid()}-{time.monotonic_ns()}"  # one MLflow server per session
     path = write_config(
         {
-            "study": {"name": name, "storage": storage, "n_trials": N_TRIALS},
+            "study": {
+                "name": name,
+                "storage": storage,
+                "n_trials": N_TRIALS,
+                "heartbeat_grace": GRACE_S,
+            },
             "tracking": {"uri": mlflow_server.uri},
             "train": "tests.train_functions:timed",
             "space": {"sleep": TRIAL_S, "steps": None},
@@ -62,7 +67,7 @@ def test_two_drivers_share_a_postgresql_study_and_a_killed_ones_trials_run_again
     wait_for(both_running_after_a_completed_one, 180, "two completed trials and two running")
     os.kill(doomed.pid, signal.SIGKILL)  # the driver only, as `kill -9 PID` would
     doomed.communicate()
-    _, stderr = survivor.communicate(timeout=GRACE_PERIOD_S + 180)
+    _, stderr = survivor.communicate(timeout=GRACE_S + 180)
 
     assert survivor.returncode == 0, stderr[-3000:]
     found = trials()

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 from optuna.storages import RetryHeartbeatStaleTrialCallback
 
-from hpsearch.study import GRACE_PERIOD_S
 from tests.conftest import ConfigWriter, mlflow_client, wait_for
 from tests.faults.conftest import Drivers, record_figures, study_trials
 
 pytestmark = pytest.mark.slow
 
 TRIAL_S = 4.0
+GRACE_S = 10  # study.heartbeat_grace (30 s by default)
 
 
 def test_a_rerun_right_after_a_kill_reclaims_the_dead_drivers_trials_and_finishes(
@@ -29,7 +29,7 @@ def test_a_rerun_right_after_a_kill_reclaims_the_dead_drivers_trials_and_finishe
         {
             "train": "tests.train_functions:timed",
             "space": {"sleep": TRIAL_S, "steps": None},
-            "study": {"n_trials": 6},
+            "study": {"n_trials": 6, "heartbeat_grace": GRACE_S},
         }
     )
     # A temp root of its own (short: Ray's sockets live under it), to find its processes.
@@ -56,7 +56,7 @@ def test_a_rerun_right_after_a_kill_reclaims_the_dead_drivers_trials_and_finishe
     started = time.monotonic()
     rerun = drivers.start(path)
     # Without reclaiming while Tune idles, the rerun would sit for 600 s.
-    _, stderr = rerun.communicate(timeout=GRACE_PERIOD_S + 120)
+    _, stderr = rerun.communicate(timeout=GRACE_S + 120)
     took = time.monotonic() - started
 
     assert rerun.returncode == 0, stderr[-2000:]
@@ -73,11 +73,11 @@ def test_a_rerun_right_after_a_kill_reclaims_the_dead_drivers_trials_and_finishe
     retried = [RetryHeartbeatStaleTrialCallback.retried_trial_number(t) for t in done]
     assert sorted(n for n in retried if n is not None) == sorted(t.number for t in lost)
     # Ray start, the grace period, then at most two rounds of trials: no long idle.
-    assert took < GRACE_PERIOD_S + 60, f"the rerun took {took:.0f} s"
+    assert took < GRACE_S + 60, f"the rerun took {took:.0f} s"
     record_figures(
         fault="driver killed, rerun at once",
         rerun_s=round(took, 1),
-        grace_s=GRACE_PERIOD_S,
+        grace_s=GRACE_S,
         work_s=TRIAL_S * 3,  # the rest of the budget, two at a time, and a round to reclaim
     )
     # The killed driver's MLflow runs (its parent and its trials') were ended KILLED.

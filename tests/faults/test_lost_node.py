@@ -60,7 +60,9 @@ def test_a_trial_whose_node_dies_resumes_on_another_node_from_its_checkpoint(
     lost, again = study_trials("conditional-example", while_running=False)
     assert lost.user_attrs[attrs.OUTCOME] == "interrupted"
     assert lost.user_attrs[attrs.ERROR].startswith("its node was lost")
-    assert "because its node has died" in lost.user_attrs[attrs.ERROR]
+    # Ray's own word, or, where Ray called the actor unreachable first, its node table's.
+    said = lost.user_attrs[attrs.ERROR]
+    assert "because its node has died" in said or "was dead by then" in said
     assert again.state.name == "COMPLETE"
     assert again.user_attrs[attrs.RETRY_OF] == lost.number
     assert again.user_attrs[attrs.SEED] == lost.user_attrs[attrs.SEED]

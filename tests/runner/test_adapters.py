@@ -10,7 +10,8 @@ from ray.tune.search import Searcher
 
 from hpsearch.runner._adapters import Failure, LedgerCallback, SchedulerSearcher, SearchStopper
 from hpsearch.scheduler import Hold
-from hpsearch.trial.protocol import EventKind, Outcome, WorkerEvent
+from hpsearch.trial.death import node_lost
+from hpsearch.trial.protocol import Assignment, EventKind, Outcome, WorkerEvent
 
 
 class Answers:
@@ -103,6 +104,38 @@ def test_the_callback_forwards_every_event_and_ray_errors() -> None:
         ("ended", "t2", "the actor died"),
         ("maintain",),
     ]
+
+
+UNREACHABLE = (
+    "The actor abc is unavailable: The actor is temporarily unavailable: RpcError: "
+    "RPC error: Socket closed rpc_code: 14."
+)
+
+
+NODE = "3f2a9c1b" * 7  # a Ray node id: 56 hex digits
+
+
+@pytest.mark.parametrize(("dead", "lost"), [({NODE}, True), (set(), False)])
+def test_an_unreachable_worker_on_a_node_ray_then_marks_dead_is_a_lost_node(
+    dead: set[str], lost: bool
+) -> None:
+    # Ray may call a lost node's actor unreachable before its node table says the
+    # node died; the callback asks that table about the node the worker ran on.
+    events = Events()
+    asked: list[str] = []
+
+    def node_gone(node_id: str) -> bool:
+        asked.append(node_id)
+        return node_id in dead
+
+    callback = LedgerCallback(events, node_gone=node_gone)
+    placed = WorkerEvent(EventKind.REPORT, step=0, assigned=Assignment(node_id=NODE))
+    callback.on_trial_result(0, [], FakeTrial("t1"), placed.to_result())  # type: ignore[arg-type]
+    callback.on_trial_error(0, [], FakeTrial("t1", UNREACHABLE))  # type: ignore[arg-type]
+    crash = events.told[-1][2]
+    assert asked == [NODE]
+    assert node_lost(crash) is lost
+    assert crash.startswith(UNREACHABLE)
 
 
 class FullDisk(Events):
