@@ -203,6 +203,15 @@ class MlflowTracker:
         )
         return {run.info.run_id for run in runs}
 
+    def running_runs_of_trial(self, number: int) -> list[str]:
+        """The experiment's RUNNING runs of trial ``number`` (by their trial-number tag)."""
+        runs = self._client.search_runs(
+            [self.experiment_id],
+            f"tags.`{TRIAL_NUMBER_TAG}` = '{number}' and attributes.status = 'RUNNING'",
+            max_results=100,
+        )
+        return [run.info.run_id for run in runs]
+
     def end_running_children(self, parent_run_id: str, status: RunStatus) -> None:
         """End every child run of ``parent_run_id`` still RUNNING (its driver is gone)."""
         runs = self._client.search_runs(

@@ -185,8 +185,11 @@ def end_reclaimed_runs(tracker: MlflowTracker, trials: Sequence[FrozenTrial]) ->
     parents: set[str] = set()
     for trial in trials:
         run_id = trial.user_attrs.get(attrs.MLFLOW_RUN)
-        if run_id:
-            parent = tracker.end_if_running(str(run_id), RunStatus.KILLED)
+        # A run the driver started but had not yet named on the trial is found by its
+        # trial-number tag (set as the run is created).
+        run_ids = [str(run_id)] if run_id else tracker.running_runs_of_trial(trial.number)
+        for run in run_ids:
+            parent = tracker.end_if_running(run, RunStatus.KILLED)
             if parent:
                 parents.add(parent)
     for parent in parents:

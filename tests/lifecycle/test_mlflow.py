@@ -11,7 +11,7 @@ from hpsearch import attrs
 from hpsearch.config import RunConfig
 from hpsearch.lifecycle import reclaim_stale_trials
 from hpsearch.study import GRACE_PERIOD_S, open_study
-from hpsearch.tracking import MlflowTracker
+from hpsearch.tracking import TRIAL_NUMBER_TAG, MlflowTracker
 from tests.conftest import age_heartbeat
 
 pytestmark = pytest.mark.usefixtures("seeded_store")
@@ -44,4 +44,25 @@ def test_runs_a_dead_driver_left_running_are_ended_as_their_trials_ended(
     assert status == {told.number: "FINISHED", lost.number: "KILLED"}
     assert tracker.client.get_run(parent).info.status == "KILLED"
     assert tracker.client.get_run(unnamed).info.status == "KILLED"
+    assert tracker.running_run_ids() == set()
+
+
+def test_a_lost_trial_not_yet_named_on_its_run_still_gets_its_run_ended(
+    config: RunConfig, project: Path
+) -> None:
+    # The driver was killed between starting the trial's run and naming it on the
+    # Optuna trial: the run is found by its trial-number tag, and its parent with it.
+    handle = open_study(config)
+    tracker = MlflowTracker(config.tracking.uri, "test-study", "mlruns/artifacts")
+    parent = tracker.start_run("the dead driver")
+    lost = handle.ask(config.search_space.distributions())
+    run_id = tracker.start_run(
+        "trial 0", tags={TRIAL_NUMBER_TAG: str(lost.number)}, parent_run_id=parent
+    )
+    age_heartbeat(config.study.storage, lost.number, seconds=GRACE_PERIOD_S + 60)
+
+    assert reclaim_stale_trials(handle, tracker) == 1
+
+    assert tracker.client.get_run(run_id).info.status == "KILLED"
+    assert tracker.client.get_run(parent).info.status == "KILLED"
     assert tracker.running_run_ids() == set()
