@@ -21,12 +21,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import optuna
-from optuna.trial import FrozenTrial
+from optuna.trial import FrozenTrial, TrialState
 
 from hpsearch.oom import BatchRetry, OomRecord
 from hpsearch.placement import Admission
 from hpsearch.pruning import Verdict
 from hpsearch.trial.protocol import Assignment, EndReport, GpuLoad, KnobReport, Outcome
+
+OPTUNA_STATE = {
+    Outcome.COMPLETE: TrialState.COMPLETE,
+    Outcome.FAIL: TrialState.FAIL,
+    Outcome.PRUNED: TrialState.PRUNED,
+    Outcome.INTERRUPTED: TrialState.FAIL,  # failed, and queued again
+}
+"""The state a trial ends in, in Optuna, for each way it ends."""
 
 
 @dataclass

@@ -17,6 +17,7 @@ from hpsearch import attrs
 from hpsearch.config import ObjectiveSpec
 from hpsearch.lifecycle._base import TrialListener
 from hpsearch.lifecycle._events import (
+    OPTUNA_STATE,
     KnobsReported,
     TrialEnded,
     TrialPlaced,
@@ -44,12 +45,6 @@ _STATUS = {
     Outcome.FAIL: RunStatus.FAILED,
     Outcome.PRUNED: RunStatus.FINISHED,
     Outcome.INTERRUPTED: RunStatus.KILLED,
-}
-_OPTUNA_STATE = {
-    Outcome.COMPLETE: "COMPLETE",
-    Outcome.FAIL: "FAIL",
-    Outcome.PRUNED: "PRUNED",
-    Outcome.INTERRUPTED: "FAIL",
 }
 
 
@@ -139,7 +134,7 @@ class MlflowMirror(TrialListener):
         tags: dict[str, Any] = {
             "hpsearch.outcome": event.outcome.value,
             # The Optuna state, since MLflow's run statuses have no PRUNED.
-            "hpsearch.state": _OPTUNA_STATE[event.outcome],
+            "hpsearch.state": OPTUNA_STATE[event.outcome].name,
         }
         if event.error:
             tags["hpsearch.error"] = event.error

@@ -20,17 +20,15 @@ from typing import Any
 
 from optuna.trial import FrozenTrial, TrialState
 
-from hpsearch import attrs
 from hpsearch.config import ObjectiveSpec, RunConfig
 from hpsearch.lifecycle._base import TrialListener
-from hpsearch.lifecycle._events import TrialEnded
-from hpsearch.oom import OomRecord, OomTally, oom_record
+from hpsearch.lifecycle._events import OPTUNA_STATE, TrialEnded
+from hpsearch.oom import OomTally
 from hpsearch.placement import GpuDecision
 from hpsearch.results import StudyResults, analysis_figures, write_pareto_csv
 from hpsearch.study import StudyHandle
 from hpsearch.telemetry import GpuMonitor, render_report
 from hpsearch.tracking import STUDY_TAG, MlflowTracker, RunStatus
-from hpsearch.trial.protocol import Outcome
 
 logger = logging.getLogger(__name__)
 
@@ -167,9 +165,8 @@ class SearchProgress:
         self._front: dict[tuple[float, ...], int] = {}
         for trial in trials:
             if trial.state in self._states:
-                gpus = float(trial.user_attrs.get(attrs.RESOURCES, {}).get("gpus", 0.0))
-                duration = float(trial.user_attrs.get(attrs.DURATION, 0.0))
-                self._count(trial.state, trial.values, oom_record(trial), gpus, duration)
+                self._oom.add_stored(trial)
+                self._count(trial.state, trial.values)
 
     @property
     def step(self) -> int:
@@ -178,9 +175,9 @@ class SearchProgress:
 
     def add(self, event: TrialEnded) -> None:
         """A trial of this search ended."""
-        state = _STATES[event.outcome]
+        self._oom.add(event.oom, event.admission.gpus, event.duration_s)
         values = list(event.values) if event.values is not None else None
-        self._count(state, values, event.oom, event.admission.gpus, event.duration_s)
+        self._count(OPTUNA_STATE[event.outcome], values)
 
     def metrics(self) -> dict[str, float]:
         """``trials_complete``, ``trials_pruned``, ``trials_failed``, OOM figures, the best."""
@@ -196,16 +193,8 @@ class SearchProgress:
             metrics["pareto_front_size"] = float(sum(self._front.values()))
         return metrics
 
-    def _count(
-        self,
-        state: TrialState,
-        values: Sequence[float] | None,
-        oom: OomRecord | None,
-        gpus: float,
-        duration_s: float,
-    ) -> None:
+    def _count(self, state: TrialState, values: Sequence[float] | None) -> None:
         self._states[state] += 1
-        self._oom.add(oom, gpus, duration_s)
         if state != TrialState.COMPLETE or not values or len(values) != len(self._signs):
             return
         point = tuple(v * sign for v, sign in zip(values, self._signs, strict=True))
@@ -216,14 +205,6 @@ class SearchProgress:
         elif not any(_dominates(other, point) for other in self._front):
             self._front = {p: n for p, n in self._front.items() if not _dominates(point, p)}
             self._front[point] = self._front.get(point, 0) + 1
-
-
-_STATES = {
-    Outcome.COMPLETE: TrialState.COMPLETE,
-    Outcome.PRUNED: TrialState.PRUNED,
-    Outcome.FAIL: TrialState.FAIL,
-    Outcome.INTERRUPTED: TrialState.FAIL,
-}
 
 
 def _dominates(a: tuple[float, ...], b: tuple[float, ...]) -> bool:

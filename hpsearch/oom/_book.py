@@ -159,6 +159,12 @@ class OomTally:
             self.ran_out += 1
             self._wasted += used
 
+    def add_stored(self, trial: FrozenTrial) -> None:
+        """A finished trial, as the study stores it (its OOM record, GPU share, duration)."""
+        gpus = float(trial.user_attrs.get(attrs.RESOURCES, {}).get("gpus", 0.0))
+        duration = float(trial.user_attrs.get(attrs.DURATION, 0.0))
+        self.add(oom_record(trial), gpus, duration)
+
     def summary(self) -> dict[str, float]:
         """The parent run's metrics."""
         summary = {"trials_oom": float(self.ran_out), "trials_predicted_oom": float(self.predicted)}
@@ -172,7 +178,5 @@ def oom_summary(trials: Sequence[FrozenTrial]) -> dict[str, float]:
     tally = OomTally()
     for trial in trials:
         if trial.state.is_finished():
-            gpus = float(trial.user_attrs.get(attrs.RESOURCES, {}).get("gpus", 0.0))
-            duration = float(trial.user_attrs.get(attrs.DURATION, 0.0))
-            tally.add(oom_record(trial), gpus, duration)
+            tally.add_stored(trial)
     return tally.summary()

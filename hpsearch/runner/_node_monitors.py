@@ -29,6 +29,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from hpsearch.backends import open_backend
 from hpsearch.config import TelemetrySpec
 from hpsearch.telemetry import (
+    HISTORY_S,
     ClusterReadings,
     GpuInfo,
     GpuMonitor,
@@ -175,7 +176,8 @@ class NodeMonitors:
         self._spec = spec
         self._readings = readings
         self._say = say
-        self._keep = max(2, round(900.0 / spec.interval_s) + 1)
+        # As long a history as the driver's own monitor keeps.
+        self._keep = max(2, round(HISTORY_S / spec.interval_s) + 1)
         self._nodes: dict[str, RemoteNode] = {}
         self._actors: list[Any] = []
         self._given_up: set[str] = set()

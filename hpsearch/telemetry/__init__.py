@@ -37,7 +37,7 @@ from hpsearch.telemetry._fit import (
     Fit,
     fit,
 )
-from hpsearch.telemetry._monitor import GpuMonitor
+from hpsearch.telemetry._monitor import HISTORY_S, GpuMonitor
 from hpsearch.telemetry._nodes import ClusterGpuMetrics, ClusterReadings
 from hpsearch.telemetry._nvml import NvmlBackend
 from hpsearch.telemetry._pace import PacePublisher, PaceReader, SharedGpus
@@ -76,6 +76,7 @@ __all__ = [
     "BUILTIN_TRACES",
     "COLUMNS",
     "CUDA_CONTEXT_MB",
+    "HISTORY_S",
     "MEMORY_HEADROOM",
     "MOST_TRIALS_PER_GPU",
     "POWER_SPIKE_FACTOR",

@@ -14,6 +14,9 @@ from hpsearch.telemetry._summary import GpuSummary, summarize
 
 logger = logging.getLogger(__name__)
 
+HISTORY_S = 900.0
+"""How far back a monitor keeps samples by default (per-trial series are read from there)."""
+
 
 class GpuMonitor:
     """Samples every GPU of a backend at a fixed interval and keeps recent history.
@@ -36,7 +39,7 @@ class GpuMonitor:
         *,
         interval_s: float = 1.0,
         window_s: float = 60.0,
-        history_s: float = 900.0,
+        history_s: float = HISTORY_S,
         clock: Callable[[], float] = time.time,
     ) -> None:
         if interval_s <= 0:
