@@ -76,7 +76,7 @@ from hpsearch.telemetry import (
     PacePublisher,
     TelemetryBackend,
 )
-from hpsearch.tracking import MlflowTracker, RunStatus
+from hpsearch.tracking import MlflowTracker, RunStatus, Tracker
 from hpsearch.trial.checkpoints import study_folder
 
 
@@ -145,6 +145,7 @@ def run(
     simulate: str | None = None,
     runner: TrialRunner | None = None,
     new_mlflow_history: bool = False,
+    tracker: Tracker | None = None,
 ) -> RunOutcome:
     """Run (or continue) the search a config describes, until its budget is spent.
 
@@ -160,6 +161,9 @@ def run(
         runner: where trials run; default: Ray Tune (``hpsearch.runner.RayTuneRunner``).
         new_mlflow_history: go on although the MLflow store the study's trials were
             recorded in is gone (a new one is started; their old run ids dangle).
+        tracker: where runs are recorded; default: MLflow, as ``tracking`` says
+            (:class:`hpsearch.tracking.MemoryTracker` keeps them in memory, as the
+            packing lab does).
 
     Raises:
         HpsearchError: anything the user can fix (the CLI exits with code 2).
@@ -180,15 +184,16 @@ def run(
 
         runner = RayTuneRunner()
     with _quiet_libraries():
-        return _run(config, policy, console or Console(), runner, new_mlflow_history)
+        return _run(config, policy, console or Console(), runner, new_mlflow_history, tracker)
 
 
-def _run(
+def _run(  # noqa: PLR0917 - the public entry's arguments, handed on
     config: RunConfig,
     policy: ResourcePolicy | None,
     console: Console,
     runner: TrialRunner,
     new_mlflow_history: bool = False,
+    tracker: Tracker | None = None,
 ) -> RunOutcome:
     workdir = os.getcwd()
     ensure_importable_from(workdir)
@@ -196,7 +201,9 @@ def _run(
     check_train(config)
     telemetry = open_backend(config.telemetry)  # opening a backend is the root's job
     try:
-        return _search(config, policy, console, runner, telemetry, workdir, new_mlflow_history)
+        return _search(
+            config, policy, console, runner, telemetry, workdir, new_mlflow_history, tracker
+        )
     finally:
         if telemetry.backend is not None:
             telemetry.backend.close()
@@ -210,14 +217,16 @@ def _search(  # noqa: PLR0917 - the root hands over what it opened
     telemetry: OpenedTelemetry,
     workdir: str,
     new_mlflow_history: bool = False,
+    tracker: Tracker | None = None,
 ) -> RunOutcome:
     execution = _execution_for(config, telemetry.backend)
     handle = open_study(config, as_driver=True)
-    if not new_mlflow_history:
-        _check_mlflow_store(config, handle)
-    tracker = MlflowTracker(
-        config.tracking.uri, config.experiment_name, config.tracking.new_experiment_artifacts
-    )
+    if tracker is None:
+        if not new_mlflow_history:
+            _check_mlflow_store(config, handle)
+        tracker = MlflowTracker(
+            config.tracking.uri, config.experiment_name, config.tracking.new_experiment_artifacts
+        )
     reclaim_stale_trials(handle, tracker)
     before = count_budget(handle.study.get_trials(deepcopy=False))
     budget = TrialBudget(config.study.n_trials, config.study.timeout)

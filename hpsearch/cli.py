@@ -399,9 +399,13 @@ def _runs_table(config: RunConfig, path: Path, experiment_id: str) -> str:
     from hpsearch.tracking import runs_table_url
 
     uri = config.tracking.uri
+    # Sorted by the first objective, best first: the trials listed flat, not folded
+    # under the search's run.
+    first = config.objective_list[0]
+    metric, ascending = first.metric, first.direction == "minimize"
     if uri.startswith(("http://", "https://")):
-        return f"runs table: {runs_table_url(uri, experiment_id)}"
-    served = runs_table_url(f"http://127.0.0.1:{UI_PORT}", experiment_id)
+        return f"runs table: {runs_table_url(uri, experiment_id, metric, ascending)}"
+    served = runs_table_url(f"http://127.0.0.1:{UI_PORT}", experiment_id, metric, ascending)
     return f"runs table: {served} (serve it with: hpsearch ui {path})"
 
 

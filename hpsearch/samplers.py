@@ -7,6 +7,9 @@ and floats with a ``step``), ``cmaes`` (CMA-ES, needs the ``cmaes`` package) and
 import path, ``package.module:Class`` or ``package.module.Class``, e.g.
 ``optuna.samplers.BruteForceSampler``; ``options`` go to its constructor and
 ``seed`` too when it takes one.
+
+A TPE sampler (the default) ranks numeric choices (``batch_size: [16, 32, 64]``):
+what it learns of one choice weighs on its neighbours (:mod:`hpsearch._ordered_tpe`).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any
 import optuna
 
 from hpsearch._options import construct_checked, parameters
+from hpsearch._ordered_tpe import order_numeric_choices
 from hpsearch.config import SamplerSpec
 from hpsearch.errors import ConfigError
 from hpsearch.space import CategoricalParam, ConstantParam, FloatParam, IntParam, SearchSpace
@@ -87,6 +91,7 @@ def make_sampler(
             f"'{spec.type}' made a {type(sampler).__name__}, not an Optuna sampler",
             "name a subclass of optuna.samplers.BaseSampler",
         )
+    order_numeric_choices(sampler)  # batch_size: [16, 32, 64] is a scale, not three names
     return sampler
 
 

@@ -16,7 +16,7 @@ import importlib.metadata
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, ExitStack
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,13 +24,18 @@ from typing import Any
 import optuna
 import sqlalchemy
 from optuna.exceptions import ExperimentalWarning
-from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
+from optuna.storages import (
+    BaseStorage,
+    InMemoryStorage,
+    RDBStorage,
+    RetryHeartbeatStaleTrialCallback,
+)
 from optuna.trial import FrozenTrial, TrialState
 
 from hpsearch import attrs
 from hpsearch._locks import store_lock
 from hpsearch._options import construct_checked
-from hpsearch.config import ObjectiveSpec, PrunerSpec, RunConfig
+from hpsearch.config import MEMORY_STORAGE, ObjectiveSpec, PrunerSpec, RunConfig
 from hpsearch.errors import StudyError
 from hpsearch.samplers import make_sampler
 from hpsearch.storage_faults import Stores, storage_fault
@@ -45,11 +50,11 @@ MAX_LOST_RETRIES = 2
 """How many times a trial lost with its driver is queued again (then it stays FAIL)."""
 
 DRIVERS_ATTR = "hpsearch.drivers_started"
+"""The study's count of drivers ever started on it (each offsets its sampler's seed)."""
 CONFIG_ATTR = "hpsearch.config"
 """The study's user attribute holding the config of its latest run (as JSON)."""
 VERSION_ATTR = "hpsearch.version"
 TRAIN_ATTR = "hpsearch.train"
-"""The study's count of drivers ever started on it (each offsets its sampler's seed)."""
 
 DRIVER_SEED_STRIDE = 7919
 """How far apart the seeds of drivers started on one study are (a prime, past any budget)."""
@@ -93,7 +98,7 @@ class StudyHandle:
     def __init__(
         self,
         study: optuna.Study,
-        storage: RDBStorage,
+        storage: BaseStorage,
         stale: list[FrozenTrial],
         heartbeat_interval_s: int = HEARTBEAT_INTERVAL_S,
         grace_period_s: int = GRACE_PERIOD_S,
@@ -115,12 +120,16 @@ class StudyHandle:
         """A lock the drivers sharing this study hold to count its trials and ask for one.
 
         A file lock beside a SQLite database, an advisory lock in PostgreSQL; none for
-        other storages.
+        other storages (in memory: one driver).
         """
+        if not isinstance(self._storage, RDBStorage):
+            return nullcontext()
         return store_lock(self._storage.url, self._storage.engine)
 
     def stamp_alive(self, trials: Sequence[optuna.Trial]) -> None:
-        """Record that the driver still runs ``trials`` (Optuna's heartbeat)."""
+        """Record that the driver still runs ``trials`` (Optuna's heartbeat; a database's)."""
+        if not isinstance(self._storage, RDBStorage):
+            return
         for trial in trials:
             self._storage.record_heartbeat(self._trial_id(trial.number))
 
@@ -261,8 +270,10 @@ def _open_storage(
     heartbeat_interval_s: int,
     grace_period_s: int,
     stale_trial: Callable[[optuna.Study, FrozenTrial], None],
-) -> RDBStorage:
+) -> BaseStorage:
     spec = config.study
+    if spec.storage == MEMORY_STORAGE:
+        return InMemoryStorage()
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ExperimentalWarning)
@@ -291,7 +302,7 @@ def _cannot_open(config: RunConfig, exc: Exception) -> StudyError:
 
 def _open_or_create(
     config: RunConfig,
-    storage: RDBStorage,
+    storage: BaseStorage,
     sampler: optuna.samplers.BaseSampler,
     pruner: optuna.pruners.BasePruner,
 ) -> optuna.Study:

@@ -223,6 +223,7 @@ def run(
 ) -> dict[str, Any]:
     import hpsearch
     from hpsearch.runner import SimulatedRunner
+    from hpsearch.tracking import MemoryTracker
 
     with tempfile.TemporaryDirectory() as folder:
         previous = os.getcwd()
@@ -230,12 +231,16 @@ def run(
         try:
             path = Path(folder) / "oom.yaml"
             make = real_config if real else config
-            path.write_text(yaml.safe_dump(make(trials, share, sampler, seed)))
+            search = make(trials, share, sampler, seed)
+            if lab:  # the packing lab's way: the study and the runs kept in memory
+                search["study"]["storage"] = "memory"
+            path.write_text(yaml.safe_dump(search))
             started = time.perf_counter()
             outcome = hpsearch.run(
                 path,
                 console=Console(file=io.StringIO()),
                 runner=SimulatedRunner() if lab else None,
+                tracker=MemoryTracker() if lab else None,
             )
             wall = time.perf_counter() - started
             result = summarize(outcome.results.study)

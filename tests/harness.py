@@ -49,7 +49,9 @@ class Driver:
 
     @property
     def tracker(self) -> MlflowTracker:
-        return self.parent.tracker
+        tracker = self.parent.tracker
+        assert isinstance(tracker, MlflowTracker)  # the tests record to a real MLflow
+        return tracker
 
     @property
     def clock(self) -> VirtualClock:

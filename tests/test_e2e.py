@@ -45,6 +45,14 @@ def test_debug_config_runs_resumes_and_agrees(repo_configs: Path, project: Path)
 
     study = _study("digits-debug")
     assert [t.state.name for t in study.trials] == ["COMPLETE"] * 4
+    # Its runs table, sorted by the objective, best first: the trials listed flat.
+    found = mlflow_client(project).get_experiment_by_name("digits-debug")
+    assert found is not None
+    assert (
+        f"runs table: http://127.0.0.1:5000/#/experiments/{found.experiment_id}/runs"
+        "?orderByKey=metrics.%60val_accuracy%60&orderByAsc=false "
+        "(serve it with: hpsearch ui configs/debug.yaml)"
+    ) in first.stdout
     parents, children = _runs(project, "digits-debug")
     assert len(parents) == 1
     assert len(children) == 4

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from typing import Any
+
 import optuna
 import pytest
 
@@ -84,3 +87,36 @@ def test_grid_refuses_a_continuous_range() -> None:
         make_sampler(SamplerSpec(type="grid"), "c.yaml", space)
     assert info.value.key == "space.lr"
     assert "give it a step" in str(info.value)
+
+
+def _picks(choices: list[Any], draws: int = 300) -> Counter[Any]:
+    """How often a seeded TPE picks each choice after good trials at the second and fourth
+    choices, worse ones at the rest but the third, which was never tried."""
+    sampler = make_sampler(SamplerSpec(type="tpe", seed=0, options={"n_startup_trials": 0}))
+    study = optuna.create_study(sampler=sampler, direction="maximize")
+    distribution = optuna.distributions.CategoricalDistribution(choices)
+    for position, choice in enumerate(choices):
+        # TPE's good group here is its best two trials: one at each good choice.
+        for _ in range(1 if position in (1, 3) else 3 if position != 2 else 0):
+            study.add_trial(
+                optuna.trial.create_trial(
+                    params={"batch_size": choice},
+                    distributions={"batch_size": distribution},
+                    value=1.0 if position in (1, 3) else 0.0,
+                )
+            )
+    study.ask()
+    trial = study.trials[-1]  # the one being suggested for, as the sampler sees it
+    return Counter(
+        sampler.sample_independent(study, trial, "batch_size", distribution) for _ in range(draws)
+    )
+
+
+def test_tpe_learns_numeric_choices_as_a_scale_and_names_apart() -> None:
+    numbers = _picks([16, 32, 64, 128, 256, 512, 1024])
+    names = _picks(["16", "32", "64", "128", "256", "512", "1024"])
+
+    # Ranked: what 32 and 128 taught weighs on 64, between them.
+    assert numbers.most_common(1)[0][0] == 64, numbers
+    # Names are learnt apart: "64", never tried, has only the prior.
+    assert names["64"] < min(names["32"], names["128"]) / 2, names

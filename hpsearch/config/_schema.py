@@ -32,6 +32,10 @@ from hpsearch.telemetry import (
 )
 
 DEFAULT_STUDY_STORAGE = "sqlite:///mlruns/optuna.db"
+MEMORY_STORAGE = "memory"
+"""``study.storage`` for a study kept in the driver's memory only (Optuna's
+``InMemoryStorage``): nothing is left when the search ends, and no other driver or
+command can read it. For throw-away searches and the packing lab."""
 DEFAULT_TRACKING_URI = "sqlite:///mlruns/mlflow.db"
 DEFAULT_ARTIFACT_LOCATION = "mlruns/artifacts"
 DEFAULT_CHECKPOINT_DIR = "mlruns/checkpoints"

@@ -17,7 +17,7 @@ from hpsearch.lifecycle._events import (
 )
 from hpsearch.lifecycle._mlflow import MlflowMirror
 from hpsearch.telemetry import SPEED_SHARE, ClusterGpuMetrics, is_speed, solo_metrics
-from hpsearch.tracking import MlflowTracker
+from hpsearch.tracking import Tracker
 
 GPU_FLUSH_S = 5.0
 """Seconds between writes of running trials' GPU series to MLflow (also at reports and the end)."""
@@ -36,7 +36,7 @@ class GpuSeries(TrialListener):
     def __init__(
         self,
         gpu: ClusterGpuMetrics,
-        tracker: MlflowTracker,
+        tracker: Tracker,
         runs: MlflowMirror,
         clock: Callable[[], float] = time.time,
     ) -> None:

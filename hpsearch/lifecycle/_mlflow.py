@@ -32,8 +32,8 @@ from hpsearch.tracking import (
     RESUMES_RUN_TAG,
     STUDY_TAG,
     TRIAL_NUMBER_TAG,
-    MlflowTracker,
     RunStatus,
+    Tracker,
 )
 from hpsearch.trial.death import output_file, output_tail
 from hpsearch.trial.protocol import Assignment, Outcome
@@ -63,7 +63,7 @@ class MlflowMirror(TrialListener):
 
     def __init__(
         self,
-        tracker: MlflowTracker,
+        tracker: Tracker,
         study: str,
         parent_run_id: str,
         objectives: Sequence[ObjectiveSpec],
@@ -171,7 +171,7 @@ class MlflowMirror(TrialListener):
         end_reclaimed_runs(self._tracker, event.trials)
 
 
-def end_reclaimed_runs(tracker: MlflowTracker, trials: Sequence[FrozenTrial]) -> None:
+def end_reclaimed_runs(tracker: Tracker, trials: Sequence[FrozenTrial]) -> None:
     """End as KILLED the MLflow runs of trials a dead driver left running, and its parent run.
 
     With the parent go its other runs still RUNNING: a trial's run the driver
@@ -192,7 +192,7 @@ def end_reclaimed_runs(tracker: MlflowTracker, trials: Sequence[FrozenTrial]) ->
         tracker.end_running_children(parent, RunStatus.KILLED)
 
 
-def reclaim_stale_trials(handle: StudyHandle, tracker: MlflowTracker) -> int:
+def reclaim_stale_trials(handle: StudyHandle, tracker: Tracker) -> int:
     """Fail trials whose driver is gone, enqueue them again, end their MLflow runs as KILLED.
 
     Also ends the runs of trials already finished in Optuna whose run a driver

@@ -28,7 +28,7 @@ from hpsearch.placement import GpuDecision
 from hpsearch.results import StudyResults, analysis_figures, write_pareto_csv
 from hpsearch.study import StudyHandle
 from hpsearch.telemetry import GpuMonitor, render_report
-from hpsearch.tracking import STUDY_TAG, MlflowTracker, RunStatus
+from hpsearch.tracking import STUDY_TAG, RunStatus, Tracker
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ class ParentRun(TrialListener):
 
     def __init__(
         self,
-        tracker: MlflowTracker,
+        tracker: Tracker,
         run_id: str,
         name: str,
         handle: StudyHandle,
@@ -62,7 +62,7 @@ class ParentRun(TrialListener):
         self._progress = SearchProgress(objectives, handle.study.get_trials(deepcopy=False))
 
     @classmethod
-    def start(cls, config: RunConfig, handle: StudyHandle, tracker: MlflowTracker) -> ParentRun:
+    def start(cls, config: RunConfig, handle: StudyHandle, tracker: Tracker) -> ParentRun:
         """Open the parent run, with the config's values as params and its file attached."""
         name = f"{handle.name}-{time.strftime('%Y%m%d-%H%M%S')}"
         run_id = tracker.start_run(

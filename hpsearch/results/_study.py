@@ -15,7 +15,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from hpsearch import attrs
-from hpsearch.config import DEFAULT_STUDY_STORAGE, load_config
+from hpsearch.config import DEFAULT_STUDY_STORAGE, MEMORY_STORAGE, load_config
 from hpsearch.errors import ResultsError
 
 if TYPE_CHECKING:
@@ -315,6 +315,12 @@ def load(
 
 
 def _open(name: str, storage: str, hint: str) -> StudyResults:
+    if storage == MEMORY_STORAGE:
+        raise ResultsError(
+            f"study.storage is '{MEMORY_STORAGE}': study '{name}' was kept in its search's "
+            "memory only; set study.storage to a database (e.g. sqlite:///mlruns/optuna.db) "
+            "to read it afterwards"
+        )
     if storage.startswith("sqlite:///"):
         path = Path(storage.removeprefix("sqlite:///"))
         if not path.exists():

@@ -8,12 +8,22 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ConfigWriter, hpsearch_cli
+import hpsearch
+from hpsearch.runner import SimulatedRunner
+from tests.conftest import ConfigWriter, hpsearch_cli, load_search
 from tests.faults.conftest import Mount, study_trials
 
 pytestmark = pytest.mark.slow
 
 SEARCH = {"study": {"n_trials": 2}, "execution": {"max_concurrent": 1}}
+# The stores a first search leaves, made in simulated time (no Ray to start): the
+# faults are the stores', not the runner's.
+SIMULATED = load_search(util=30, memory=500, trials=2, seconds=2)
+
+
+def _first_search(path: Path) -> None:
+    outcome = hpsearch.run(path, runner=SimulatedRunner())
+    assert outcome.finished == 2
 
 
 def _one_line_error(result: subprocess.CompletedProcess[str], *expected: str) -> None:
@@ -28,8 +38,8 @@ def _one_line_error(result: subprocess.CompletedProcess[str], *expected: str) ->
 def test_a_corrupt_study_database_is_one_line_and_left_as_it_is(
     write_config: ConfigWriter, project: Path
 ) -> None:
-    path = write_config(SEARCH)
-    assert hpsearch_cli("run", str(path)).returncode == 0
+    path = write_config(SIMULATED)
+    _first_search(path)
     store = project / "mlruns" / "optuna.db"
     garbage = os.urandom(4096)
     store.write_bytes(garbage)
@@ -44,8 +54,8 @@ def test_a_corrupt_study_database_is_one_line_and_left_as_it_is(
 def test_a_corrupt_mlflow_database_is_one_line_and_the_study_is_kept(
     write_config: ConfigWriter, project: Path
 ) -> None:
-    path = write_config(SEARCH)
-    assert hpsearch_cli("run", str(path)).returncode == 0
+    path = write_config(SIMULATED)
+    _first_search(path)
     before = [(t.number, t.state.name, t.value) for t in study_trials()]
     (project / "mlruns" / "mlflow.db").write_bytes(os.urandom(4096))
 
@@ -88,8 +98,8 @@ def test_a_disk_that_fills_mid_run_ends_with_one_line_and_loses_nothing(
 def test_a_deleted_mlflow_store_is_noticed_and_a_new_history_is_a_choice(
     write_config: ConfigWriter, project: Path
 ) -> None:
-    path = write_config(SEARCH)
-    assert hpsearch_cli("run", str(path)).returncode == 0
+    path = write_config(SIMULATED)
+    _first_search(path)
     before = [(t.number, t.state.name, t.value) for t in study_trials()]
     (project / "mlruns" / "mlflow.db").unlink()
 

@@ -164,3 +164,26 @@ def test_a_large_studys_importances_and_coordinates_are_drawn_from_a_sample(
     assert sum(1 for line in coordinates.data if line.mode == "lines") == 12  # one per trial
     history = figures[f"{ANALYSIS_FOLDER}/optimization_history_acc.html"]
     assert len(history.data[0].x) == 30  # the history shows every trial
+
+
+def test_numeric_choices_are_an_ordered_axis_of_the_figures() -> None:
+    # Listed out of order: the axis orders them by value, not by the list.
+    batch_size = CategoricalDistribution([64, 256, 16, 128, 32])
+    study = optuna.create_study(direction="maximize")
+    for size in (16, 32, 64, 128, 256):
+        study.add_trial(
+            optuna.trial.create_trial(
+                params={"batch_size": size},
+                distributions={"batch_size": batch_size},
+                value=float(size),  # the objective's axis orders the lines too
+            )
+        )
+    figures = dict(analysis_figures(StudyResults(study)))
+
+    coordinates = figures[f"{ANALYSIS_FOLDER}/parallel_coordinate_objective_0.html"]
+    axes = list(coordinates.layout.xaxis.ticktext)
+    lines = [trace.y for trace in coordinates.data if trace.mode == "lines"]
+    by_objective = sorted(lines, key=lambda y: y[0])  # the objective is the first axis
+    heights = [y[axes.index("batch_size")] for y in by_objective]
+    assert heights == sorted(heights)
+    assert len(set(heights)) == 5

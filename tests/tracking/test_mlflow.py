@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hpsearch.tracking import PARENT_TAG, MlflowTracker, RunStatus, resolve_tracking_uri
+from hpsearch.tracking import (
+    PARENT_TAG,
+    MlflowTracker,
+    RunStatus,
+    resolve_tracking_uri,
+    runs_table_url,
+)
 
 
 def test_relative_sqlite_uri_is_made_absolute(project: Path) -> None:
@@ -57,3 +63,10 @@ def test_end_if_running_only_touches_running_runs(mlflow_tracker: MlflowTracker)
 def test_existing_experiment_is_reused(mlflow_tracker: MlflowTracker) -> None:
     again = MlflowTracker(mlflow_tracker.uri, "test-study", "mlruns/artifacts")
     assert again.experiment_id == mlflow_tracker.experiment_id
+
+
+def test_the_runs_table_sorted_by_a_metric() -> None:
+    assert runs_table_url("http://h:5000/", "3") == "http://h:5000/#/experiments/3/runs"
+    assert runs_table_url("http://h:5000", "3", "val loss", ascending=True) == (
+        "http://h:5000/#/experiments/3/runs?orderByKey=metrics.%60val%20loss%60&orderByAsc=true"
+    )

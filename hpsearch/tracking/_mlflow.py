@@ -7,14 +7,13 @@ on which thread or callback happens to be current.
 
 from __future__ import annotations
 
-import enum
 import os
 import re
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
-from urllib.parse import urlparse
+from typing import Any
+from urllib.parse import quote, urlparse
 
 from mlflow.entities import Experiment, Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
@@ -22,23 +21,11 @@ from mlflow.tracking import MlflowClient
 
 from hpsearch._locks import store_lock
 from hpsearch.errors import HpsearchError
+from hpsearch.tracking._base import PARENT_TAG, TRIAL_NUMBER_TAG, MetricRow, RunStatus, clip
 
-TRIAL_NUMBER_TAG = "optuna.trial_number"
-STUDY_TAG = "optuna.study_name"
-PARENT_TAG = "mlflow.parentRunId"
 _MAX_TAG = 5000
 _MAX_PARAM = 6000
 _MAX_BATCH_METRICS = 1000  # MLflow's limit per log_batch call
-RESUMES_RUN_TAG = "hpsearch.resumes_run"
-"""On the run of a re-run of an interrupted trial: the interrupted attempt's run id."""
-
-
-class RunStatus(enum.StrEnum):
-    """Terminal MLflow run statuses used by hpsearch."""
-
-    FINISHED = "FINISHED"
-    FAILED = "FAILED"
-    KILLED = "KILLED"
 
 
 def resolve_tracking_uri(uri: str) -> str:
@@ -63,9 +50,21 @@ EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 MODEL_DEVELOPMENT = "custom_model_development"
 
 
-def runs_table_url(ui_address: str, experiment_id: str) -> str:
-    """The MLflow UI's page of the experiment's runs table (MLflow 3 routes)."""
-    return f"{ui_address.rstrip('/')}/#/experiments/{experiment_id}/runs"
+def runs_table_url(
+    ui_address: str, experiment_id: str, metric: str | None = None, ascending: bool = False
+) -> str:
+    """The MLflow UI's page of the experiment's runs table (MLflow 3 routes).
+
+    Args:
+        metric: sort the table by this metric: the trials come first, listed flat
+            rather than folded under their search's run, best first when
+            ``ascending`` matches the objective's direction.
+    """
+    url = f"{ui_address.rstrip('/')}/#/experiments/{experiment_id}/runs"
+    if metric is None:
+        return url
+    order = quote(f"metrics.`{metric}`", safe="")
+    return f"{url}?orderByKey={order}&orderByAsc={str(ascending).lower()}"
 
 
 class MlflowTracker:
@@ -148,7 +147,7 @@ class MlflowTracker:
         if params:
             self._client.log_batch(
                 run_id,
-                params=[Param(str(k), _clip(str(v), _MAX_PARAM)) for k, v in params.items()],
+                params=[Param(str(k), clip(str(v), _MAX_PARAM)) for k, v in params.items()],
             )
         return run_id
 
@@ -175,7 +174,7 @@ class MlflowTracker:
         """Set tags (values are turned into strings and clipped to MLflow's limit)."""
         if tags:
             self._client.log_batch(
-                run_id, tags=[RunTag(k, _clip(str(v), _MAX_TAG)) for k, v in tags.items()]
+                run_id, tags=[RunTag(k, clip(str(v), _MAX_TAG)) for k, v in tags.items()]
             )
 
     def log_text(self, run_id: str, text: str, artifact_file: str) -> None:
@@ -236,23 +235,3 @@ class MlflowTracker:
             self.end_run(run_id, status)
         parent = run.data.tags.get("mlflow.parentRunId")
         return str(parent) if parent else None
-
-
-class MetricRow(Protocol):
-    """Metrics measured together at one time (e.g. one GPU sample), for :meth:`log_series`."""
-
-    @property
-    def metrics(self) -> Mapping[str, float]:
-        """Metric name to value."""
-
-    @property
-    def step(self) -> int:
-        """The step MLflow files the values under."""
-
-    @property
-    def time(self) -> float:
-        """Unix time of the measurement, in seconds."""
-
-
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,43 @@
+"""Tracking: where a search's runs are recorded.
+
+The tree: ``_base`` (the :class:`Tracker` interface, run statuses, the tags
+hpsearch sets), ``_mlflow`` (:class:`MlflowTracker`: MLflow, for every search a
+user runs) and ``_memory`` (:class:`MemoryTracker`: in memory, for the packing lab).
+"""
+
+from hpsearch.tracking._base import (
+    PARENT_TAG,
+    RESUMES_RUN_TAG,
+    STUDY_TAG,
+    TRIAL_NUMBER_TAG,
+    MetricRow,
+    RunStatus,
+    Tracker,
+)
+from hpsearch.tracking._memory import MemoryRun, MemoryTracker
+from hpsearch.tracking._mlflow import (
+    EXPERIMENT_KIND_TAG,
+    MODEL_DEVELOPMENT,
+    MlflowTracker,
+    resolve_artifact_location,
+    resolve_tracking_uri,
+    runs_table_url,
+)
+
+__all__ = [
+    "EXPERIMENT_KIND_TAG",
+    "MODEL_DEVELOPMENT",
+    "PARENT_TAG",
+    "RESUMES_RUN_TAG",
+    "STUDY_TAG",
+    "TRIAL_NUMBER_TAG",
+    "MemoryRun",
+    "MemoryTracker",
+    "MetricRow",
+    "MlflowTracker",
+    "RunStatus",
+    "Tracker",
+    "resolve_artifact_location",
+    "resolve_tracking_uri",
+    "runs_table_url",
+]

@@ -1,0 +1,105 @@
+"""What records a search: the :class:`Tracker` interface, run statuses and the tags it reads.
+
+A search records one parent run per ``hpsearch run`` and one child run per
+trial. :class:`~hpsearch.tracking.MlflowTracker` writes them to MLflow (every
+user's search); :class:`~hpsearch.tracking.MemoryTracker` keeps them in memory
+(the packing lab, where a search of hundreds of trials takes seconds).
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+TRIAL_NUMBER_TAG = "optuna.trial_number"
+STUDY_TAG = "optuna.study_name"
+PARENT_TAG = "mlflow.parentRunId"
+RESUMES_RUN_TAG = "hpsearch.resumes_run"
+"""On the run of a re-run of an interrupted trial: the interrupted attempt's run id."""
+
+
+class RunStatus(enum.StrEnum):
+    """Terminal run statuses used by hpsearch (MLflow's names)."""
+
+    FINISHED = "FINISHED"
+    FAILED = "FAILED"
+    KILLED = "KILLED"
+
+
+class MetricRow(Protocol):
+    """Metrics measured together at one time (e.g. one GPU sample), for ``log_series``."""
+
+    @property
+    def metrics(self) -> Mapping[str, float]:
+        """Metric name to value."""
+
+    @property
+    def step(self) -> int:
+        """The step the values are filed under."""
+
+    @property
+    def time(self) -> float:
+        """Unix time of the measurement, in seconds."""
+
+
+class Tracker(Protocol):
+    """Where the runs of one experiment are written, by run id (only the driver writes)."""
+
+    @property
+    def experiment_id(self) -> str:
+        """The experiment's id (the runs table's address names it)."""
+
+    def start_run(
+        self,
+        name: str,
+        params: Mapping[str, Any] | None = None,
+        tags: Mapping[str, str] | None = None,
+        parent_run_id: str | None = None,
+    ) -> str:
+        """Create a RUNNING run (nested under ``parent_run_id`` when given) and return its id."""
+
+    def log_metrics(self, run_id: str, metrics: Mapping[str, float], step: int) -> None:
+        """Log metrics for one step."""
+
+    def log_series(self, run_id: str, rows: Sequence[MetricRow]) -> None:
+        """Log timestamped rows, each at its own step and time."""
+
+    def set_tags(self, run_id: str, tags: Mapping[str, Any]) -> None:
+        """Set tags (values are turned into strings)."""
+
+    def log_text(self, run_id: str, text: str, artifact_file: str) -> None:
+        """Store ``text`` as an artifact file of the run."""
+
+    def log_figure(self, run_id: str, figure: Any, artifact_file: str) -> None:
+        """Store a matplotlib or plotly figure as an artifact."""
+
+    def log_file(
+        self, run_id: str, path: str | os.PathLike[str], folder: str | None = None
+    ) -> None:
+        """Store a local file as an artifact of the run (under ``folder``)."""
+
+    def end_run(self, run_id: str, status: RunStatus) -> None:
+        """End a run with ``status``."""
+
+    def running_run_ids(self) -> set[str]:
+        """The experiment's runs still RUNNING (a live driver's, or a dead one's)."""
+
+    def running_runs_of_trial(self, number: int) -> list[str]:
+        """The experiment's RUNNING runs of trial ``number`` (by their trial-number tag)."""
+
+    def end_running_children(self, parent_run_id: str, status: RunStatus) -> None:
+        """End every child run of ``parent_run_id`` still RUNNING (its driver is gone)."""
+
+    def end_if_running(self, run_id: str, status: RunStatus) -> str | None:
+        """End a run left RUNNING by a driver that stopped; ignore runs ended or gone.
+
+        Returns:
+            The run's parent run id, if it has one (a trial's: the search's run).
+        """
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, ending in ``...`` where cut."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
