@@ -16,14 +16,18 @@ setup: $(VENV)/.installed
 # torch goes in first, pinned to the CPU build this project is tested with,
 # and only where no torch is present: the package's own range (torch>=2.4)
 # is then already satisfied, so pip never downloads the CUDA wheels.
-# --no-compile: byte-compiling every file of torch, Ray and MLflow took most of the
-# install (measured on 2 cores: 108 s with it, 46 s without); Python compiles the
-# modules a run imports, once, as it imports them.
+# pip byte-compiles every installed file on one core (most of the install on
+# 2 cores); compileall does the same on every core. The .pyc files have to be
+# there: where PYTHONDONTWRITEBYTECODE is set (as on this project's machines)
+# nothing else writes them, and every process would compile what it imports.
+# (A file no Python 3.11 can compile, in some package's tests, is skipped, as pip
+# skips it.)
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install --quiet --no-compile torch==2.13.0
 	$(BIN)/python -m pip install --quiet --no-compile -e ".[dev]"
+	$(BIN)/python -m compileall -q -j 0 $(VENV)/lib > /dev/null || true
 	touch $@
 
 run: setup
