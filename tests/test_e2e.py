@@ -128,53 +128,6 @@ def test_phase1_searches_accuracy_against_speed(repo_configs: Path, project: Pat
     assert "analysis/pareto_front.html" in files
 
 
-def test_ctrl_c_ends_runs_and_requeues_trials(write_config: ConfigWriter, project: Path) -> None:
-    path = write_config(
-        {
-            "train": "tests.train_functions:timed",
-            "space": {"sleep": 60, "steps": None},
-            "study": {"n_trials": 4},
-        }
-    )
-    process = subprocess.Popen(
-        [sys.executable, "-m", "hpsearch", "run", str(path)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-
-        def two_running() -> bool:
-            # The driver creates the MLflow store after the Optuna one is complete;
-            # reading the study while its tables are being created would race them.
-            if not (project / "mlruns" / "mlflow.db").exists():
-                return False
-            try:
-                trials = _study("test-study").trials
-            except KeyError:
-                return False
-            return sum(attrs.MLFLOW_RUN in t.user_attrs for t in trials) == 2
-
-        wait_for(two_running, 120, "two trials to start")
-        process.send_signal(signal.SIGINT)
-        _, stderr = process.communicate(timeout=120)
-    finally:
-        process.kill()
-    assert process.returncode == 130, stderr
-
-    trials = _study("test-study").trials
-    interrupted = [t for t in trials if t.state.name == "FAIL"]
-    assert len(interrupted) == 2
-    assert all(t.user_attrs[attrs.OUTCOME] == "interrupted" for t in interrupted)
-    retries = [t for t in trials if t.state.name == "WAITING"]
-    assert sorted(t.user_attrs[attrs.RETRY_OF] for t in retries) == sorted(
-        t.number for t in interrupted
-    )
-    parents, children = _runs(project, "test-study")
-    assert [r.info.status for r in parents] == ["KILLED"]
-    assert sorted(r.info.status for r in children) == ["KILLED", "KILLED"]
-
-
 @pytest.fixture
 def ray_head(project: Path) -> Iterator[tuple[str, dict[str, str]]]:
     """A Ray cluster started with ``ray start --head`` on 127.0.0.1, with token authentication."""

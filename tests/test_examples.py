@@ -16,6 +16,7 @@ from pathlib import Path
 
 import optuna
 import pytest
+from mlflow.tracking import MlflowClient
 
 from hpsearch import attrs
 from tests.conftest import REPO_ROOT, hpsearch_cli, mlflow_client, wait_for
@@ -96,8 +97,21 @@ def test_an_interrupted_conditional_search_resumes_its_trials_from_their_checkpo
     wait_for(checkpointed_twice, 120, "trial 0's second checkpoint")
     driver.send_signal(signal.SIGINT)  # Ctrl-C
     _, stderr = driver.communicate(timeout=120)
-    assert driver.returncode != 0, stderr[-2000:]
+    assert driver.returncode == 130, stderr[-2000:]
     interrupted_at = int(latest.read_text().split("/")[0].removeprefix("step-"))
+    # Its running trials ended interrupted, each queued again; their runs and the
+    # search's ended KILLED.
+    stopped = optuna.load_study(study_name="conditional-example", storage=STORAGE).trials
+    interrupted = [t for t in stopped if t.state.name == "FAIL"]
+    assert 0 in [t.number for t in interrupted]
+    assert all(t.user_attrs[attrs.OUTCOME] == "interrupted" for t in interrupted)
+    queued = [t.user_attrs[attrs.RETRY_OF] for t in stopped if t.state.name == "WAITING"]
+    assert sorted(queued) == [t.number for t in interrupted]
+    client = mlflow_client(project)
+    runs = client.search_runs([_experiment_id(client)], max_results=100)
+    assert {r.info.status for r in runs if "mlflow.parentRunId" not in r.data.tags} == {"KILLED"}
+    killed = {t.user_attrs[attrs.MLFLOW_RUN] for t in interrupted}
+    assert {r.info.status for r in runs if r.info.run_id in killed} == {"KILLED"}
 
     second = hpsearch_cli("run", "examples/conditional/config.yaml", "--n-trials", "2")
     assert second.returncode == 0, second.stderr[-3000:]
@@ -112,7 +126,6 @@ def test_an_interrupted_conditional_search_resumes_its_trials_from_their_checkpo
     assert resumed.params == first.params
     assert resumed.user_attrs[attrs.SEED] == first.user_attrs[attrs.SEED]
     # The re-run started after the checkpoint the interruption left, not at epoch 0.
-    client = mlflow_client(project)
     run_id = resumed.user_attrs[attrs.MLFLOW_RUN]
     steps = sorted(m.step for m in client.get_metric_history(run_id, "val_accuracy"))
     assert steps[0] >= interrupted_at + 1
@@ -136,3 +149,9 @@ def test_an_interrupted_conditional_search_resumes_its_trials_from_their_checkpo
     best = json.loads(hpsearch_cli("best", "examples/conditional/config.yaml", "--json").stdout)
     kept = list((project / "mlruns/checkpoints/conditional-example").iterdir())
     assert [str(k) for k in kept] == [best["checkpoint_dir"]]
+
+
+def _experiment_id(client: MlflowClient) -> str:
+    found = client.get_experiment_by_name("conditional-example")
+    assert found is not None
+    return str(found.experiment_id)
