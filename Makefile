@@ -5,10 +5,10 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 CONFIG ?= configs/phase1.yaml
-# Three test processes on two cores: most of the suite waits on Ray and
-# subprocesses, not on a core. An idle worker takes tests still queued for the
-# others (worksteal): no long tail.
-TEST_WORKERS ?= 3
+# Two test processes: most of the suite waits on Ray and subprocesses, not on a
+# core (three made the tests that train slower than they gained: 14 min in CI).
+# An idle worker takes tests still queued for the other (worksteal): no long tail.
+TEST_WORKERS ?= 2
 
 .PHONY: setup run debug test lint ui clean
 

@@ -471,7 +471,14 @@ def ui(config: Path | None, host: str, port: int, allowed_hosts: str | None) -> 
     click.echo(f"MLflow UI on http://{host}:{port} (Ctrl-C to stop)")
     sys.stdout.flush()
     # The UI's libraries warn about their own dependencies: not the user's concern.
-    os.execve(mlflow, command, {**os.environ, "PYTHONWARNINGS": "ignore"})
+    # MLflow 3's job runner (seven worker processes, about 2 GB, polling) serves GenAI
+    # features (scorers, trace archival) a tuning study has no use for.
+    env = {JOB_EXECUTION: "false", **os.environ, "PYTHONWARNINGS": "ignore"}
+    os.execve(mlflow, command, env)
+
+
+JOB_EXECUTION = "MLFLOW_SERVER_ENABLE_JOB_EXECUTION"
+"""MLflow's switch for its server's job runner (off in ``hpsearch ui`` unless set)."""
 
 
 def _loopback(host: str) -> bool:

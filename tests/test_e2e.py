@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import optuna
+import psutil
 import pytest
 
 import hpsearch
@@ -254,6 +255,10 @@ def test_ui_serves_the_store_to_loopback_and_to_the_machines_name(project: Path)
         # Opens on its runs table in MLflow 3, not on the GenAI overview.
         kind = {t["key"]: t["value"] for t in experiment["tags"]}["mlflow.experimentKind"]
         assert kind == "custom_model_development"
+        # Without MLflow's job runner and its Huey workers (GenAI jobs).
+        commands = [" ".join(c.cmdline()) for c in psutil.Process(server.pid).children(True)]
+        assert commands
+        assert not [c for c in commands if "huey" in c or "_job_runner" in c], commands
     finally:
         server.terminate()
         server.wait(timeout=60)

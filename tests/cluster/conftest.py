@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+from hpsearch.cli import JOB_EXECUTION
 from tests.faults.conftest import drivers  # noqa: F401  (the fixture, shared here)
 
 
@@ -185,6 +186,9 @@ class MlflowServer:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                # As hpsearch ui runs it: without the job runner of MLflow's GenAI
+                # features (seven polling workers, for the whole test session).
+                env={**os.environ, JOB_EXECUTION: "false"},
             )
         self._wait_healthy(120)
 
