@@ -86,26 +86,26 @@ def test_debug_config_runs_resumes_and_agrees(repo_configs: Path, project: Path)
     assert best["values"] == {"val_accuracy": study.best_value}
 
     before = {t.number: (t.params, t.values, t.datetime_complete) for t in study.trials}
-    second = hpsearch_cli("run", "configs/debug.yaml", "--n-trials", "6")
+    second = hpsearch_cli("run", "configs/debug.yaml", "--n-trials", "5")
     assert second.returncode == 0, second.stderr
     study = _study("digits-debug")
-    assert [t.state.name for t in study.trials] == ["COMPLETE"] * 6
+    assert [t.state.name for t in study.trials] == ["COMPLETE"] * 5
     assert {
         n: (t.params, t.values, t.datetime_complete) for n, t in enumerate(study.trials) if n < 4
     } == before
     parents, children = _runs(project, "digits-debug")
-    assert (len(parents), len(children)) == (2, 6)
+    assert (len(parents), len(children)) == (2, 5)
 
-    third = hpsearch_cli("run", "configs/debug.yaml", "--n-trials", "6")
+    third = hpsearch_cli("run", "configs/debug.yaml", "--n-trials", "5")
     assert third.returncode == 0
     assert "nothing to do" in third.stdout
-    assert len(_study("digits-debug").trials) == 6
+    assert len(_study("digits-debug").trials) == 5
 
 
 def test_phase1_searches_accuracy_against_speed(repo_configs: Path, project: Path) -> None:
-    # The main job, cut to 12 trials: model and throughput knobs, two objectives,
+    # The main job, cut to 10 trials: model and throughput knobs, two objectives,
     # the dominated pruning rule (from 8 finished trials on), the Pareto front.
-    run = hpsearch_cli("run", "configs/phase1.yaml", "--n-trials", "12")
+    run = hpsearch_cli("run", "configs/phase1.yaml", "--n-trials", "10")
     assert run.returncode == 0, run.stderr
     best = hpsearch_cli("best", "configs/phase1.yaml", "--pareto", "--json")
     assert best.returncode == 0, best.stderr
@@ -118,7 +118,7 @@ def test_phase1_searches_accuracy_against_speed(repo_configs: Path, project: Pat
     assert all(set(knobs) <= set(t["params"]) for t in front)
 
     study = _study("digits-phase1")
-    assert len(study.trials) == 12
+    assert len(study.trials) == 10
     assert {t.state.name for t in study.trials} <= {"COMPLETE", "PRUNED"}
     for trial in study.trials:
         effective = trial.user_attrs[attrs.KNOBS]["effective"]
