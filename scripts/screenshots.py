@@ -12,8 +12,9 @@ does), starts ``hpsearch ui`` on it, and photographs, into ``docs/``:
 
 Needs Chromium (``apt-get install chromium``, or ``--chromium PATH``) and the
 ``docs`` extra (``pip install -e ".[docs]"``: Playwright drives it). The
-figures' HTML loads plotly.js from its CDN; a machine without internet is given
-the plotly package's own copy instead, so the page looks as it does online.
+figures' HTML loads plotly.js from its CDN; the browser is always given the
+plotly package's own copy instead, so the pictures are the same with or without
+internet.
 
     python scripts/screenshots.py                 # a new search in a temporary folder
     python scripts/screenshots.py --project DIR   # DIR's search.yaml, run there once
