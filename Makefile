@@ -10,7 +10,7 @@ CONFIG ?= configs/phase1.yaml
 # An idle worker takes tests still queued for the other (worksteal): no long tail.
 TEST_WORKERS ?= 2
 
-.PHONY: setup run debug test lint ui clean
+.PHONY: setup run debug test check lint ui clean
 
 setup: $(VENV)/.installed
 
@@ -51,6 +51,14 @@ test: setup
 	$(BIN)/python -m pytest -ra -n $(TEST_WORKERS) --dist worksteal; tests=$$?; \
 	wait $$types; typed=$$?; \
 	test $$tests -eq 0 -a $$typed -eq 0
+
+# The edit loop's lane: ruff, and the tests that start no process (no Ray, no
+# subprocess, no server; one that does fails, naming the marker it lacks).
+# make test, which CI runs, runs every test.
+check: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal --no-processes
 
 ui: setup
 	$(BIN)/hpsearch ui

@@ -11,14 +11,15 @@ A training function is ``train(params: dict, ctx: hpsearch.TrialContext)``.
 
 from __future__ import annotations
 
+from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from hpsearch.errors import ConfigError, HpsearchError
-from hpsearch.results import StudyResults, TrialResult, load
-from hpsearch.trial.context import TrialContext, TrialPruned
 
 if TYPE_CHECKING:
     from hpsearch.api import RunOutcome, run
+    from hpsearch.results import StudyResults, TrialResult, load
+    from hpsearch.trial.context import TrialContext, TrialPruned
 
 __version__ = "0.1.0"
 
@@ -35,12 +36,22 @@ __all__ = [
     "run",
 ]
 
+# Each name is imported where it lives when first used: a trial worker, `hpsearch
+# --help` or a training function importing TrialPruned pays for none of Ray, MLflow,
+# pandas or plotly.
+_LAZY = {
+    "run": "hpsearch.api",
+    "RunOutcome": "hpsearch.api",
+    "load": "hpsearch.results",
+    "StudyResults": "hpsearch.results",
+    "TrialResult": "hpsearch.results",
+    "TrialContext": "hpsearch.trial.context",
+    "TrialPruned": "hpsearch.trial.context",
+}
+
 
 def __getattr__(name: str) -> Any:
-    # Ray and MLflow take seconds to import; only a search needs them, not
-    # `hpsearch validate`, `hpsearch best` or a training function importing TrialPruned.
-    if name in ("run", "RunOutcome"):
-        from hpsearch import api
-
-        return getattr(api, name)
-    raise AttributeError(f"module 'hpsearch' has no attribute {name!r}")
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'hpsearch' has no attribute {name!r}")
+    return getattr(import_module(module), name)

@@ -199,6 +199,7 @@ def _run(  # noqa: PLR0917 - the public entry's arguments, handed on
     ensure_importable_from(workdir)
     # Fail here, with a one-line error, rather than in every trial worker.
     check_train(config)
+    runner.check(config)
     telemetry = open_backend(config.telemetry)  # opening a backend is the root's job
     try:
         return _search(

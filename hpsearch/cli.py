@@ -121,6 +121,15 @@ _CONFIG = click.argument("config", type=click.Path(dir_okay=False, path_type=Pat
     is_flag=True,
     help="Go on although the MLflow store the study's runs were in is gone (start a new one).",
 )
+@click.option(
+    "--runner",
+    "runner_name",
+    type=click.Choice(["ray", "simulated"]),
+    default="ray",
+    show_default=True,
+    help="Where trials run: Ray Tune, or simulated: the modelled workload "
+    "(hpsearch.workloads.simulated_gpu) played on a virtual clock, hundreds of trials in seconds.",
+)
 def run(  # noqa: PLR0917 - click passes one parameter per option
     config: Path,
     address: str | None,
@@ -128,9 +137,11 @@ def run(  # noqa: PLR0917 - click passes one parameter per option
     timeout: float | None,
     simulate: str | None,
     new_mlflow_history: bool,
+    runner_name: str,
 ) -> None:
     """Run the search CONFIG describes, or continue it where it stopped."""
     from hpsearch.api import run as run_search
+    from hpsearch.runner import SimulatedRunner
 
     loaded = _note_stores(config)
     console = _console()
@@ -142,6 +153,7 @@ def run(  # noqa: PLR0917 - click passes one parameter per option
         console=console,
         simulate=simulate,
         new_mlflow_history=new_mlflow_history,
+        runner=SimulatedRunner() if runner_name == "simulated" else None,
     )
     results = outcome.results
     if outcome.mlflow_parent_run_id is not None:

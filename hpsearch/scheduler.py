@@ -29,8 +29,17 @@ class Hold(enum.Enum):
 
     WAIT = "wait"
     """Not now: ask again when a trial ends (or a moment later)."""
+    ELSEWHERE = "elsewhere"
+    """Not now: the budget waits on trials running elsewhere only (another driver's,
+    or a dead driver's until its heartbeat runs out and they are reclaimed), which end
+    in wall time whatever this runner's clock says."""
     FINISHED = "finished"
     """The search is over: start nothing more."""
+
+    @property
+    def waits(self) -> bool:
+        """Whether to ask again later (every hold but :attr:`FINISHED`)."""
+        return self is not Hold.FINISHED
 
 
 class TrialOpener(Protocol):
@@ -111,8 +120,11 @@ class Scheduler:
             if admission is None or counted is None:
                 return Hold.WAIT
             decision = self._budget.decide(counted)
-            if decision is not BudgetDecision.START:
-                return Hold.FINISHED if decision is BudgetDecision.FINISHED else Hold.WAIT
+            if decision is BudgetDecision.FINISHED:
+                return Hold.FINISHED
+            if decision is BudgetDecision.WAIT:
+                # Nothing of this driver's holds the budget: only trials elsewhere can end.
+                return Hold.ELSEWHERE if counted.running and not running else Hold.WAIT
             config = self._ledger.open(trial_id, admission)
         # None: the suggestion was held back (predicted to run out, or to need a whole GPU).
         return Hold.WAIT if config is None else config

@@ -10,8 +10,9 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 import yaml
@@ -141,6 +142,49 @@ def merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--no-processes",
+        action="store_true",
+        help="the edit loop's lane (make check): only tests not marked process, and any "
+        "of them that starts a process fails",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.getoption("--no-processes"):
+        return
+    starting = [item for item in items if item.get_closest_marker("process")]
+    if starting:
+        config.hook.pytest_deselected(items=starting)
+        items[:] = [item for item in items if not item.get_closest_marker("process")]
+
+
+@pytest.fixture(autouse=True)
+def _marked_if_it_starts_a_process(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In the ``--no-processes`` lane, a test that starts a process fails, naming the marker.
+
+    So the lane cannot drift: a test that starts Ray, a subprocess, a server or a
+    DataLoader worker must carry ``@pytest.mark.process`` (and runs in ``make test``).
+    """
+    if not request.config.getoption("--no-processes"):
+        return
+    import multiprocessing.util
+
+    def refuse(*args: object, **kwargs: object) -> NoReturn:
+        raise AssertionError(
+            f"{request.node.nodeid} starts a process: mark it @pytest.mark.process "
+            "(make check runs only the tests that start none)"
+        )
+
+    monkeypatch.setattr(subprocess.Popen, "_execute_child", refuse)
+    for name in ("fork", "forkpty", "posix_spawn", "posix_spawnp", "system"):
+        monkeypatch.setattr(os, name, refuse)
+    monkeypatch.setattr(multiprocessing.util, "spawnv_passfds", refuse)
+
+
 @pytest.fixture
 def clock() -> VirtualClock:
     """Unix time that moves only when a test moves it (``clock.now += 5``)."""
@@ -228,22 +272,55 @@ def nvml_missing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(pynvml, "nvmlInit", no_library)
 
 
-@pytest.fixture(scope="module")
-def ray_one_gpu() -> Iterator[None]:
-    """An in-process Ray with 2 CPUs and 1 logical GPU (no real GPU needed); searches reuse it."""
-    import ray
+class _SessionRay:
+    """One in-process Ray per test process (each pytest worker), started when first asked for.
 
-    ray.init(
-        address="local",  # a Ray of its own, even while a test's `ray start` cluster runs
-        num_cpus=2,
-        num_gpus=1,
-        include_dashboard=False,
-        log_to_driver=False,
-        logging_level=logging.WARNING,
-        runtime_env={"env_vars": {"PYTHONPATH": str(REPO_ROOT), "RAY_CHDIR_TO_TRIAL_DIR": "0"}},
-    )
-    yield
-    ray.shutdown()
+    2 CPUs and 1 logical GPU (no real GPU needed). Searches reuse it (a search runs
+    on a Ray already initialised in its process); a test that needs no Ray in the
+    process (it starts its own, or checks what a search starts) asks for ``no_ray``,
+    and the next test that needs this one starts it again.
+    """
+
+    def ensure(self) -> None:
+        import ray
+
+        if ray.is_initialized():
+            return
+        ray.init(
+            address="local",  # a Ray of its own, even while a test's `ray start` cluster runs
+            num_cpus=2,
+            num_gpus=1,
+            include_dashboard=False,
+            log_to_driver=False,
+            logging_level=logging.WARNING,
+            runtime_env={"env_vars": {"PYTHONPATH": str(REPO_ROOT), "RAY_CHDIR_TO_TRIAL_DIR": "0"}},
+        )
+
+    @staticmethod
+    def stop() -> None:
+        import ray
+
+        if ray.is_initialized():
+            ray.shutdown()
+
+
+_SESSION_RAY = _SessionRay()
+
+
+@pytest.fixture
+def ray_one_gpu() -> None:
+    """The test process's Ray (2 CPUs, 1 logical GPU), kept for the next test that needs it."""
+    _SESSION_RAY.ensure()
+
+
+@pytest.fixture
+def no_ray() -> None:
+    """No Ray initialised in this process (the test starts one of its own, or a search does)."""
+    _SESSION_RAY.stop()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    _SESSION_RAY.stop()
 
 
 @pytest.fixture
@@ -265,6 +342,31 @@ def hpsearch_cli(
         env=env,
         check=False,
     )
+
+
+@dataclass(frozen=True)
+class CliResult:
+    """What an in-process ``hpsearch`` command did, shaped like a finished subprocess."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def cli(*args: str, env: dict[str, str | None] | None = None) -> CliResult:
+    """``hpsearch ARGS`` in this process (no interpreter start, no Ray start of its own).
+
+    A search runs on the Ray already initialised here (``ray_one_gpu``), if any.
+    ``env``: variables set while it runs (``None``: unset). For what a subprocess
+    alone shows (a signal, a console script, a process of its own), use
+    :func:`hpsearch_cli`.
+    """
+    from click.testing import CliRunner
+
+    from hpsearch.cli import main
+
+    result = CliRunner().invoke(main, list(args), env=env, catch_exceptions=False)
+    return CliResult(result.exit_code, result.stdout, result.stderr)
 
 
 def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:

@@ -17,7 +17,7 @@ from hpsearch.study import open_study
 from hpsearch.workloads.simulated_gpu import gpu_profile
 from tests.conftest import ConfigWriter, SwitchAfter, mlflow_client
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ray_one_gpu", "seeded_store")]
+pytestmark = [pytest.mark.process, pytest.mark.usefixtures("ray_one_gpu", "seeded_store")]
 
 
 def test_policy_change_mid_search_reaches_the_next_trials(write_config: ConfigWriter) -> None:

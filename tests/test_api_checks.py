@@ -8,7 +8,7 @@ import pytest
 
 import hpsearch
 from hpsearch.errors import HpsearchError
-from hpsearch.runner import SimulatedRunner
+from hpsearch.runner import MODELLED_TRAIN, SimulatedRunner
 from tests.conftest import ConfigWriter
 
 
@@ -17,6 +17,7 @@ def test_logical_gpus_must_match_the_simulated_ones(
 ) -> None:
     path = write_config(
         {
+            "train": MODELLED_TRAIN,
             "execution": {"num_gpus": 2},
             "telemetry": {"backend": "simulated", "simulated": {"gpus": 1}},
         }
@@ -36,4 +37,18 @@ def test_a_training_function_that_does_not_import_is_refused_first(
     path = write_config({"train": "tests.train_functions:no_such_function"})
     with pytest.raises(HpsearchError, match="no_such_function"):
         hpsearch.run(path, runner=SimulatedRunner())
+    assert not (project / "mlruns").exists()
+
+
+def test_the_simulated_runner_refuses_a_train_it_has_no_model_of(
+    write_config: ConfigWriter, project: Path
+) -> None:
+    path = write_config()  # tests.train_functions:quick, a real function
+    with pytest.raises(HpsearchError) as raised:
+        hpsearch.run(path, runner=SimulatedRunner())
+    assert str(raised.value) == (
+        f"{path}: train: the simulated runner plays modelled trials of {MODELLED_TRAIN}, "
+        f"not tests.train_functions:quick; run it on Ray (--runner ray), or set train: "
+        f"{MODELLED_TRAIN}"
+    )
     assert not (project / "mlruns").exists()

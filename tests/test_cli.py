@@ -112,6 +112,7 @@ def test_ui_refuses_a_server_uri(write_config: ConfigWriter) -> None:
     assert "has its own UI" in err
 
 
+@pytest.mark.process
 def test_console_script_exit_code(write_config: ConfigWriter) -> None:
     path = write_config({"space": {"x": {"type": "float", "low": 1.0, "high": 0.0}}})
     done = subprocess.run(

@@ -1,4 +1,9 @@
-"""The hpsearch command end to end as a user runs it: a fresh project, subprocesses, all real."""
+"""The hpsearch command end to end as a user runs it: a fresh project, all real.
+
+The first search of a fresh project runs as a user starts it, in a process of its
+own with a Ray of its own; the commands after it run in the test's process, on
+its Ray, where the process is not what is tested.
+"""
 
 from __future__ import annotations
 
@@ -10,20 +15,22 @@ import subprocess
 import sys
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import optuna
 import psutil
 import pytest
+import yaml
 
 import hpsearch
 from hpsearch import attrs
 from hpsearch.config import DEFAULT_ARTIFACT_LOCATION, DEFAULT_TRACKING_URI
 from hpsearch.tracking import MlflowTracker, RunStatus
-from tests.conftest import ConfigWriter, hpsearch_cli, mlflow_client, wait_for
+from tests.conftest import ConfigWriter, cli, hpsearch_cli, mlflow_client, wait_for
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.process
 
 
 def _study(name: str) -> optuna.Study:
@@ -40,6 +47,7 @@ def _runs(project: Path, experiment: str) -> tuple[list[Any], list[Any]]:
     return parents, children
 
 
+@pytest.mark.usefixtures("ray_one_gpu")
 def test_debug_config_runs_resumes_and_agrees(repo_configs: Path, project: Path) -> None:
     first = hpsearch_cli("run", "configs/debug.yaml")
     assert first.returncode == 0, first.stderr
@@ -73,7 +81,7 @@ def test_debug_config_runs_resumes_and_agrees(repo_configs: Path, project: Path)
         assert accuracy[-1].value == trial.value
         assert len(client.get_metric_history(run.info.run_id, "samples_per_sec")) == 3
 
-    best = json.loads(hpsearch_cli("best", "configs/debug.yaml", "--json").stdout)
+    best = json.loads(cli("best", "configs/debug.yaml", "--json").stdout)
     assert best["study"] == "digits-debug"
     assert best["trial_number"] == study.best_trial.number
     assert best["params"] == study.best_trial.params
@@ -86,7 +94,7 @@ def test_debug_config_runs_resumes_and_agrees(repo_configs: Path, project: Path)
     assert best["values"] == {"val_accuracy": study.best_value}
 
     before = {t.number: (t.params, t.values, t.datetime_complete) for t in study.trials}
-    second = hpsearch_cli("run", "configs/debug.yaml", "--n-trials", "5")
+    second = cli("run", "configs/debug.yaml", "--n-trials", "5")
     assert second.returncode == 0, second.stderr
     study = _study("digits-debug")
     assert [t.state.name for t in study.trials] == ["COMPLETE"] * 5
@@ -96,18 +104,23 @@ def test_debug_config_runs_resumes_and_agrees(repo_configs: Path, project: Path)
     parents, children = _runs(project, "digits-debug")
     assert (len(parents), len(children)) == (2, 5)
 
-    third = hpsearch_cli("run", "configs/debug.yaml", "--n-trials", "5")
+    third = cli("run", "configs/debug.yaml", "--n-trials", "5")
     assert third.returncode == 0
     assert "nothing to do" in third.stdout
     assert len(_study("digits-debug").trials) == 5
 
 
+@pytest.mark.usefixtures("ray_one_gpu", "seeded_store")
 def test_phase1_searches_accuracy_against_speed(repo_configs: Path, project: Path) -> None:
-    # The main job, cut to 10 trials: model and throughput knobs, two objectives,
-    # the dominated pruning rule (from 8 finished trials on), the Pareto front.
-    run = hpsearch_cli("run", "configs/phase1.yaml", "--n-trials", "10")
+    # The main job, cut to 10 trials of 6 epochs: model and throughput knobs, two
+    # objectives, the dominated pruning rule (from 8 finished trials, past 5 epochs
+    # of warm-up), the Pareto front.
+    config = yaml.safe_load((repo_configs / "phase1.yaml").read_text())
+    config["space"]["epochs"] = 6
+    (repo_configs / "phase1.yaml").write_text(yaml.safe_dump(config))
+    run = cli("run", "configs/phase1.yaml", "--n-trials", "10")
     assert run.returncode == 0, run.stderr
-    best = hpsearch_cli("best", "configs/phase1.yaml", "--pareto", "--json")
+    best = cli("best", "configs/phase1.yaml", "--pareto", "--json")
     assert best.returncode == 0, best.stderr
     front = json.loads(best.stdout)
     assert front
@@ -129,8 +142,26 @@ def test_phase1_searches_accuracy_against_speed(repo_configs: Path, project: Pat
     assert "analysis/pareto_front.html" in files
 
 
+@dataclass(frozen=True)
+class RayHead:
+    """A running ``ray start --head``: its address, its node's id, the environment to join it."""
+
+    address: str
+    node_id: str
+    env: dict[str, str]
+
+
+def _node_id(head: subprocess.Popen[str]) -> str:
+    """The id of the node ``ray start`` started: its raylet's ``--node_id`` argument."""
+    for process in psutil.Process(head.pid).children(recursive=True):
+        for argument in process.cmdline():
+            if argument.startswith("--node_id="):
+                return argument.removeprefix("--node_id=")
+    raise AssertionError("no raylet under `ray start`")
+
+
 @pytest.fixture
-def ray_head(project: Path) -> Iterator[tuple[str, dict[str, str]]]:
+def ray_head(project: Path) -> Iterator[RayHead]:
     """A Ray cluster started with ``ray start --head`` on 127.0.0.1, with token authentication."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -165,51 +196,41 @@ def ray_head(project: Path) -> Iterator[tuple[str, dict[str, str]]]:
             if "Ray runtime started" in line:
                 break
         assert head.poll() is None, "".join(printed)
-        yield f"127.0.0.1:{port}", env
+        yield RayHead(f"127.0.0.1:{port}", _node_id(head), env)
     finally:
         # The whole group at once: `ray start` waits half a minute on SIGTERM.
         os.killpg(head.pid, signal.SIGKILL)
         head.wait(timeout=60)
 
 
-def test_joins_a_running_cluster_by_address(
-    ray_head: tuple[str, dict[str, str]], write_config: ConfigWriter
-) -> None:
-    address, env = ray_head
+def test_joins_a_running_cluster_by_address(ray_head: RayHead, write_config: ConfigWriter) -> None:
     path = write_config()
-    run = hpsearch_cli("run", str(path), "--address", address, env=env)
+    run = hpsearch_cli("run", str(path), "--address", ray_head.address, env=ray_head.env)
     assert run.returncode == 0, run.stderr
-    node = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            f"import ray; ray.init(address='{address}', logging_level='ERROR'); "
-            "print(ray.get_runtime_context().get_node_id())",
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=True,
-    ).stdout.strip()
     trials = _study("test-study").trials
     assert [t.state.name for t in trials] == ["COMPLETE"] * 4
-    assert {t.user_attrs[attrs.ASSIGNED]["node_id"] for t in trials} == {node}
+    assert {t.user_attrs[attrs.ASSIGNED]["node_id"] for t in trials} == {ray_head.node_id}
 
     # Without an address, a search starts a Ray of its own, even with one running here.
     own = write_config({"study": {"name": "own-ray"}, "execution": {"num_cpus": 1}}, "own.yaml")
-    local = hpsearch_cli("run", str(own), env=env)
+    local = hpsearch_cli("run", str(own), env=ray_head.env)
     assert local.returncode == 0, local.stderr
-    assert node not in {t.user_attrs[attrs.ASSIGNED]["node_id"] for t in _study("own-ray").trials}
+    nodes = {t.user_attrs[attrs.ASSIGNED]["node_id"] for t in _study("own-ray").trials}
+    assert len(nodes) == 1
+    assert ray_head.node_id not in nodes
 
 
+@pytest.mark.usefixtures("no_ray")  # with a Ray in the process, a search would use it
 def test_wrong_address_is_a_one_line_error(write_config: ConfigWriter) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    env = {k: v for k, v in os.environ.items() if k != "RAY_AUTH_MODE"}
-    run = hpsearch_cli(
-        "run", str(write_config()), "--address", f"127.0.0.1:{port}", env=env, timeout=600
+    run = cli(
+        "run",
+        str(write_config()),
+        "--address",
+        f"127.0.0.1:{port}",
+        env={"RAY_AUTH_MODE": None},
     )
     assert run.returncode == 2
     last = run.stderr.strip().splitlines()[-1]
@@ -266,7 +287,7 @@ def test_ui_serves_the_store_to_loopback_and_to_the_machines_name(project: Path)
 
 
 def test_ui_on_a_store_that_is_not_there_names_the_path(project: Path) -> None:
-    result = hpsearch_cli("ui", "--port", "5999", timeout=60)
+    result = cli("ui", "--port", "5999")
     assert result.returncode == 2
     assert result.stderr.strip() == (
         f"error: no MLflow store at {project / 'mlruns' / 'mlflow.db'} (tracking.uri "
@@ -276,11 +297,12 @@ def test_ui_on_a_store_that_is_not_there_names_the_path(project: Path) -> None:
     assert not (project / "mlruns" / "mlflow.db").exists()  # no empty store made
 
 
+@pytest.mark.usefixtures("ray_one_gpu", "seeded_store")
 def test_a_search_in_which_no_trial_completed_exits_1_naming_the_error(
     write_config: ConfigWriter,
 ) -> None:
     path = write_config({"train": "tests.train_functions:forgets_metric", "study": {"n_trials": 2}})
-    result = hpsearch_cli("run", str(path))
+    result = cli("run", str(path))
     assert result.returncode == 1, result.stderr[-3000:]
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith(

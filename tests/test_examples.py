@@ -2,7 +2,8 @@
 
 A training script searched by its flags and a trial rerun to the same accuracy;
 a conditional space whose trials, interrupted by Ctrl-C, resume from their
-checkpoints on the next run.
+checkpoints on the next run. The command runs in the test's process, on its Ray,
+except where a signal is what is tested.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from hpsearch import attrs
-from tests.conftest import REPO_ROOT, hpsearch_cli, mlflow_client, wait_for
+from tests.conftest import REPO_ROOT, cli, mlflow_client, wait_for
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.process
 
 STORAGE = "sqlite:///mlruns/optuna.db"
 
@@ -33,10 +34,11 @@ def examples(project: Path) -> Path:
     return project / "examples"
 
 
+@pytest.mark.usefixtures("ray_one_gpu", "seeded_store")
 def test_a_training_script_is_searched_by_its_flags_and_a_rerun_reproduces_it(
     examples: Path, project: Path
 ) -> None:
-    first = hpsearch_cli("run", "examples/command/config.yaml", "--n-trials", "2")
+    first = cli("run", "examples/command/config.yaml", "--n-trials", "2")
     assert first.returncode == 0, first.stderr[-3000:]
 
     study = optuna.load_study(study_name="command-example", storage=STORAGE)
@@ -54,7 +56,7 @@ def test_a_training_script_is_searched_by_its_flags_and_a_rerun_reproduces_it(
         assert f"training on 1437 digits, seed {seed}" in Path(stdout).read_text()
 
     # Trial 1 again, outside the study's budget: its seed, so the same accuracy.
-    again = hpsearch_cli("rerun", "examples/command/config.yaml", "1")
+    again = cli("rerun", "examples/command/config.yaml", "1")
     assert again.returncode == 0, again.stderr[-3000:]
     assert len(optuna.load_study(study_name="command-example", storage=STORAGE).trials) == 2
     reruns = [
@@ -72,6 +74,7 @@ def test_a_training_script_is_searched_by_its_flags_and_a_rerun_reproduces_it(
     assert cells == ["val_accuracy", f"{original.value:.6g}", f"{original.value:.6g}"]
 
 
+@pytest.mark.usefixtures("ray_one_gpu")
 def test_an_interrupted_conditional_search_resumes_its_trials_from_their_checkpoints(
     examples: Path, project: Path
 ) -> None:
@@ -113,7 +116,7 @@ def test_an_interrupted_conditional_search_resumes_its_trials_from_their_checkpo
     killed = {t.user_attrs[attrs.MLFLOW_RUN] for t in interrupted}
     assert {r.info.status for r in runs if r.info.run_id in killed} == {"KILLED"}
 
-    second = hpsearch_cli("run", "examples/conditional/config.yaml", "--n-trials", "2")
+    second = cli("run", "examples/conditional/config.yaml", "--n-trials", "2")
     assert second.returncode == 0, second.stderr[-3000:]
 
     study = optuna.load_study(study_name="conditional-example", storage=STORAGE)
@@ -146,7 +149,7 @@ def test_an_interrupted_conditional_search_resumes_its_trials_from_their_checkpo
         assert set(logged) >= set(trial.params)
         assert not {"momentum", "nesterov", "beta1"} - branch & set(logged)
     # Only the best trial's checkpoints are kept, and `best --json` names them.
-    best = json.loads(hpsearch_cli("best", "examples/conditional/config.yaml", "--json").stdout)
+    best = json.loads(cli("best", "examples/conditional/config.yaml", "--json").stdout)
     kept = list((project / "mlruns/checkpoints/conditional-example").iterdir())
     assert [str(k) for k in kept] == [best["checkpoint_dir"]]
 

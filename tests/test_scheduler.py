@@ -103,3 +103,20 @@ def test_a_waiting_rerun_alone_is_asked_for_a_whole_gpu(
     shared = d.parts.scheduler.suggest("next")  # nothing re-runs now: a shared GPU
     assert isinstance(shared, dict)
     assert shared[SPEC_KEY]["gpus"] == 0.5
+
+
+def test_a_budget_held_by_another_drivers_trials_waits_on_them_elsewhere(
+    write_config: ConfigWriter, driver: DriverFactory
+) -> None:
+    path = write_config({"study": {"n_trials": 2}})
+    d = driver(load_config(path), policy=StaticPolicy(cpus_per_trial=1, trials_per_gpu=0))
+    elsewhere = d.handle.study.ask()  # another driver's trial, still running
+    assert isinstance(d.parts.scheduler.suggest("a"), dict)
+    d.ledger.started("a")
+    # Two running, one of them this driver's: its end, in this runner's time, frees a slot.
+    assert d.parts.scheduler.suggest("b") is Hold.WAIT
+    d.complete("a", 0.5)
+    # Only the other driver's trial holds the budget now: it ends in wall time.
+    assert d.parts.scheduler.suggest("b") is Hold.ELSEWHERE
+    d.handle.study.tell(elsewhere, 0.7)
+    assert d.parts.scheduler.suggest("b") is Hold.FINISHED

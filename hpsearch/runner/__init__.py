@@ -8,16 +8,22 @@ callback, ``_trainable`` runs a trial in a Ray worker), ``_simulated``
 
 from __future__ import annotations
 
+from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from hpsearch.runner._base import RunnerSession, TrialEvents, TrialRunner, TrialSource
-from hpsearch.runner._mps import MPS_ENV, MpsState, mps_daemon
-from hpsearch.runner._simulated import SIMULATED_NODE, SimulatedRunner, VirtualClock
-
 if TYPE_CHECKING:
+    from hpsearch.runner._base import RunnerSession, TrialEvents, TrialRunner, TrialSource
+    from hpsearch.runner._mps import MPS_ENV, MpsState, mps_daemon
+    from hpsearch.runner._simulated import (
+        MODELLED_TRAIN,
+        SIMULATED_NODE,
+        SimulatedRunner,
+        VirtualClock,
+    )
     from hpsearch.runner._tune import RAY_RESULTS_DIR, RayTuneRunner
 
 __all__ = [
+    "MODELLED_TRAIN",
     "MPS_ENV",
     "RAY_RESULTS_DIR",
     "SIMULATED_NODE",
@@ -32,11 +38,28 @@ __all__ = [
     "mps_daemon",
 ]
 
+# Each name is imported from its module when first used: a trial's Ray worker,
+# which imports this package for its trainable alone, loads none of the driver's
+# parts, and a simulated search never loads Ray (seconds of imports).
+_LAZY = {
+    "RunnerSession": "_base",
+    "TrialEvents": "_base",
+    "TrialRunner": "_base",
+    "TrialSource": "_base",
+    "MPS_ENV": "_mps",
+    "MpsState": "_mps",
+    "mps_daemon": "_mps",
+    "MODELLED_TRAIN": "_simulated",
+    "SIMULATED_NODE": "_simulated",
+    "SimulatedRunner": "_simulated",
+    "VirtualClock": "_simulated",
+    "RAY_RESULTS_DIR": "_tune",
+    "RayTuneRunner": "_tune",
+}
+
 
 def __getattr__(name: str) -> Any:
-    # Ray takes seconds to import; a simulated search never needs it.
-    if name in ("RayTuneRunner", "RAY_RESULTS_DIR"):
-        from hpsearch.runner import _tune
-
-        return getattr(_tune, name)
-    raise AttributeError(f"module 'hpsearch.runner' has no attribute {name!r}")
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'hpsearch.runner' has no attribute {name!r}")
+    return getattr(import_module(f"hpsearch.runner.{module}"), name)

@@ -91,12 +91,12 @@ class SchedulerSearcher(Searcher):
         answer: dict[str, Any] | Hold = Hold.FINISHED
         with self._failure.kept():
             answer = source.suggest(trial_id)
-            if answer is Hold.WAIT and self._upkeep is not None:
+            if isinstance(answer, Hold) and answer.waits and self._upkeep is not None:
                 self._upkeep()
                 answer = source.suggest(trial_id)  # what upkeep reclaimed may run now
         if answer is Hold.FINISHED or self._failure.first is not None:
             return Searcher.FINISHED
-        if answer is Hold.WAIT:
+        if isinstance(answer, Hold):
             return None
         return answer
 

@@ -16,7 +16,7 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any, Protocol
 
-from hpsearch.config import ExecutionSpec, SimulatedSpec, TelemetrySpec
+from hpsearch.config import ExecutionSpec, RunConfig, SimulatedSpec, TelemetrySpec
 from hpsearch.placement import ClusterCapacity, NodeGpus
 from hpsearch.pruning import VerdictBoard
 from hpsearch.scheduler import Hold
@@ -118,6 +118,14 @@ class RunnerSession(ABC):
 
 class TrialRunner(ABC):
     """Connects to where trials execute (``hpsearch.run(..., runner=...)``)."""
+
+    def check(self, config: RunConfig) -> None:
+        """Refuse a config this runner cannot run, before anything is opened (default: none).
+
+        Raises:
+            ConfigError: naming the key and the fix.
+        """
+        return  # a runner that runs any training function refuses nothing
 
     @abstractmethod
     def connect(

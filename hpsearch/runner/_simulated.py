@@ -22,8 +22,8 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from hpsearch.config import ExecutionSpec, SimulatedSpec
-from hpsearch.errors import HpsearchError
+from hpsearch.config import ExecutionSpec, RunConfig, SimulatedSpec
+from hpsearch.errors import ConfigError, HpsearchError
 from hpsearch.oom import BatchRetry
 from hpsearch.placement import ClusterCapacity, NodeGpus
 from hpsearch.pruning import LocalVerdictBoard, VerdictBoard
@@ -45,6 +45,10 @@ from hpsearch.trial.worker import halved
 
 SIMULATED_NODE = "simulated-node"
 """The node id of the simulated machine."""
+ELSEWHERE_POLL_S = 0.5
+"""Wall seconds between looks, while only trials running elsewhere can end."""
+MODELLED_TRAIN = "hpsearch.workloads.simulated_gpu:train"
+"""The workload whose trials the simulated runner plays by default (its ``plan`` is the model)."""
 
 
 class VirtualClock:
@@ -77,6 +81,7 @@ class SimulatedRunner(TrialRunner):
         tick_s: float = 5.0,
         stall_s: float = 3600.0,
     ) -> None:
+        self._modelled_train = MODELLED_TRAIN if model is None else None
         if model is None:
             from hpsearch.workloads.simulated_gpu import plan
 
@@ -85,6 +90,19 @@ class SimulatedRunner(TrialRunner):
         self._cpus = cpus
         self._tick_s = tick_s
         self._stall_s = stall_s
+
+    def check(self, config: RunConfig) -> None:
+        """Refuse a config whose ``train`` is not the workload the model plays."""
+        wanted = self._modelled_train
+        if wanted is None or config.train_target == wanted:
+            return
+        train = config.train_target or "a training script"
+        raise ConfigError(
+            config.source,
+            "train",
+            f"the simulated runner plays modelled trials of {wanted}, not {train}",
+            f"run it on Ray (--runner ray), or set train: {wanted}",
+        )
 
     @contextmanager
     def connect(
@@ -184,20 +202,28 @@ class _SimulatedSession(RunnerSession):
         self._at(self._now(), self._tick)
         if self._monitor is not None:
             self._at(self._now(), self._sample, quiet=True)
-        finished, changed = False, True
+        finished, changed, elsewhere = False, True, False
         idle_since: float | None = None
         while True:
             while changed and not finished:
                 trial_id = next(ids)
                 answer = source.suggest(trial_id)
+                elsewhere = answer is Hold.ELSEWHERE
                 if answer is Hold.FINISHED:
                     finished = True
-                elif answer is Hold.WAIT:
+                elif isinstance(answer, Hold):
                     break
                 else:
                     self._launch(trial_id, answer)
             if finished and (not self._running or source.overdue()):
                 return  # trials left running are the caller's to record as interrupted
+            if elsewhere and not self._running:
+                # Only trials running elsewhere can end now, in wall time (a dead
+                # driver's, once its heartbeat runs out): wait for them in wall time.
+                time.sleep(ELSEWHERE_POLL_S)
+                self._live().maintain()
+                idle_since, changed = None, True
+                continue
             if self._running:
                 idle_since = None
             elif idle_since is None:

@@ -21,6 +21,7 @@ from mlflow.tracking import MlflowClient
 
 from hpsearch._locks import store_lock
 from hpsearch.errors import HpsearchError
+from hpsearch.storage_faults import storage_fault
 from hpsearch.tracking._base import PARENT_TAG, TRIAL_NUMBER_TAG, MetricRow, RunStatus, clip
 
 _MAX_TAG = 5000
@@ -97,8 +98,11 @@ class MlflowTracker:
                     found.experiment_id, EXPERIMENT_KIND_TAG, MODEL_DEVELOPMENT
                 )
         except MlflowException as exc:
+            if storage_fault(exc) is not None:
+                raise  # a corrupt, full or read-only store: the caller names it in one line
+            first = (str(exc.message).strip().splitlines() or [type(exc).__name__])[0]
             raise HpsearchError(
-                f"tracking.uri: MLflow store '{uri}' cannot be used ({exc.message}); "
+                f"tracking.uri: MLflow store '{uri}' cannot be used ({first}); "
                 "check the URI or that the tracking server is running"
             ) from None
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-import torch
-from torch import nn
-
 if TYPE_CHECKING:
+    # Only the workloads that train need torch here: the simulated one never imports
+    # it (a trial's worker would pay over a second of CPU for nothing).
+    import torch
+    from torch import nn
+
     from hpsearch.trial.context import TrialContext
 
 
@@ -55,6 +57,8 @@ def resume(
         model, optimizer: restored in place.
         order: the generator of the training data's order, restored too.
     """
+    import torch
+
     saved = ctx.load_checkpoint()
     if saved is None:
         return 0
@@ -74,6 +78,8 @@ def save_epoch(
     order: torch.Generator,
 ) -> None:
     """Checkpoint the end of ``epoch``: what :func:`resume` restores."""
+    import torch
+
     state = {
         "model": model.state_dict(),
         "optimizer": optimizer.state_dict(),

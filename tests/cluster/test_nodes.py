@@ -16,9 +16,9 @@ from tests.cluster.conftest import RayNodes, ray_node_env
 from tests.conftest import ConfigWriter, load_search, mlflow_client, wait_for
 from tests.faults.conftest import Drivers, study_trials
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.process
 
-N_TRIALS = 20
+N_TRIALS = 12
 
 
 @pytest.fixture

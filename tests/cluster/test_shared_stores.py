@@ -21,7 +21,7 @@ from tests.cluster.conftest import MlflowServer, Postgres
 from tests.conftest import ConfigWriter, wait_for
 from tests.faults.conftest import Drivers
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.process
 
 N_TRIALS = 8
 TRIAL_S = 1.5

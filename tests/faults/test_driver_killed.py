@@ -16,7 +16,7 @@ from optuna.storages import RetryHeartbeatStaleTrialCallback
 from tests.conftest import ConfigWriter, mlflow_client, wait_for
 from tests.faults.conftest import Drivers, record_figures, study_trials
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.process
 
 TRIAL_S = 4.0
 GRACE_S = 10  # study.heartbeat_grace (30 s by default)

@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import ConfigWriter, hpsearch_cli
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.process
 
 
 def test_a_finished_search_removes_its_ray_session_folder(

@@ -14,7 +14,7 @@ from tests.cluster.conftest import RayNodes, ray_node_env
 from tests.conftest import REPO_ROOT, wait_for
 from tests.faults.conftest import Drivers, record_figures, study_trials
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.process
 
 
 @pytest.fixture

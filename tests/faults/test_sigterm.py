@@ -12,7 +12,7 @@ from hpsearch.interrupts import EXIT_TERMINATED
 from tests.conftest import ConfigWriter, mlflow_client, wait_for
 from tests.faults.conftest import Drivers, study_trials
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.process
 
 
 def test_sigterm_requeues_running_trials_ends_runs_killed_and_exits_143(

@@ -1,4 +1,10 @@
-"""Storage faults: one line naming the store and the fix, exit 2, nothing further damaged."""
+"""Storage faults: one line naming the store and the fix, exit 2, nothing further damaged.
+
+The faults are the stores', not the runner's: the searches are modelled trials in
+simulated time (``--runner simulated``). A store that changes under a search (it
+fills, turns read-only, is deleted) is met by a command in a process of its own,
+as a user meets it: this process keeps the stores it opened (MLflow caches them).
+"""
 
 from __future__ import annotations
 
@@ -10,14 +16,11 @@ import pytest
 
 import hpsearch
 from hpsearch.runner import SimulatedRunner
-from tests.conftest import ConfigWriter, hpsearch_cli, load_search
+from tests.conftest import CliResult, ConfigWriter, cli, hpsearch_cli, load_search, merge
 from tests.faults.conftest import Mount, study_trials
 
-pytestmark = pytest.mark.slow
+SIM = ("--runner", "simulated")
 
-SEARCH = {"study": {"n_trials": 2}, "execution": {"max_concurrent": 1}}
-# The stores a first search leaves, made in simulated time (no Ray to start): the
-# faults are the stores', not the runner's.
 SIMULATED = load_search(util=30, memory=500, trials=2, seconds=2)
 
 
@@ -26,7 +29,7 @@ def _first_search(path: Path) -> None:
     assert outcome.finished == 2
 
 
-def _one_line_error(result: subprocess.CompletedProcess[str], *expected: str) -> None:
+def _one_line_error(result: CliResult | subprocess.CompletedProcess[str], *expected: str) -> None:
     stderr = result.stderr
     assert result.returncode == 2, stderr[-3000:]
     lines = stderr.strip().splitlines()
@@ -44,8 +47,8 @@ def test_a_corrupt_study_database_is_one_line_and_left_as_it_is(
     garbage = os.urandom(4096)
     store.write_bytes(garbage)
 
-    for command in (("best", str(path)), ("run", str(path), "--n-trials", "3")):
-        result = hpsearch_cli(*command)
+    for command in (("best", str(path)), ("run", str(path), "--n-trials", "3", *SIM)):
+        result = cli(*command)
         _one_line_error(result, "study.storage (sqlite:///mlruns/optuna.db)", "not a SQLite")
         assert len(result.stderr.strip().splitlines()) == 1
         assert store.read_bytes() == garbage  # not "repaired" into an empty study
@@ -59,42 +62,47 @@ def test_a_corrupt_mlflow_database_is_one_line_and_the_study_is_kept(
     before = [(t.number, t.state.name, t.value) for t in study_trials()]
     (project / "mlruns" / "mlflow.db").write_bytes(os.urandom(4096))
 
-    result = hpsearch_cli("run", str(path), "--n-trials", "3")
+    result = cli("run", str(path), "--n-trials", "3", *SIM)
 
     _one_line_error(result, "tracking.uri (sqlite:///mlruns/mlflow.db)", "not a SQLite")
     assert [(t.number, t.state.name, t.value) for t in study_trials()] == before
 
 
+@pytest.mark.process  # the tmpfs is mounted by the mount command
 def test_a_read_only_store_is_one_line(write_config: ConfigWriter, tmpfs: Mount) -> None:
-    path = write_config(SEARCH, name="disk/config.yaml")
-    assert hpsearch_cli("run", "config.yaml").returncode == 0
+    path = write_config(SIMULATED, name="disk/config.yaml")
+    assert hpsearch_cli("run", "config.yaml", *SIM).returncode == 0
     tmpfs.remount("ro")
 
-    result = hpsearch_cli("run", "config.yaml", "--n-trials", "3")
+    result = hpsearch_cli("run", "config.yaml", "--n-trials", "3", *SIM)
 
     _one_line_error(result, "study.storage (sqlite:///mlruns/optuna.db)", "read-only")
     assert path.exists()
 
 
+@pytest.mark.process  # the tmpfs is mounted by the mount command
 def test_a_disk_that_fills_mid_run_ends_with_one_line_and_loses_nothing(
     write_config: ConfigWriter, tmpfs: Mount
 ) -> None:
-    # 2 MiB fill up after a few dozen trials' records.
-    write_config({"study": {"n_trials": 300}, "space": {"steps": 20}}, name="disk/config.yaml")
-    result = hpsearch_cli("run", "config.yaml")
+    # 2 MiB fill up after a few dozen trials' records. The trials running when the
+    # disk filled stay RUNNING; the next run reclaims them once their heartbeat runs out.
+    search = merge(SIMULATED, {"study": {"n_trials": 300, "heartbeat_grace": 3}})
+    write_config(search, name="disk/config.yaml")
+    result = hpsearch_cli("run", "config.yaml", *SIM)
     _one_line_error(result, "the disk is full", "free some space")
     assert "Traceback" not in result.stderr, result.stderr[-3000:]  # the one line alone
     done = {t.number: t.value for t in study_trials() if t.state.name == "COMPLETE"}
     assert done
 
     tmpfs.remount("size=64m")  # space freed: the search goes on from where it was
-    again = hpsearch_cli("run", "config.yaml", "--n-trials", str(len(done) + 4))
+    again = hpsearch_cli("run", "config.yaml", "--n-trials", str(len(done) + 4), *SIM)
     assert again.returncode == 0, again.stderr[-3000:]
     after = {t.number: t.value for t in study_trials() if t.state.name == "COMPLETE"}
     assert {n: v for n, v in after.items() if n in done} == done  # nothing completed was lost
     assert len(after) >= len(done) + 4
 
 
+@pytest.mark.process
 def test_a_deleted_mlflow_store_is_noticed_and_a_new_history_is_a_choice(
     write_config: ConfigWriter, project: Path
 ) -> None:
@@ -103,12 +111,12 @@ def test_a_deleted_mlflow_store_is_noticed_and_a_new_history_is_a_choice(
     before = [(t.number, t.state.name, t.value) for t in study_trials()]
     (project / "mlruns" / "mlflow.db").unlink()
 
-    result = hpsearch_cli("run", str(path), "--n-trials", "3")
+    result = hpsearch_cli("run", str(path), "--n-trials", "3", *SIM)
 
     _one_line_error(result, "tracking.uri", "is gone", "2 trial(s)", "--new-mlflow-history")
     assert not (project / "mlruns" / "mlflow.db").exists()  # not silently recreated
     trials = study_trials(while_running=False)
     assert [(t.number, t.state.name, t.value) for t in trials] == before
-    again = hpsearch_cli("run", str(path), "--n-trials", "3", "--new-mlflow-history")
+    again = hpsearch_cli("run", str(path), "--n-trials", "3", "--new-mlflow-history", *SIM)
     assert again.returncode == 0, again.stderr[-3000:]
     assert [t.state.name for t in study_trials()] == ["COMPLETE"] * 3

@@ -14,7 +14,7 @@ from hpsearch.study import open_study
 from tests.conftest import ConfigWriter, hpsearch_cli, mlflow_client
 from tests.faults.conftest import record_figures, study_trials
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.process
 
 TIMEOUT_S, GRACE_S = 6, 4
 

@@ -13,7 +13,8 @@ from hpsearch.config import load_config
 from hpsearch.study import open_study
 from tests.conftest import ConfigWriter, mlflow_client
 
-pytestmark = pytest.mark.slow
+# the search starts a Ray of its own
+pytestmark = [pytest.mark.process, pytest.mark.usefixtures("no_ray")]
 
 
 def test_a_hung_trial_ends_fail_with_reason_timeout_and_its_last_step(

@@ -9,7 +9,7 @@ import pytest
 from tests.conftest import ConfigWriter
 from tests.faults.conftest import Drivers, study_trials
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.process
 
 N_TRIALS = 8
 

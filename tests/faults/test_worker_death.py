@@ -12,7 +12,8 @@ from hpsearch.config import load_config
 from hpsearch.study import open_study
 from tests.conftest import ConfigWriter
 
-pytestmark = pytest.mark.slow
+# its own Ray: only a Ray hpsearch starts reaps its workers
+pytestmark = [pytest.mark.process, pytest.mark.usefixtures("no_ray")]
 
 
 def test_hard_deaths_keep_their_stderr_and_the_search_goes_on(

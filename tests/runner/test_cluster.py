@@ -12,7 +12,8 @@ from ray._private import ray_constants
 from hpsearch.config import ExecutionSpec
 from hpsearch.runner._cluster import cluster_gpus, local_node_id, ray_cluster
 
-pytestmark = pytest.mark.slow
+# these tests start the Ray a search starts
+pytestmark = [pytest.mark.process, pytest.mark.usefixtures("no_ray")]
 
 LOOPBACK = {"127.0.0.1", "::ffff:127.0.0.1", "::1"}
 

@@ -28,6 +28,7 @@ def _control(folder: Path, *, exit_code: int = 0) -> Path:
     return script
 
 
+@pytest.mark.process
 def test_auto_starts_a_daemon_for_the_search_and_quits_it(tmp_path: Path) -> None:
     control = _control(tmp_path)
     with mps_daemon("auto", real_gpus=True, cluster=False, control=str(control)) as state:
@@ -40,6 +41,7 @@ def test_auto_starts_a_daemon_for_the_search_and_quits_it(tmp_path: Path) -> Non
     assert calls == [f"args=-d pipe={pipe}", f"args= pipe={pipe}", "quit"]
 
 
+@pytest.mark.process
 def test_a_daemon_that_fails_to_start_leaves_the_search_without_mps(tmp_path: Path) -> None:
     control = _control(tmp_path, exit_code=1)
     with mps_daemon("auto", real_gpus=True, cluster=False, control=str(control)) as state:

@@ -19,6 +19,8 @@ from hpsearch.trial.command import CommandFailed, command_line, parse_line, run_
 from hpsearch.trial.protocol import Assignment, EventKind, Outcome, TrialSpec, WorkerEvent
 from hpsearch.trial.worker import execute_trial
 
+pytestmark = pytest.mark.process  # each test runs a script
+
 
 def _script(folder: Path, body: str) -> str:
     path = folder / "script.py"

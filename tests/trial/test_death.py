@@ -58,6 +58,7 @@ def test_the_record_of_a_death_keeps_the_signal_and_the_last_lines(tmp_path: Pat
     )
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("code", "ends", "described"),
     [

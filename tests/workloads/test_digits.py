@@ -30,6 +30,7 @@ def test_learns_digits_and_reports_each_epoch() -> None:
     assert all(h.metrics["samples_per_sec"] > 0 for h in ctx.history)
 
 
+@pytest.mark.process
 def test_dataloader_workers_give_the_same_kind_of_result() -> None:
     ctx = TrialContext.local()
     train({"epochs": 2, "num_workers": 1, "batch_size": 128}, ctx)
