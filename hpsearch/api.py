@@ -14,26 +14,20 @@ import math
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
 from hpsearch import attrs
-from hpsearch.backends import OpenedTelemetry, open_backend
-from hpsearch.config import (
-    ExecutionSpec,
-    RunConfig,
-    SimulatedSpec,
-    load_config,
-    parse_simulate,
-)
+from hpsearch.config import ExecutionSpec, RunConfig, load_config
 from hpsearch.entrypoint import check_train, ensure_importable_from
 from hpsearch.errors import ConfigError, HpsearchError
 from hpsearch.lifecycle import (
     CheckpointKeeper,
     GpuSeries,
+    Launches,
     MlflowMirror,
     ObjectiveValues,
     OomHandling,
@@ -41,7 +35,6 @@ from hpsearch.lifecycle import (
     RunningTrials,
     TrialLedger,
     TrialListener,
-    TrialTemplate,
     VerdictPoster,
     reclaim_stale_trials,
     sweep_checkpoints,
@@ -52,7 +45,6 @@ from hpsearch.placement import (
     PackingAdmission,
     PackingObserver,
     PackingPolicy,
-    PackingSettings,
     ResourcePolicy,
     StaticPolicy,
 )
@@ -61,6 +53,7 @@ from hpsearch.pruning import VerdictBoard, make_judge
 from hpsearch.results import StudyResults
 from hpsearch.runner import MpsState, RunnerSession, TrialRunner, mps_daemon
 from hpsearch.scheduler import Scheduler
+from hpsearch.simulation import PacePublisher, SimulatedSpec, parse_simulate
 from hpsearch.study import (
     BudgetCount,
     BudgetDecision,
@@ -69,15 +62,11 @@ from hpsearch.study import (
     count_budget,
     open_study,
 )
-from hpsearch.telemetry import (
-    ClusterGpuMetrics,
-    ClusterReadings,
-    GpuMonitor,
-    PacePublisher,
-    TelemetryBackend,
-)
+from hpsearch.telemetry import ClusterGpuMetrics, ClusterReadings, GpuMonitor, TelemetryBackend
+from hpsearch.telemetry.open import OpenedTelemetry, open_backend
 from hpsearch.tracking import MlflowTracker, RunStatus, Tracker
 from hpsearch.trial.checkpoints import study_folder
+from hpsearch.trial.protocol import TrialSettings
 
 
 @dataclass(frozen=True)
@@ -376,35 +365,37 @@ def build_search(
             )
         load_sink = pace or telemetry.load_sink
         # MPS started for this search overlaps kernels whatever the model's default says.
-        sharing = replace(telemetry.sharing, mps=telemetry.sharing.mps or mps)
+        sharing = telemetry.sharing.model_copy(update={"mps": telemetry.sharing.mps or mps})
         gpu = ClusterGpuMetrics(readings, local_sink=load_sink, sharing=sharing)
         listeners.append(GpuSeries(gpu, parent.tracker, mirror, session.clock))
     if board is not None:
         listeners.append(VerdictPoster(board))
     listeners += [CheckpointKeeper(), parent, view]
-    template = TrialTemplate(
+    settings = TrialSettings(
         train=config.train_target,
-        command=config.command.model_dump_json() if config.command is not None else "",
-        trials=config.execution.trials_dir,
-        workdir=os.getcwd(),
+        command=config.command,
         source=config.source,
         objectives=tuple(o.metric for o in objectives),
-        decision_board=board.name if board is not None else "",
-        oom_action=config.oom.action,
-        max_halvings=config.oom.max_halvings,
-        gpu_memory_mb=gpu_memory_mb,
-        pace_file=str(pace.path) if pace is not None else "",
+        oom=config.oom,
         timeout_s=config.execution.trial_timeout,
+        decision_board=board.name if board is not None else "",
+        pace_file=str(pace.path) if pace is not None else "",
         worker_dir=worker_dir,
+        workdir=os.getcwd(),
+        gpu_memory_mb=gpu_memory_mb,
+    )
+    launches = Launches(
+        settings,
         study=config.study.name,
         seed=config.study.sampler.seed,
         checkpoints=config.execution.checkpoint_dir,
+        trials=config.execution.trials_dir,
     )
     ledger = TrialLedger(
         handle,
         space=config.search_space,
         objectives=ObjectiveValues(objectives, config.source),
-        template=template,
+        launches=launches,
         judge=judge,
         listeners=listeners,
         clock=session.clock,
@@ -493,10 +484,9 @@ def _resource_policy(
             max_concurrent=execution.max_concurrent,
         )
         return cpu_only, None
-    settings = PackingSettings(**packing.model_dump(exclude={"mps"}))
     most = {"off": 1, "fixed": packing.trials_per_gpu, "auto": packing.max_trials_per_gpu}
     placing = PackingAdmission(
-        PackingPolicy(settings),
+        PackingPolicy(packing),
         nodes=lambda: session.gpu_nodes(readings.monitored() if readings is not None else {}),
         request=AdmissionRequest(
             cpus_per_trial=execution.cpus_per_trial,

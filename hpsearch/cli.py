@@ -30,8 +30,8 @@ from hpsearch.config import (
 )
 from hpsearch.errors import ConfigError, HpsearchError
 from hpsearch.interrupts import EXIT_TERMINATED, terminated
+from hpsearch.placement import TARGET_UTIL_PCT
 from hpsearch.storage_faults import Stores, storage_fault
-from hpsearch.telemetry import TARGET_UTIL_PCT
 
 UI_PORT = 5000
 """Where ``hpsearch ui`` serves MLflow's UI unless told otherwise."""
@@ -555,9 +555,10 @@ def monitor(
     per GPU: utilisation, memory and power, readings dropped as measurement
     errors, a verdict, and recommendations with their arithmetic.
     """
-    from hpsearch.backends import open_backend
-    from hpsearch.config import TelemetrySpec, parse_simulate
-    from hpsearch.telemetry import watch
+    from hpsearch.config import TelemetrySpec
+    from hpsearch.monitoring import watch
+    from hpsearch.simulation import parse_simulate
+    from hpsearch.telemetry.open import open_backend
 
     spec = load_config(config).telemetry if config is not None else TelemetrySpec()
     if simulate is not None:

@@ -13,12 +13,13 @@ import enum
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from typing import Protocol
 
 from optuna.trial import FrozenTrial
 
 from hpsearch.placement import Admission, ClusterCapacity, ResourcePolicy, RunningTrial
 from hpsearch.study import BudgetCount, BudgetDecision, BudgetTally, TrialBudget
+from hpsearch.trial.protocol import TrialLaunch
 
 CAPACITY_REFRESH_S = 5.0
 """Seconds between reads of the cluster's resources (nodes may join or leave)."""
@@ -51,14 +52,14 @@ class TrialOpener(Protocol):
     def exclusive(self) -> AbstractContextManager[None]:
         """Held while the study's trials are counted and one is asked for (other drivers wait)."""
 
-    def open(self, trial_id: str, admission: Admission) -> dict[str, Any] | None:
-        """Ask Optuna for a trial; the runner's config, or ``None`` when held back."""
+    def open(self, launch_id: str, admission: Admission) -> TrialLaunch | None:
+        """Ask Optuna for a trial; what the runner launches, or ``None`` when held back."""
 
     @property
     def waiting(self) -> int:
         """Trials asked for that wait for a whole GPU."""
 
-    def open_waiting(self, trial_id: str, admission: Admission) -> dict[str, Any] | None:
+    def open_waiting(self, launch_id: str, admission: Admission) -> TrialLaunch | None:
         """Launch the longest-waiting of those with ``admission`` (a whole GPU)."""
 
 
@@ -105,14 +106,14 @@ class Scheduler:
         self._capacity_at = 0.0
         self._tally = BudgetTally()
 
-    def suggest(self, trial_id: str) -> dict[str, Any] | Hold:
-        """The runner's config of a new trial with id ``trial_id``, or why there is none now."""
+    def suggest(self, launch_id: str) -> TrialLaunch | Hold:
+        """What the runner launches next under its id ``launch_id``, or why nothing now."""
         if self._budget.timed_out():
             return Hold.FINISHED
         running = self._running.running()
         capacity = self._current_capacity()
         if self._ledger.waiting:
-            return self._launch_waiting(trial_id, running, capacity)
+            return self._launch_waiting(launch_id, running, capacity)
         # Held from reading the study's trials to asking Optuna for one: drivers
         # sharing the study must not both take its last trial.
         with self._ledger.exclusive():
@@ -125,9 +126,9 @@ class Scheduler:
             if decision is BudgetDecision.WAIT:
                 # Nothing of this driver's holds the budget: only trials elsewhere can end.
                 return Hold.ELSEWHERE if counted.running and not running else Hold.WAIT
-            config = self._ledger.open(trial_id, admission)
+            launch = self._ledger.open(launch_id, admission)
         # None: the suggestion was held back (predicted to run out, or to need a whole GPU).
-        return Hold.WAIT if config is None else config
+        return Hold.WAIT if launch is None else launch
 
     def overdue(self) -> bool:
         """Whether trials still running must be stopped now (``study.timeout_grace`` passed)."""
@@ -150,15 +151,15 @@ class Scheduler:
         return admission, counted
 
     def _launch_waiting(
-        self, trial_id: str, running: list[RunningTrial], capacity: ClusterCapacity
-    ) -> dict[str, Any] | Hold:
+        self, launch_id: str, running: list[RunningTrial], capacity: ClusterCapacity
+    ) -> TrialLaunch | Hold:
         """A trial known to need more than a share goes first, alone on a whole GPU.
 
         Nothing new starts until a GPU is free for it: new trials would starve it.
         """
         whole = self._policy.admit(running, capacity, whole_gpu=True)
-        config = self._ledger.open_waiting(trial_id, whole) if whole is not None else None
-        return Hold.WAIT if config is None else config
+        launch = self._ledger.open_waiting(launch_id, whole) if whole is not None else None
+        return Hold.WAIT if launch is None else launch
 
     def _current_capacity(self) -> ClusterCapacity:
         now = self._clock()

@@ -23,16 +23,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from hpsearch.simulation import LoadModelBackend, TraceBackend, trace_path
 from hpsearch.telemetry import (
     GpuInfo,
+    GpuLoad,
     GpuMonitor,
-    LoadModelBackend,
     NvmlBackend,
     TelemetryBackend,
     TelemetryUnavailable,
-    TraceBackend,
     TrialLoad,
-    trace_path,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -44,7 +43,7 @@ def load_model() -> TelemetryBackend:
     gpus = [GpuInfo(i, "Simulated RTX 4050 Laptop GPU", 6141.0, 115.0) for i in range(2)]
     backend = LoadModelBackend(gpus)
     for key in range(8):
-        backend.set_load(key, TrialLoad(11.4, 167.0, pid=1000 + key, gpus=(key % 2,)))
+        backend.set_load(key, TrialLoad(GpuLoad(11.4, 167.0), 1000 + key, (key % 2,)))
     return backend
 
 

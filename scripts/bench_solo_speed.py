@@ -138,21 +138,13 @@ def compare(alone: dict[int, dict[str, Any]], packed: dict[int, dict[str, Any]])
 
 def readings_only() -> None:
     """Make the search's per-trial GPU metrics forget what trials declare (as NVML would)."""
-    from hpsearch.telemetry import TrialGpuMetrics
+    from hpsearch.telemetry import GpuLoad, TrialGpuMetrics
 
     declared = TrialGpuMetrics.declared_load
 
-    def to_the_gpu_only(
-        self: TrialGpuMetrics,
-        number: int,
-        utilization_pct: float,
-        memory_mb: float,
-        *,
-        sm_share: float = 1.0,
-        cpus: float = 1.0,
-    ) -> None:
+    def to_the_gpu_only(self: TrialGpuMetrics, number: int, load: GpuLoad) -> None:
         # The GPU shows it.
-        declared(self, number, utilization_pct, memory_mb, sm_share=sm_share, cpus=cpus)
+        declared(self, number, load)
         placement = self._trials.get(number)
         if placement is not None:
             placement.load = None

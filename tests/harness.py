@@ -19,17 +19,28 @@ from rich.console import Console
 
 from hpsearch import attrs
 from hpsearch.api import SearchParts, build_search
-from hpsearch.backends import OpenedTelemetry
 from hpsearch.config import RunConfig
 from hpsearch.lifecycle import ParentRun, TrialLedger
+from hpsearch.oom import OomSpec
 from hpsearch.placement import Admission, ResourcePolicy
 from hpsearch.runner import RunnerSession, SimulatedRunner, VirtualClock
+from hpsearch.simulation import LoadModelBackend
 from hpsearch.study import StudyHandle, open_study
-from hpsearch.telemetry import ClusterReadings, GpuMonitor, LoadModelBackend
+from hpsearch.telemetry import ClusterReadings, GpuMonitor
+from hpsearch.telemetry.open import OpenedTelemetry
 from hpsearch.tracking import MlflowTracker
-from hpsearch.trial.protocol import EventKind, Outcome, WorkerEvent
+from hpsearch.trial.protocol import (
+    EventKind,
+    MemberSpec,
+    Outcome,
+    TrialLaunch,
+    TrialSettings,
+    WorkerEvent,
+)
+from hpsearch.trial.script import CommandSpec
 
 ADMISSION = Admission(cpus=1.0, gpus=0.5, reason="test")
+ON_A_CPU = Admission(cpus=1.0, gpus=0.0, reason="test")
 
 
 @dataclass
@@ -68,12 +79,12 @@ class Driver:
     def run_id(self, number: int) -> str:
         return str(self.handle.study.trials[number].user_attrs[attrs.MLFLOW_RUN])
 
-    def launch(self, trial_id: str, admission: Admission = ADMISSION) -> dict[str, Any]:
+    def launch(self, trial_id: str, admission: Admission = ADMISSION) -> TrialLaunch:
         """Open a trial (it must not be held back) and start it."""
-        config = self.ledger.open(trial_id, admission)
-        assert config is not None, "the trial was held back"
+        launch = self.ledger.open(trial_id, admission)
+        assert launch is not None, "the trial was held back"
         self.ledger.started(trial_id)
-        return config
+        return launch
 
     def complete(self, trial_id: str, *scores: float) -> Outcome | None:
         """Report ``score`` at steps 0, 1, ... then end the trial COMPLETE."""
@@ -137,3 +148,34 @@ def drivers() -> Iterator[DriverFactory]:
             return Driver(handle, parent, parts, session, console, monitor)
 
         yield make
+
+
+def make_launch(
+    params: dict[str, Any],
+    *,
+    train: str = "",
+    number: int = 3,
+    oom: OomSpec | None = None,
+    command: CommandSpec | None = None,
+    workdir: str = "",
+    trial_dir: str = "",
+    admission: Admission = ON_A_CPU,
+) -> TrialLaunch:
+    """A launch of one trial as a worker receives it (the settings of a small search)."""
+    settings = TrialSettings(
+        train=train,
+        command=command,
+        source="c.yaml",
+        objectives=("score",),
+        oom=oom or OomSpec(),
+        timeout_s=None,
+        decision_board="",
+        pace_file="",
+        worker_dir="",
+        workdir=workdir,
+        gpu_memory_mb=None,
+    )
+    trial = MemberSpec(number=number, params=params, seed=0, checkpoint_dir="", trial_dir=trial_dir)
+    return TrialLaunch(
+        members=(trial,), settings=settings, admission=admission, stdout_file="", stderr_file=""
+    )

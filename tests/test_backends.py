@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from hpsearch.backends import open_backend, simulated_backend
-from hpsearch.config import SimulatedSpec, TelemetrySpec
+from hpsearch.config import TelemetrySpec
 from hpsearch.errors import HpsearchError
-from hpsearch.telemetry import LoadModelBackend
+from hpsearch.simulation import LoadModelBackend, SimulatedSpec, simulated_backend
+from hpsearch.telemetry.open import open_backend
 
 
 @pytest.mark.usefixtures("nvml_missing")

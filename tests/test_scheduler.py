@@ -20,8 +20,9 @@ from hpsearch.placement import (
     StaticPolicy,
 )
 from hpsearch.scheduler import Hold
-from hpsearch.telemetry import GpuInfo, LoadModelBackend
-from hpsearch.trial.protocol import SPEC_KEY
+from hpsearch.simulation import LoadModelBackend
+from hpsearch.telemetry import GpuInfo
+from hpsearch.trial.protocol import TrialLaunch
 from tests.conftest import ConfigWriter
 from tests.harness import DriverFactory
 
@@ -50,7 +51,7 @@ def test_a_timed_out_search_finishes_before_asking_the_policy_or_optuna(
 ) -> None:
     policy = Recording()
     d = driver(load_config(write_config({"study": {"timeout": 60}})), policy=policy)
-    assert isinstance(d.parts.scheduler.suggest("a"), dict)
+    assert isinstance(d.parts.scheduler.suggest("a"), TrialLaunch)
     d.clock.now += 61.0
     assert d.parts.scheduler.suggest("b") is Hold.FINISHED
     assert len(policy.asked) == 1
@@ -74,8 +75,8 @@ def test_the_budget_waits_for_running_trials_then_finishes(
         load_config(write_config({"study": {"n_trials": 2}})),
         policy=StaticPolicy(cpus_per_trial=1, trials_per_gpu=0),
     )
-    assert isinstance(d.parts.scheduler.suggest("a"), dict)
-    assert isinstance(d.parts.scheduler.suggest("b"), dict)
+    assert isinstance(d.parts.scheduler.suggest("a"), TrialLaunch)
+    assert isinstance(d.parts.scheduler.suggest("b"), TrialLaunch)
     d.ledger.started("a")
     d.ledger.started("b")
     assert d.parts.scheduler.suggest("c") is Hold.WAIT  # two running count toward two
@@ -94,15 +95,15 @@ def test_a_waiting_rerun_alone_is_asked_for_a_whole_gpu(
     d = driver(load_config(write_config()), policy=policy, gpus=gpus)
     d.handle.study.enqueue_trial({"x": 0.25}, user_attrs={attrs.ALONE_RETRY_OF: 99})
     config = d.parts.scheduler.suggest("alone")
-    assert isinstance(config, dict)
-    assert config[SPEC_KEY]["gpus"] == 1.0
+    assert isinstance(config, TrialLaunch)
+    assert config.admission.gpus == 1.0
     assert policy.asked == [(0, False), (0, True)]
     assert d.handle.study.trials[0].state == TrialState.RUNNING
     d.ledger.started("alone")
     d.complete("alone", 0.5)
     shared = d.parts.scheduler.suggest("next")  # nothing re-runs now: a shared GPU
-    assert isinstance(shared, dict)
-    assert shared[SPEC_KEY]["gpus"] == 0.5
+    assert isinstance(shared, TrialLaunch)
+    assert shared.admission.gpus == 0.5
 
 
 def test_a_budget_held_by_another_drivers_trials_waits_on_them_elsewhere(
@@ -110,8 +111,8 @@ def test_a_budget_held_by_another_drivers_trials_waits_on_them_elsewhere(
 ) -> None:
     path = write_config({"study": {"n_trials": 2}})
     d = driver(load_config(path), policy=StaticPolicy(cpus_per_trial=1, trials_per_gpu=0))
-    elsewhere = d.handle.study.ask()  # another driver's trial, still running
-    assert isinstance(d.parts.scheduler.suggest("a"), dict)
+    elsewhere = d.handle.ask()  # another driver's trial, still running
+    assert isinstance(d.parts.scheduler.suggest("a"), TrialLaunch)
     d.ledger.started("a")
     # Two running, one of them this driver's: its end, in this runner's time, frees a slot.
     assert d.parts.scheduler.suggest("b") is Hold.WAIT

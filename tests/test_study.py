@@ -12,6 +12,7 @@ from optuna.trial import TrialState
 from hpsearch import attrs
 from hpsearch.config import PrunerSpec, RunConfig, load_config
 from hpsearch.errors import ConfigError, StudyError
+from hpsearch.pruning import make_pruner
 from hpsearch.study import (
     GRACE_PERIOD_S,
     MAX_LOST_RETRIES,
@@ -20,7 +21,6 @@ from hpsearch.study import (
     BudgetTally,
     TrialBudget,
     count_budget,
-    make_pruner,
     open_study,
 )
 from tests.conftest import ConfigWriter, age_heartbeat

@@ -1,4 +1,11 @@
-"""Config files: strict YAML into a typed :class:`RunConfig`."""
+"""Config files: strict YAML into a typed :class:`RunConfig`.
+
+The sections other packages read are declared there and composed here:
+``packing`` is :class:`hpsearch.placement.PackingSpec`, ``oom``
+:class:`hpsearch.oom.OomSpec`, ``telemetry.simulated``
+:class:`hpsearch.simulation.SimulatedSpec`, a script's ``train``
+:class:`hpsearch.trial.script.CommandSpec`.
+"""
 
 from hpsearch.config._load import load_config
 from hpsearch.config._schema import (
@@ -6,20 +13,15 @@ from hpsearch.config._schema import (
     DEFAULT_STUDY_STORAGE,
     DEFAULT_TRACKING_URI,
     MEMORY_STORAGE,
-    CommandSpec,
     ExecutionSpec,
     ObjectiveSpec,
-    OomSpec,
-    PackingSpec,
     PrunerSpec,
     RunConfig,
     SamplerSpec,
-    SharingSpec,
-    SimulatedSpec,
     StudySpec,
+    TargetSpec,
     TelemetrySpec,
     TrackingSpec,
-    parse_simulate,
 )
 
 __all__ = [
@@ -27,19 +29,14 @@ __all__ = [
     "DEFAULT_STUDY_STORAGE",
     "DEFAULT_TRACKING_URI",
     "MEMORY_STORAGE",
-    "CommandSpec",
     "ExecutionSpec",
     "ObjectiveSpec",
-    "OomSpec",
-    "PackingSpec",
     "PrunerSpec",
     "RunConfig",
     "SamplerSpec",
-    "SharingSpec",
-    "SimulatedSpec",
     "StudySpec",
+    "TargetSpec",
     "TelemetrySpec",
     "TrackingSpec",
     "load_config",
-    "parse_simulate",
 ]

@@ -1,17 +1,19 @@
-"""The typed shape of a config file. Every section rejects keys it does not know."""
+"""The typed shape of a config file. Every section rejects keys it does not know.
+
+Pure data. The sections a package reads are declared in that package and
+composed here: ``packing`` (:mod:`hpsearch.placement`), ``oom``
+(:mod:`hpsearch.oom`), ``telemetry.simulated`` (:mod:`hpsearch.simulation`), a
+training script's ``train`` (:mod:`hpsearch.trial.script`). Each setting is
+declared once; the object read from the file is the one its reader gets.
+"""
 
 from __future__ import annotations
 
-import re
-import shlex
-import string
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
     Discriminator,
     Field,
     PositiveFloat,
@@ -22,14 +24,12 @@ from pydantic import (
     model_validator,
 )
 
+from hpsearch._settings import Seconds, Settings
+from hpsearch.oom import OomSpec
+from hpsearch.placement import PackingSpec
+from hpsearch.simulation import SimulatedSpec
 from hpsearch.space import SEARCHED_TYPES, ParamSpec, SearchSpace, expand_space
-from hpsearch.telemetry import (
-    MEMORY_HEADROOM,
-    MOST_TRIALS_PER_GPU,
-    SATURATION_UTIL_PCT,
-    TARGET_UTIL_PCT,
-    objective_reading,
-)
+from hpsearch.trial.script import CommandSpec
 
 DEFAULT_STUDY_STORAGE = "sqlite:///mlruns/optuna.db"
 MEMORY_STORAGE = "memory"
@@ -38,35 +38,9 @@ MEMORY_STORAGE = "memory"
 command can read it. For throw-away searches and the packing lab."""
 DEFAULT_TRACKING_URI = "sqlite:///mlruns/mlflow.db"
 DEFAULT_ARTIFACT_LOCATION = "mlruns/artifacts"
-DEFAULT_CHECKPOINT_DIR = "mlruns/checkpoints"
-DEFAULT_TRIALS_DIR = "mlruns/trials"
-
-_DURATION = re.compile(
-    r"^\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s?)?\s*$"
-)
 
 
-def _parse_duration(value: Any) -> Any:
-    """Accept seconds as a number, or a string such as ``"90s"``, ``"15m"``, ``"1h30m"``."""
-    if isinstance(value, str):
-        match = _DURATION.match(value)
-        if not value.strip() or match is None or not any(match.groups()):
-            raise ValueError(
-                f"cannot read {value!r} as a duration; write seconds or e.g. '15m', '1h30m'"
-            )
-        hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())
-        return hours * 3600 + minutes * 60 + seconds
-    return value
-
-
-Seconds = Annotated[PositiveFloat, BeforeValidator(_parse_duration)]
-
-
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-
-class TargetSpec(_Section):
+class TargetSpec(Settings):
     """A level a metric must reach: ``at_least`` (accuracy) or ``at_most`` (loss)."""
 
     metric: str = Field(min_length=1)
@@ -99,7 +73,7 @@ class TargetSpec(_Section):
         return f"{self.metric}<={self.at_most:g}"
 
 
-class ObjectiveSpec(_Section):
+class ObjectiveSpec(Settings):
     """One metric the search optimises: its name as reported by the trial, and a direction.
 
     With ``until``, the objective is the metric's value at the first report where
@@ -113,22 +87,13 @@ class ObjectiveSpec(_Section):
     direction: Literal["maximize", "minimize"]
     until: TargetSpec | None = None
 
-    def read(self, metrics: Mapping[str, float]) -> float | None:
-        """The objective's metric in a trial's report: a speed's solo equivalent when known.
-
-        A speed metric (``samples_per_sec``, ``step_time_ms``, ...) measured while
-        the GPU was shared reads as its ``<metric>_solo`` twin, so that trials
-        compare as if each had run alone (see :mod:`hpsearch.telemetry._speed`).
-        """
-        return objective_reading(metrics, self.metric)
-
     @property
     def name(self) -> str:
         """The objective's name in the study: the metric, or ``metric@target`` with ``until``."""
         return self.metric if self.until is None else f"{self.metric}@{self.until.label}"
 
 
-class SamplerSpec(_Section):
+class SamplerSpec(Settings):
     """Which Optuna sampler decides what to try. ``options`` go to its constructor.
 
     Attributes:
@@ -144,7 +109,7 @@ class SamplerSpec(_Section):
     options: dict[str, Any] = Field(default_factory=dict)
 
 
-class PrunerSpec(_Section):
+class PrunerSpec(Settings):
     """What stops unpromising trials early. ``options`` go to the pruner's constructor.
 
     ``median``, ``percentile``, ``successive_halving`` and ``hyperband`` are Optuna's
@@ -159,7 +124,7 @@ class PrunerSpec(_Section):
     options: dict[str, Any] = Field(default_factory=dict)
 
 
-class StudySpec(_Section):
+class StudySpec(Settings):
     """The Optuna study: its name, storage, sampler, pruner and budget.
 
     Attributes:
@@ -184,65 +149,7 @@ class StudySpec(_Section):
     heartbeat_grace: Seconds = Field(default=30.0, ge=3)
 
 
-class CommandSpec(_Section):
-    """A training script run as it is, once per trial (``train: {command: ...}``).
-
-    Attributes:
-        command: the command line; ``{name}`` is replaced by the trial's parameter
-            ``name`` (a string is split as a shell would, without a shell; a list
-            is taken as the arguments).
-        metrics: ``stdout-jsonl``: each line the script prints that is a JSON object
-            with an integer ``step`` is a report (its other numeric keys are
-            metrics); a JSON object without ``step`` gives final metrics; any other
-            line is the script's output. ``file-jsonl``: the same lines, read from
-            ``metrics_file`` as the script appends them.
-        metrics_file: the file of ``file-jsonl``, in the trial's folder unless absolute.
-        stop_grace: after SIGTERM (a pruned or stopped trial), how long the script
-            has to exit before SIGKILL.
-        env: more environment variables for the script.
-    """
-
-    command: str | list[str]
-    metrics: Literal["stdout-jsonl", "file-jsonl"] = "stdout-jsonl"
-    metrics_file: str = Field(default="metrics.jsonl", min_length=1)
-    stop_grace: Seconds = 10.0
-    env: dict[str, str] = Field(default_factory=dict)
-
-    @field_validator("command")
-    @classmethod
-    def _not_empty(cls, command: str | list[str]) -> str | list[str]:
-        if not (command.strip() if isinstance(command, str) else command):
-            raise ValueError("the command is empty; e.g. command: python train.py --lr {lr}")
-        return command
-
-    @property
-    def arguments(self) -> list[str]:
-        """The command's arguments, placeholders unfilled."""
-        return shlex.split(self.command) if isinstance(self.command, str) else list(self.command)
-
-    def check_placeholders(self, space: Mapping[str, Any]) -> None:
-        """Check that every ``{name}`` of the command is a parameter of ``space``.
-
-        Raises:
-            ValueError: naming the placeholder and the parameters there are.
-        """
-        for argument in self.arguments:
-            try:
-                names = [field for _, field, _, _ in string.Formatter().parse(argument) if field]
-            except ValueError as exc:
-                raise ValueError(
-                    f"train.command: cannot read {argument!r} ({exc}); "
-                    "write {name} for a parameter and {{ }} for a literal brace"
-                ) from None
-            for name in names:
-                if name not in space:
-                    raise ValueError(
-                        f"train.command names {{{name}}}, which is not in space; "
-                        f"use one of {', '.join('{' + n + '}' for n in space)}"
-                    )
-
-
-class ExecutionSpec(_Section):
+class ExecutionSpec(Settings):
     """Where and how trials run on Ray.
 
     Attributes:
@@ -275,11 +182,11 @@ class ExecutionSpec(_Section):
     reuse_workers: bool = True
     runtime_env: dict[str, Any] = Field(default_factory=dict)
     trial_timeout: Seconds | None = None
-    trials_dir: str = Field(default=DEFAULT_TRIALS_DIR, min_length=1)
-    checkpoint_dir: str = Field(default=DEFAULT_CHECKPOINT_DIR, min_length=1)
+    trials_dir: str = Field(default="mlruns/trials", min_length=1)
+    checkpoint_dir: str = Field(default="mlruns/checkpoints", min_length=1)
 
 
-class TrackingSpec(_Section):
+class TrackingSpec(Settings):
     """Where MLflow records runs. The experiment defaults to the study name."""
 
     uri: str = DEFAULT_TRACKING_URI
@@ -301,66 +208,7 @@ class TrackingSpec(_Section):
         return self.artifact_location
 
 
-class SharingSpec(_Section):
-    """How trials that share a simulated GPU slow each other (``hpsearch.telemetry._sharing``).
-
-    Attributes:
-        switch_cost: speed each time-sliced trial loses per extra process on its GPU.
-        mps: the simulated GPUs run MPS (kernels of different trials overlap).
-        mps_switch_cost: speed each trial loses per extra process under MPS.
-        mps_max_speedup: the most MPS gains over time-slicing, in aggregate.
-    """
-
-    switch_cost: float = Field(default=0.03, ge=0, lt=1)
-    mps: bool = False
-    mps_switch_cost: float = Field(default=0.01, ge=0, lt=1)
-    mps_max_speedup: float = Field(default=2.7, ge=1)
-
-
-class SimulatedSpec(_Section):
-    """Simulated GPUs, for machines with none (``telemetry.backend: simulated``).
-
-    Attributes:
-        source: ``load``: the running trials declare their load
-            (``ctx.simulate_gpu_load``), the GPUs show the sum; ``constant``: the
-            readings below, always; ``trace``: replay a CSV trace row by row.
-        trace: for ``source: trace``, a built-in trace (``rtx4050-seed004``,
-            ``rtx4060-seed000``, ``rtx3090-seed001``) or a CSV file as written by
-            ``hpsearch monitor --csv``.
-        gpus: how many GPUs (``load`` and ``constant``; a trace has its own).
-        name, memory_total_mb, power_limit_w: each GPU's make (default: the seeds'
-            RTX 4050 Laptop GPU, 6 GB).
-        idle_power_w: power at 0% utilisation (``load``).
-        utilization_pct, memory_used_mb, power_w: the readings of ``constant``.
-        sharing: how trials sharing a GPU slow each other (``load``, and the
-            simulated-time runner).
-    """
-
-    source: Literal["load", "constant", "trace"] = "load"
-    trace: str | None = None
-    gpus: PositiveInt = 1
-    name: str = "Simulated RTX 4050 Laptop GPU"
-    memory_total_mb: PositiveFloat = 6141.0
-    power_limit_w: PositiveFloat = 115.0
-    idle_power_w: float = Field(default=5.0, ge=0)
-    utilization_pct: float = 0.0
-    memory_used_mb: float = 0.0
-    power_w: float | None = None
-    sharing: SharingSpec = Field(default_factory=SharingSpec)
-
-    @model_validator(mode="after")
-    def _trace_when_replaying(self) -> SimulatedSpec:
-        if self.source == "trace" and not self.trace:
-            raise ValueError(
-                "source: trace needs a trace: a built-in name (rtx4050-seed004, "
-                "rtx4060-seed000, rtx3090-seed001) or a CSV file written by hpsearch monitor --csv"
-            )
-        if self.source != "trace" and self.trace:
-            raise ValueError(f"trace is only read with source: trace (source is {self.source})")
-        return self
-
-
-class TelemetrySpec(_Section):
+class TelemetrySpec(Settings):
     """GPU telemetry during a search and for ``hpsearch monitor``.
 
     Attributes:
@@ -393,112 +241,6 @@ class TelemetrySpec(_Section):
         return self.simulated or SimulatedSpec()
 
 
-def parse_simulate(text: str) -> SimulatedSpec:
-    """Read a ``--simulate`` argument into a :class:`SimulatedSpec`.
-
-    Accepted: a built-in trace name or a CSV file (replayed); ``constant`` or
-    ``load``, optionally followed by ``:key=value,...`` with any field of
-    :class:`SimulatedSpec` (e.g. ``load:gpus=2`` or
-    ``constant:utilization_pct=95,memory_used_mb=3500``).
-
-    Raises:
-        ValueError: with the accepted forms.
-    """
-    from hpsearch.telemetry import BUILTIN_TRACES
-
-    text = text.strip()
-    kind, _, rest = text.partition(":")
-    if kind in ("constant", "load"):
-        fields: dict[str, Any] = {"source": kind}
-        for item in filter(None, (p.strip() for p in rest.split(","))):
-            key, sep, value = item.partition("=")
-            if not sep:
-                raise ValueError(f"'{item}' is not key=value")
-            fields[key.strip()] = value.strip()
-        try:
-            return SimulatedSpec.model_validate(fields, strict=False)
-        except ValueError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or kind}: {e['msg']}"
-                for e in getattr(exc, "errors", lambda: [])()
-            )
-            raise ValueError(problems or str(exc)) from None
-    if text in BUILTIN_TRACES or text.endswith(".csv"):
-        return SimulatedSpec(source="trace", trace=text)
-    raise ValueError(
-        f"'{text}' is not a built-in trace ({', '.join(BUILTIN_TRACES)}), a .csv trace, "
-        "'constant[:key=value,...]' or 'load[:key=value,...]'"
-    )
-
-
-class OomSpec(_Section):
-    """What a trial that runs out of GPU memory does to the search.
-
-    Attributes:
-        action: ``prune``: the trial ends PRUNED (reason ``oom``) and its
-            configuration is infeasible for the sampler; ``retry_smaller_batch``:
-            first retry it with the micro-batch halved and gradient accumulation
-            doubled (the effective batch stays the same), up to ``max_halvings`` times.
-        max_halvings: how many times ``retry_smaller_batch`` halves the batch.
-        grows_memory: parameters whose larger values need more memory; a
-            suggestion equal to a configuration that ran out except for greater
-            or equal values of these is not launched (pruned as ``predicted_oom``).
-        memory_neutral: parameters that do not change the memory a trial needs
-            (e.g. ``lr``, ``weight_decay``); the prediction ignores them, so a
-            suggestion that differs from one that ran out only in these is not launched.
-        retry_alone: a trial that ran out under a shared GPU's memory cap runs
-            once more alone on a whole GPU before its configuration is judged
-            infeasible (packing must not cost the search a good configuration).
-    """
-
-    action: Literal["prune", "retry_smaller_batch"] = "prune"
-    max_halvings: PositiveInt = 2
-    grows_memory: list[str] = Field(default_factory=lambda: ["batch_size"])
-    memory_neutral: list[str] = Field(default_factory=list)
-    retry_alone: bool = True
-
-
-class PackingSpec(_Section):
-    """How many trials share each GPU (see :mod:`hpsearch.placement` for the rules).
-
-    Attributes:
-        mode: ``auto``: measure and decide per GPU (one trial until the search's
-            trials are measured, then as many as the sharing model predicts the
-            most throughput for, while memory fits); ``off``: one trial per GPU;
-            ``fixed``: ``trials_per_gpu``.
-        trials_per_gpu: the count of ``fixed``.
-        target_util: the predicted busy share (%) a GPU is filled up to.
-        saturation_util: the measured utilisation (%) from which a count larger
-            than what fits falls; not below ``target_util`` (the hysteresis).
-        max_trials_per_gpu: the most trials on one GPU.
-        memory_headroom: the share of a GPU's memory left free.
-        probe_seconds: how long a GPU is measured, past its trials' warm-up,
-            before its count rises.
-        cooldown_seconds: after the count falls, how long before it may rise.
-        mps: ``auto`` starts NVIDIA MPS for the search where it is installed (and
-            stops it after); ``off`` never does.
-    """
-
-    mode: Literal["auto", "off", "fixed"] = "auto"
-    trials_per_gpu: PositiveInt = 2
-    target_util: float = Field(default=TARGET_UTIL_PCT, gt=0, le=100)
-    saturation_util: float = Field(default=SATURATION_UTIL_PCT, gt=0, le=100)
-    max_trials_per_gpu: PositiveInt = MOST_TRIALS_PER_GPU
-    memory_headroom: float = Field(default=MEMORY_HEADROOM, ge=0, lt=0.9)
-    probe_seconds: Seconds = 10.0
-    cooldown_seconds: float = Field(default=30.0, ge=0)
-    mps: Literal["auto", "off"] = "off"
-
-    @model_validator(mode="after")
-    def _band(self) -> PackingSpec:
-        if self.saturation_util < self.target_util:
-            raise ValueError(
-                f"saturation_util ({self.saturation_util:g}) must not be below target_util "
-                f"({self.target_util:g}): a count falls only above what it was filled to"
-            )
-        return self
-
-
 def _train_kind(value: Any) -> str:
     """``train`` is a function's name, or a mapping that describes a script."""
     return "script" if isinstance(value, Mapping | CommandSpec) else "function"
@@ -510,7 +252,7 @@ def _expand_space(value: Any) -> Any:
     return value
 
 
-class RunConfig(_Section):
+class RunConfig(Settings):
     """A whole search, as written in one YAML file."""
 
     study: StudySpec

@@ -28,7 +28,8 @@ from hpsearch.lifecycle._events import (
     TrialStarted,
 )
 from hpsearch.lifecycle._gpu import GPU_FLUSH_S, GpuSeries
-from hpsearch.lifecycle._ledger import TrialLedger, TrialTemplate
+from hpsearch.lifecycle._launches import Launches
+from hpsearch.lifecycle._ledger import TrialLedger
 from hpsearch.lifecycle._mlflow import MlflowMirror, end_reclaimed_runs, reclaim_stale_trials
 from hpsearch.lifecycle._objectives import ObjectiveValues
 from hpsearch.lifecycle._oom import OomHandling
@@ -43,6 +44,7 @@ __all__ = [
     "GpuLoadDeclared",
     "GpuSeries",
     "KnobsReported",
+    "Launches",
     "Measured",
     "MlflowMirror",
     "ObjectiveValues",
@@ -60,7 +62,6 @@ __all__ = [
     "TrialPruned",
     "TrialReported",
     "TrialStarted",
-    "TrialTemplate",
     "TrialsReclaimed",
     "VerdictPoster",
     "end_reclaimed_runs",

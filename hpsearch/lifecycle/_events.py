@@ -26,7 +26,8 @@ from optuna.trial import FrozenTrial, TrialState
 from hpsearch.oom import BatchRetry, OomRecord
 from hpsearch.placement import Admission
 from hpsearch.pruning import Verdict
-from hpsearch.trial.protocol import Assignment, EndReport, GpuLoad, KnobReport, Outcome
+from hpsearch.telemetry import GpuLoad
+from hpsearch.trial.protocol import Assignment, EndReport, KnobReport, Outcome
 
 OPTUNA_STATE = {
     Outcome.COMPLETE: TrialState.COMPLETE,

@@ -62,14 +62,7 @@ class GpuSeries(TrialListener):
             self._tracker.set_tags(run_id, {"hpsearch.gpu_telemetry": note})
 
     def on_gpu_load(self, event: GpuLoadDeclared) -> None:
-        load = event.load
-        self._gpu.declared_load(
-            event.number,
-            load.utilization_pct,
-            load.memory_mb,
-            sm_share=load.sm_share,
-            cpus=load.cpus,
-        )
+        self._gpu.declared_load(event.number, event.load)
 
     def on_measured(self, event: Measured) -> None:
         """Each speed metric's solo equivalent, from how shared the GPU was while it measured."""

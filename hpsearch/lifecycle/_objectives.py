@@ -6,6 +6,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from hpsearch.config import ObjectiveSpec
+from hpsearch.telemetry import objective_reading
 
 
 class ObjectiveValues:
@@ -26,7 +27,7 @@ class ObjectiveValues:
             target = objective.until
             if target is None or index in reached or not target.reached(dict(metrics)):
                 continue
-            value = objective.read(metrics)
+            value = objective_reading(metrics, objective.metric)
             if value is not None:
                 reached[index] = value
 
@@ -41,7 +42,7 @@ class ObjectiveValues:
                 worst = math.inf if objective.direction == "minimize" else -math.inf
                 values.append(reached.get(index, worst))
                 continue
-            value = objective.read(metrics)
+            value = objective_reading(metrics, objective.metric)
             if value is None:
                 reported = ", ".join(sorted(metrics)) or "nothing"
                 return None, (

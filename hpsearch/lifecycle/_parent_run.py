@@ -23,11 +23,12 @@ from optuna.trial import FrozenTrial, TrialState
 from hpsearch.config import ObjectiveSpec, RunConfig
 from hpsearch.lifecycle._base import TrialListener
 from hpsearch.lifecycle._events import OPTUNA_STATE, TrialEnded
+from hpsearch.monitoring import render_report
 from hpsearch.oom import OomTally
 from hpsearch.placement import GpuDecision
 from hpsearch.results import StudyResults, analysis_figures, write_pareto_csv
 from hpsearch.study import StudyHandle
-from hpsearch.telemetry import GpuMonitor, render_report
+from hpsearch.telemetry import GpuMonitor
 from hpsearch.tracking import STUDY_TAG, RunStatus, Tracker
 
 logger = logging.getLogger(__name__)

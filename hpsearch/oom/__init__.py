@@ -1,7 +1,9 @@
 """Out-of-memory: recognising it, predicting it, and the driver's book of verdicts.
 
-The tree: ``_base`` (what a worker reports, a known case, the stored record, a verdict), ``_detect``
-(predicates over exceptions and crash texts), ``_predict`` (the predictor and
+The tree: ``_settings`` (the ``oom`` section), ``_base`` (what a worker reports,
+a known case, the stored record, a verdict), ``_detect`` (predicates over
+exceptions and crash texts), ``_retry`` (the next, smaller-batch attempt: the
+worker's and the simulated runner's one rule), ``_predict`` (the predictor and
 the new-kind test for packing), ``_book`` (judging an OOM and keeping it on the
 Optuna trial).
 """
@@ -33,6 +35,8 @@ from hpsearch.oom._detect import (
     is_torch_oom,
 )
 from hpsearch.oom._predict import MeasuredConfigs, MemoryNeeds, OomPredictor, needs_at_least
+from hpsearch.oom._retry import halved, retry_smaller
+from hpsearch.oom._settings import OomAction, OomSpec
 
 __all__ = [
     "CONSTRAINT",
@@ -40,15 +44,18 @@ __all__ = [
     "BatchRetry",
     "MeasuredConfigs",
     "MemoryNeeds",
+    "OomAction",
     "OomBook",
     "OomCase",
     "OomPredictor",
     "OomRecord",
     "OomReport",
+    "OomSpec",
     "OomTally",
     "OomVerdict",
     "cgroup_oom_kills",
     "device_oom",
+    "halved",
     "host_oom_evidence",
     "is_device_oom_message",
     "is_library_alloc_failure",
@@ -59,4 +66,5 @@ __all__ = [
     "needs_at_least",
     "oom_record",
     "oom_summary",
+    "retry_smaller",
 ]

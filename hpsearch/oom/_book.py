@@ -17,9 +17,9 @@ from optuna.exceptions import ExperimentalWarning
 from optuna.trial import FrozenTrial
 
 from hpsearch import attrs
-from hpsearch.config import OomSpec
 from hpsearch.oom._base import BatchRetry, OomCase, OomRecord, OomReport, OomVerdict
 from hpsearch.oom._predict import OomPredictor
+from hpsearch.oom._settings import OomSpec
 
 CONSTRAINT = "oom"
 """The Optuna constraint set on infeasible trials (1.0: violated), which TPE steers away from."""

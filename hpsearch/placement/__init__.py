@@ -1,10 +1,12 @@
 """Placement: how much of the cluster each trial gets, and on which GPU, decided at launch.
 
 The tree: ``_base`` (the :class:`ResourcePolicy` interface and what it reads
-and answers), ``_static`` (a fixed count per GPU, or CPU only), ``_packing``
-(the pure utilisation-aware packing policy, decided per GPU with a reason) and
-``_admission`` (that policy fed by the monitor and the cluster's GPUs, as a
-resource policy).
+and answers), ``_settings`` (the ``packing`` section), ``_capacity`` (how many
+trials of a measured size one GPU should hold: the one arithmetic of packing,
+which ``hpsearch monitor``'s advice shares), ``_static`` (a fixed count per GPU,
+or CPU only), ``_packing`` (the pure utilisation-aware packing policy, decided
+per GPU with a reason) and ``_admission`` (that policy fed by the monitor and
+the cluster's GPUs, as a resource policy).
 """
 
 from hpsearch.placement._admission import (
@@ -20,26 +22,40 @@ from hpsearch.placement._base import (
     ResourcePolicy,
     RunningTrial,
 )
+from hpsearch.placement._capacity import (
+    MEMORY_HEADROOM,
+    MIN_GAIN,
+    MOST_TRIALS_PER_GPU,
+    SATURATION_UTIL_PCT,
+    TARGET_UTIL_PCT,
+    Fit,
+    fit,
+)
 from hpsearch.placement._packing import (
     GpuDecision,
     GpuKey,
     GpuView,
     OomEvent,
-    PackingMode,
     PackingPolicy,
-    PackingSettings,
     PackingView,
     Placement,
     TrialOnGpu,
     TrialProfile,
 )
+from hpsearch.placement._settings import PackingMode, PackingSpec
 from hpsearch.placement._static import StaticPolicy
 
 __all__ = [
+    "MEMORY_HEADROOM",
+    "MIN_GAIN",
+    "MOST_TRIALS_PER_GPU",
+    "SATURATION_UTIL_PCT",
     "SERIES_INTERVAL_S",
+    "TARGET_UTIL_PCT",
     "Admission",
     "AdmissionRequest",
     "ClusterCapacity",
+    "Fit",
     "GpuDecision",
     "GpuKey",
     "GpuView",
@@ -49,7 +65,7 @@ __all__ = [
     "PackingMode",
     "PackingObserver",
     "PackingPolicy",
-    "PackingSettings",
+    "PackingSpec",
     "PackingView",
     "Placement",
     "ResourcePolicy",
@@ -57,4 +73,5 @@ __all__ = [
     "StaticPolicy",
     "TrialOnGpu",
     "TrialProfile",
+    "fit",
 ]

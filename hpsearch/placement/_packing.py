@@ -35,17 +35,9 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Literal
 
-from hpsearch.telemetry import (
-    MEMORY_HEADROOM,
-    MOST_TRIALS_PER_GPU,
-    SATURATION_UTIL_PCT,
-    TARGET_UTIL_PCT,
-    fit,
-)
-
-PackingMode = Literal["auto", "off", "fixed"]
+from hpsearch.placement._capacity import fit
+from hpsearch.placement._settings import PackingSpec
 
 _RECENT_PROFILES = 20
 """How many recent trial profiles estimate a new trial (the search drifts as it learns)."""
@@ -68,20 +60,6 @@ class GpuKey:
     def label(self, single_node: bool = True) -> str:
         """``gpu0``, or ``<node id prefix>/gpu0`` when the cluster has several nodes."""
         return f"gpu{self.index}" if single_node else f"{self.node[:8]}/gpu{self.index}"
-
-
-@dataclass(frozen=True)
-class PackingSettings:
-    """The ``packing`` section as the policy reads it (:class:`hpsearch.config.PackingSpec`)."""
-
-    mode: PackingMode = "auto"
-    trials_per_gpu: int = 2
-    target_util: float = TARGET_UTIL_PCT
-    saturation_util: float = SATURATION_UTIL_PCT
-    max_trials_per_gpu: int = MOST_TRIALS_PER_GPU
-    memory_headroom: float = MEMORY_HEADROOM
-    probe_seconds: float = 10.0
-    cooldown_seconds: float = 30.0
 
 
 @dataclass(frozen=True)
@@ -218,10 +196,8 @@ class PackingPolicy:
     and the recent trial profiles; everything else comes in the view.
     """
 
-    def __init__(self, settings: PackingSettings) -> None:
-        if settings.saturation_util < settings.target_util:
-            raise ValueError("saturation_util must not be below target_util (the hysteresis band)")
-        self.settings = settings
+    def __init__(self, settings: PackingSpec) -> None:
+        self.settings = settings  # its band (target below saturation) checked when it was read
         self._state: dict[GpuKey, _GpuState] = {}
         self._profiles: deque[TrialProfile] = deque(maxlen=_RECENT_PROFILES)
         self._profiled: set[int] = set()

@@ -18,8 +18,9 @@ Every verdict to prune comes with a sentence saying why, which the trial
 ledger puts on the Optuna trial (and the MLflow mirror on the run).
 
 The tree: ``_base`` (a verdict, the judge interface, the board interface),
-``_optuna`` (Optuna's pruners), ``_dominated`` (the dominated rule), ``_make``
-(the judge a config asks for), ``_board`` (verdicts on their way to workers).
+``_optuna`` (Optuna's pruners as judges), ``_pruners`` (the table of Optuna's
+pruners by name), ``_dominated`` (the dominated rule), ``_make`` (the judge a
+config asks for), ``_board`` (verdicts on their way to workers).
 """
 
 from hpsearch.pruning._base import (
@@ -42,6 +43,7 @@ from hpsearch.pruning._board import (
 from hpsearch.pruning._dominated import DominatedJudge, DominatedRule
 from hpsearch.pruning._make import check_pruner, make_judge
 from hpsearch.pruning._optuna import OptunaJudge, PrimaryObjectiveJudge, explain
+from hpsearch.pruning._pruners import make_pruner
 
 __all__ = [
     "KEEP",
@@ -60,6 +62,7 @@ __all__ = [
     "explain",
     "forget_intermediate",
     "make_judge",
+    "make_pruner",
     "ray_board_lookup",
     "store_intermediate",
     "stored_intermediate",

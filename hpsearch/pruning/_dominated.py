@@ -13,6 +13,7 @@ from optuna.trial import TrialState
 from hpsearch.config import ObjectiveSpec
 from hpsearch.pruning._base import KEEP, Verdict, store_intermediate, stored_intermediate
 from hpsearch.results import dominates
+from hpsearch.telemetry import objective_reading
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,7 @@ class DominatedJudge:
         self._finished += 1
 
     def _vector(self, metrics: Mapping[str, Any]) -> tuple[float, ...] | None:
-        values = [o.read(metrics) for o in self._objectives]
+        values = [objective_reading(metrics, o.metric) for o in self._objectives]
         if any(v is None or not math.isfinite(v) for v in values):
             return None
         return tuple(float(v) for v in values if v is not None)

@@ -11,7 +11,7 @@ from hpsearch.config import ObjectiveSpec, PrunerSpec
 from hpsearch.pruning._base import PruneJudge
 from hpsearch.pruning._dominated import DominatedJudge, DominatedRule
 from hpsearch.pruning._optuna import OptunaJudge, PrimaryObjectiveJudge
-from hpsearch.study import make_pruner
+from hpsearch.pruning._pruners import make_pruner
 
 
 def check_pruner(spec: PrunerSpec, source: str = "<config>") -> None:

@@ -11,6 +11,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hpsearch.config import ObjectiveSpec, PrunerSpec
 from hpsearch.pruning._base import KEEP, Verdict, store_intermediate, stored_intermediate
+from hpsearch.telemetry import objective_reading
 
 
 class OptunaJudge:
@@ -22,7 +23,7 @@ class OptunaJudge:
         self._study = study
 
     def judge(self, trial: optuna.Trial, step: int, metrics: Mapping[str, float]) -> Verdict:
-        value = self._objective.read(metrics)
+        value = objective_reading(metrics, self._objective.metric)
         if value is None or not math.isfinite(value):
             return KEEP
         trial.report(value, step)
@@ -61,7 +62,7 @@ class PrimaryObjectiveJudge:
             self._replay(frozen)
 
     def judge(self, trial: optuna.Trial, step: int, metrics: Mapping[str, float]) -> Verdict:
-        value = self._primary.read(metrics)
+        value = objective_reading(metrics, self._primary.metric)
         if value is None or not math.isfinite(value):
             return KEEP
         store_intermediate(trial, step, {self._primary.metric: value})

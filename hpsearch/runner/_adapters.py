@@ -33,9 +33,10 @@ from ray.tune.experiment import Trial
 from ray.tune.search import Searcher
 
 from hpsearch.runner._base import TrialEvents, TrialSource
+from hpsearch.runner._tune_dicts import event_of, tune_config
 from hpsearch.scheduler import Hold
 from hpsearch.trial.death import node_lost
-from hpsearch.trial.protocol import WorkerEvent
+from hpsearch.trial.protocol import TrialLaunch
 
 
 class Failure:
@@ -88,7 +89,7 @@ class SchedulerSearcher(Searcher):
         source = self._live()
         if self._failure.first is not None:
             return Searcher.FINISHED  # hpsearch's side failed: the search ends
-        answer: dict[str, Any] | Hold = Hold.FINISHED
+        answer: TrialLaunch | Hold = Hold.FINISHED
         with self._failure.kept():
             answer = source.suggest(trial_id)
             if isinstance(answer, Hold) and answer.waits and self._upkeep is not None:
@@ -98,7 +99,7 @@ class SchedulerSearcher(Searcher):
             return Searcher.FINISHED
         if isinstance(answer, Hold):
             return None
-        return answer
+        return tune_config(answer)
 
     def on_trial_complete(
         self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False
@@ -178,7 +179,7 @@ class LedgerCallback(Callback):
     def on_trial_result(
         self, iteration: int, trials: list[Trial], trial: Trial, result: dict[str, Any], **info: Any
     ) -> None:
-        event = WorkerEvent.from_result(result)
+        event = event_of(result)
         if event is not None:
             if event.assigned is not None and event.assigned.node_id:
                 self._nodes[trial.trial_id] = event.assigned.node_id

@@ -14,21 +14,22 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
-from hpsearch.config import ExecutionSpec, RunConfig, SimulatedSpec, TelemetrySpec
+from hpsearch.config import ExecutionSpec, RunConfig, TelemetrySpec
 from hpsearch.placement import ClusterCapacity, NodeGpus
 from hpsearch.pruning import VerdictBoard
 from hpsearch.scheduler import Hold
+from hpsearch.simulation import SimulatedSpec
 from hpsearch.telemetry import ClusterReadings, GpuMonitor
-from hpsearch.trial.protocol import Outcome, WorkerEvent
+from hpsearch.trial.protocol import Outcome, TrialLaunch, WorkerEvent
 
 
 class TrialSource(Protocol):
     """Suggests the trials to launch (the :class:`~hpsearch.scheduler.Scheduler`)."""
 
-    def suggest(self, trial_id: str) -> dict[str, Any] | Hold:
-        """The config of a new trial, or why none starts now."""
+    def suggest(self, launch_id: str) -> TrialLaunch | Hold:
+        """What to launch next (one trial, or several fused), or why nothing starts now."""
 
     def overdue(self) -> bool:
         """Whether the trials still running must be stopped now (the search ran out of time)."""
@@ -37,14 +38,14 @@ class TrialSource(Protocol):
 class TrialEvents(Protocol):
     """Told what happens to launched trials (the :class:`~hpsearch.lifecycle.TrialLedger`)."""
 
-    def started(self, trial_id: str) -> None:
-        """The trial's worker started."""
+    def started(self, launch_id: str) -> None:
+        """The launch's worker started."""
 
-    def event(self, trial_id: str, event: WorkerEvent) -> None:
-        """One event from the trial's worker."""
+    def event(self, launch_id: str, event: WorkerEvent) -> None:
+        """One event from the launch's worker."""
 
-    def ended(self, trial_id: str, crash: str | None = None) -> Outcome | None:
-        """The runner is done with the trial (``crash``: its worker died)."""
+    def ended(self, launch_id: str, crash: str | None = None) -> Outcome | None:
+        """The runner is done with the launch (``crash``: its worker died)."""
 
     def maintain(self, now: float | None = None) -> None:
         """Periodic upkeep, about once a second."""

@@ -26,7 +26,6 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from hpsearch.backends import open_backend
 from hpsearch.config import TelemetrySpec
 from hpsearch.telemetry import (
     HISTORY_S,
@@ -37,6 +36,7 @@ from hpsearch.telemetry import (
     TelemetryUnavailable,
     TrialLoad,
 )
+from hpsearch.telemetry.open import open_backend
 
 logger = logging.getLogger(__name__)
 

@@ -22,26 +22,23 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from hpsearch.config import ExecutionSpec, RunConfig, SimulatedSpec
+from hpsearch.config import ExecutionSpec, RunConfig
 from hpsearch.errors import ConfigError, HpsearchError
-from hpsearch.oom import BatchRetry
+from hpsearch.oom import BatchRetry, retry_smaller
 from hpsearch.placement import ClusterCapacity, NodeGpus
 from hpsearch.pruning import LocalVerdictBoard, VerdictBoard
 from hpsearch.runner._base import RunnerSession, TrialEvents, TrialRunner, TrialSource
 from hpsearch.scheduler import Hold
-from hpsearch.telemetry import GpuDemand, GpuMonitor, SharingModel, cpu_rate
-from hpsearch.trial.plan import TrialModel, TrialPlan
+from hpsearch.simulation import SharingModel, SimulatedSpec, TrialModel, TrialPlan, cpu_rate
+from hpsearch.telemetry import GpuDemand, GpuMonitor
 from hpsearch.trial.protocol import (
-    PARAMS_KEY,
-    SPEC_KEY,
     Assignment,
     EndReport,
     EventKind,
     Outcome,
-    TrialSpec,
+    TrialLaunch,
     WorkerEvent,
 )
-from hpsearch.trial.worker import halved
 
 SIMULATED_NODE = "simulated-node"
 """The node id of the simulated machine."""
@@ -111,7 +108,7 @@ class SimulatedRunner(TrialRunner):
         spec = simulated or SimulatedSpec()
         gpus = _SimulatedGpus(
             spec.memory_total_mb if simulated is not None else None,
-            SharingModel(**spec.sharing.model_dump()),
+            spec.sharing,
         )
         capacity = ClusterCapacity(
             float(execution.num_cpus or self._cpus), float(execution.num_gpus or 0)
@@ -126,7 +123,7 @@ class _Trial:
     """A trial being played: its plan, and how far into its current phase it is."""
 
     trial_id: str
-    spec: TrialSpec
+    launch: TrialLaunch
     assigned: Assignment
     params: dict[str, Any]
     plan: TrialPlan | None = None
@@ -268,33 +265,37 @@ class _SimulatedSession(RunnerSession):
 
     # -- trials --------------------------------------------------------------------
 
-    def _launch(self, trial_id: str, config: dict[str, Any]) -> None:
-        spec = TrialSpec.from_dict(config[SPEC_KEY])
-        gpus = spec.ray_gpus if spec.ray_gpus is not None else spec.gpus
+    def _launch(self, launch_id: str, launch: TrialLaunch) -> None:
+        gpus = launch.ray_gpus
         assigned = Assignment(
-            cpus=spec.cpus,
+            cpus=launch.admission.cpus,
             gpus=gpus if gpus > 0 else None,
-            gpu_ids=self._gpu_ids(spec),
+            gpu_ids=self._gpu_ids(launch),
             node_id=SIMULATED_NODE,
             pid=next(self._pids),
         )
-        trial = _Trial(trial_id, spec, assigned, dict(config[PARAMS_KEY]))
-        self._running[trial_id] = trial
-        self._live().started(trial_id)
+        trial = _Trial(launch_id, launch, assigned, dict(launch.trial.params))
+        self._running[launch_id] = trial
+        self._live().started(launch_id)
         self._begin(trial, trial.params)
 
-    def _gpu_ids(self, spec: TrialSpec) -> tuple[str, ...]:
-        """The policy's GPU, or the first with room for the trial's share (as Ray fills them)."""
-        if spec.gpu_index is not None:
-            return (str(spec.gpu_index),)
-        if spec.gpus <= 0:
+    def _gpu_ids(self, launch: TrialLaunch) -> tuple[str, ...]:
+        """The policy's GPU; else, as Ray fills a node's GPUs, the first with room for its share.
+
+        The packing policy always names the GPU; a policy that leaves it to Ray (a
+        static count per GPU) gets Ray's choice, which is what this plays.
+        """
+        share = launch.admission.gpus
+        if launch.admission.gpu_index is not None:
+            return (str(launch.admission.gpu_index),)
+        if share <= 0:
             return ()
         used: dict[str, float] = {}
         for other in self._running.values():
             for gpu in other.assigned.gpu_ids:
-                used[gpu] = used.get(gpu, 0.0) + other.spec.gpus
+                used[gpu] = used.get(gpu, 0.0) + other.launch.admission.gpus
         for index in range(int(self._capacity.gpus)):
-            if used.get(str(index), 0.0) + spec.gpus <= 1.0 + 1e-9:
+            if used.get(str(index), 0.0) + share <= 1.0 + 1e-9:
                 return (str(index),)
         return ("0",)
 
@@ -306,7 +307,7 @@ class _SimulatedSession(RunnerSession):
 
     def _begin(self, trial: _Trial, params: dict[str, Any]) -> None:
         """Start (or, after a smaller-batch retry, restart) the trial's plan now."""
-        plan = self._model(params, self._memory_limit(trial))
+        plan = self._model(params, self._memory_left(trial), trial.launch.memory_cap_mb)
         trial.plan, trial.next_epoch = plan, 0
         if plan.load is not None:
             self._send(trial, WorkerEvent(kind=EventKind.GPU_LOAD, gpu_load=plan.load))
@@ -317,19 +318,17 @@ class _SimulatedSession(RunnerSession):
         else:
             self._end(trial, Outcome.COMPLETE)
 
-    def _memory_limit(self, trial: _Trial) -> float | None:
-        """The trial's cap, or less when the others on its GPU leave less free."""
-        cap = trial.spec.memory_cap_mb
+    def _memory_left(self, trial: _Trial) -> float | None:
+        """What the trial's GPU leaves it: its memory less what the others on it hold."""
         total = self._gpus.memory_total_mb
         if trial.gpu is None or total is None:
-            return cap
+            return None
         held = sum(
             other.plan.load.memory_mb
             for other in self._running.values()
             if other is not trial and other.gpu == trial.gpu and other.plan and other.plan.load
         )
-        free = total - held
-        return free if free < (cap if cap is not None else total) else cap
+        return total - held
 
     def _epoch(self, trial: _Trial) -> None:
         assert trial.plan is not None
@@ -338,7 +337,7 @@ class _SimulatedSession(RunnerSession):
         trial.last_step = step
         metrics = planned.slowed(self._now() - trial.started)  # what the trial measured
         self._send(trial, WorkerEvent(kind=EventKind.REPORT, step=step, metrics=metrics))
-        if self._board.verdict(trial.spec.number, step):
+        if self._board.verdict(trial.launch.trial.number, step):
             self._end(trial, Outcome.PRUNED, EndReport(reason=f"pruned after epoch {step}"))
         elif step + 1 < len(trial.plan.epochs):
             trial.next_epoch = step + 1
@@ -351,19 +350,12 @@ class _SimulatedSession(RunnerSession):
         assert trial.plan is not None
         assert trial.plan.oom is not None
         oom = replace(trial.plan.oom, step=trial.last_step)
-        spec = trial.spec
-        smaller = halved(params) if spec.oom_action == "retry_smaller_batch" else None
-        if smaller is None or len(trial.retries) >= spec.max_halvings:
+        retry = retry_smaller(params, trial.launch.settings.oom, trial.retries, oom.step)
+        if retry is None:
             self._end(trial, Outcome.PRUNED, EndReport(oom=oom, retries=tuple(trial.retries)))
             return
-        trial.retries.append(
-            BatchRetry(
-                step=oom.step,
-                batch_size=int(params["batch_size"]),
-                retry_batch_size=int(smaller["batch_size"]),
-                retry_grad_accum_steps=smaller.get("grad_accum_steps"),
-            )
-        )
+        smaller, record = retry
+        trial.retries.append(record)
         self._begin(trial, smaller)
 
     def _end(self, trial: _Trial, outcome: Outcome, end: EndReport | None = None) -> None:

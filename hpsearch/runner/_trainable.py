@@ -1,4 +1,4 @@
-"""The Ray Tune trainable that runs one trial in a Ray worker, and what each trial asks of Ray."""
+"""The Ray Tune trainable that runs one launch in a Ray worker, and what each launch asks of Ray."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ from typing import Any
 from ray.tune.execution.placement_groups import PlacementGroupFactory
 
 from hpsearch.pruning import ray_board_lookup, verdict_oracle
+from hpsearch.runner._tune_dicts import launch_of, tune_result
 from hpsearch.trial.death import captured_output
-from hpsearch.trial.protocol import PARAMS_KEY, SPEC_KEY, Assignment, TrialSpec, WorkerEvent
+from hpsearch.trial.protocol import Assignment, WorkerEvent
 from hpsearch.trial.worker import execute_trial, time_limit, use_gpu
 
 NODE_ID_LABEL = "ray.io/node-id"
@@ -18,52 +19,52 @@ NODE_PIN = 0.001
 
 
 def run_trial(config: dict[str, Any]) -> None:
-    """Tune's function trainable: run the trial, each event a ``tune.report``."""
+    """Tune's function trainable: run the launch, each event a ``tune.report``."""
     import ray
     from ray import tune
 
-    spec = TrialSpec.from_dict(config[SPEC_KEY])
+    launch = launch_of(config)
     assigned = _assignment(ray)
-    if spec.gpu_index is not None:
-        assigned = use_gpu(spec.gpu_index, assigned)
+    if launch.admission.gpu_index is not None:
+        assigned = use_gpu(launch.admission.gpu_index, assigned)
 
     def send(event: WorkerEvent) -> None:
-        tune.report(event.to_result())
+        tune.report(tune_result(event))
 
     oracle = None
-    if spec.decision_board:
-        oracle = verdict_oracle(spec.number, ray_board_lookup(spec.decision_board))
-    with (
-        captured_output(spec.stdout_file, spec.stderr_file),
-        time_limit(spec.timeout_s, spec.number),
-    ):
-        end = execute_trial(
-            spec, dict(config[PARAMS_KEY]), assigned=assigned, send=send, oracle=oracle
+    if launch.settings.decision_board:
+        oracle = verdict_oracle(
+            launch.trial.number, ray_board_lookup(launch.settings.decision_board)
         )
+    with (
+        captured_output(launch.stdout_file, launch.stderr_file),
+        time_limit(launch.settings.timeout_s, launch.trial.number),
+    ):
+        end = execute_trial(launch, assigned=assigned, send=send, oracle=oracle)
         send(end)
 
 
 def trial_resources(config: dict[str, Any]) -> PlacementGroupFactory:
-    """Ray's resource request for one trial, read from the spec the scheduler put in its config.
+    """Ray's resource request for one launch, read from the launch in its config.
 
     Tune calls this on a deserialized copy in the driver when the trial is
     created; state changed after registration would not reach it, but each
     trial's own config does.
     """
-    spec = TrialSpec.from_dict(config[SPEC_KEY])
-    bundle = {"CPU": spec.cpus}
-    gpus = spec.ray_gpus if spec.ray_gpus is not None else spec.gpus
-    if gpus > 0:
-        bundle["GPU"] = gpus
-    if spec.node is None or spec.gpu_index is None:
+    launch = launch_of(config)
+    admission = launch.admission
+    bundle = {"CPU": admission.cpus}
+    if launch.ray_gpus > 0:
+        bundle["GPU"] = launch.ray_gpus
+    if admission.node is None or admission.gpu_index is None:
         return PlacementGroupFactory([bundle])
-    if spec.node_address:
+    if admission.node_address:
         # The amount names the GPU, so Tune reuses a worker only for trials of the
         # same GPU (a process keeps the GPU CUDA first saw); 1000 trials fit in 1.0.
-        bundle[f"node:{spec.node_address}"] = NODE_PIN * (spec.gpu_index + 1)
+        bundle[f"node:{admission.node_address}"] = NODE_PIN * (admission.gpu_index + 1)
     # Pinned to the node of the GPU the packing policy chose, by node id: several
     # nodes may share an address (raylets of one machine).
-    return PlacementGroupFactory([bundle], bundle_label_selector=[{NODE_ID_LABEL: spec.node}])
+    return PlacementGroupFactory([bundle], bundle_label_selector=[{NODE_ID_LABEL: admission.node}])
 
 
 def _assignment(ray: Any) -> Assignment:

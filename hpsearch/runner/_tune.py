@@ -8,13 +8,12 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any
 
 from ray import tune
 from ray.tune.experiment import Trial
 
 from hpsearch._compat import tune_max_pending_trials
-from hpsearch.config import ExecutionSpec, SimulatedSpec, TelemetrySpec
+from hpsearch.config import ExecutionSpec, TelemetrySpec
 from hpsearch.placement import ClusterCapacity, NodeGpus
 from hpsearch.pruning import RayVerdictBoard, VerdictBoard
 from hpsearch.runner._adapters import Failure, LedgerCallback, SchedulerSearcher, SearchStopper
@@ -22,8 +21,9 @@ from hpsearch.runner._base import RunnerSession, TrialEvents, TrialRunner, Trial
 from hpsearch.runner._cluster import cluster_gpus, current_capacity, local_node_id, ray_cluster
 from hpsearch.runner._node_monitors import NodeMonitors
 from hpsearch.runner._trainable import run_trial, trial_resources
+from hpsearch.runner._tune_dicts import launch_of
+from hpsearch.simulation import SimulatedSpec
 from hpsearch.telemetry import ClusterReadings, GpuMonitor
-from hpsearch.trial.protocol import SPEC_KEY
 
 RAY_RESULTS_DIR = Path("mlruns") / "ray"
 """Where Ray Tune keeps trial folders, under the working directory."""
@@ -108,5 +108,5 @@ class _RaySession(RunnerSession):
 
 
 def _trial_name(trial: Trial) -> str:
-    config: dict[str, Any] = trial.config
-    return f"trial_{config[SPEC_KEY]['number']}"
+    numbers = [member.number for member in launch_of(trial.config).members]
+    return "trial_" + "_".join(str(n) for n in numbers)

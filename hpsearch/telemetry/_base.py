@@ -3,8 +3,32 @@
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
+
+
+@dataclass(frozen=True)
+class GpuDemand:
+    """What one trial asks of its GPU: how busy it keeps it, on how many of its SMs.
+
+    The sharing model (:class:`hpsearch.simulation.SharingModel`) says how fast
+    trials that share a GPU run from their demands.
+
+    Attributes:
+        utilization_pct: its solo duty cycle, 0-100 (NVML's utilisation when alone).
+        sm_share: the share of the GPU's SMs its kernels occupy while they run (0-1).
+    """
+
+    utilization_pct: float
+    sm_share: float = 1.0
+
+
+class SpeedModel(Protocol):
+    """How fast trials that share a GPU run: the sharing model (``hpsearch.simulation``)."""
+
+    def gpu_rates(self, demands: Sequence[GpuDemand]) -> list[float]:
+        """Each trial's speed, as a share of its solo speed, while these share one GPU."""
 
 
 class TelemetryUnavailable(Exception):
@@ -74,15 +98,29 @@ class GpuInfo:
 
 
 @dataclass(frozen=True)
-class TrialLoad:
-    """The GPU load a running trial declares (read by the simulated backend's load model)."""
+class GpuLoad:
+    """The load a trial puts on its GPU, as it declares it (``ctx.simulate_gpu_load``).
+
+    Attributes:
+        utilization_pct: its duty cycle alone on the GPU (0-100).
+        memory_mb: the device memory its process holds, CUDA context included.
+        sm_share: the share of the GPU's SMs its kernels occupy (what MPS can overlap).
+        cpus: the CPUs its process keeps busy (its loop and DataLoader workers).
+    """
 
     utilization_pct: float
     memory_mb: float
-    pid: int | None = None
-    gpus: tuple[int, ...] = field(default_factory=tuple)
     sm_share: float = 1.0
     cpus: float = 1.0
+
+
+@dataclass(frozen=True)
+class TrialLoad:
+    """A declared load where it runs: the trial's process and its GPUs (a load model reads it)."""
+
+    load: GpuLoad
+    pid: int | None = None
+    gpus: tuple[int, ...] = ()
 
 
 class LoadSink(Protocol):

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import threading
 
-from hpsearch.telemetry._base import GpuReadings, LoadSink
+from hpsearch.telemetry._base import GpuLoad, GpuReadings, LoadSink, SpeedModel
 from hpsearch.telemetry._monitor import GpuMonitor
-from hpsearch.telemetry._sharing import SharingModel
 from hpsearch.telemetry._trials import SeriesPoint, TrialGpuMetrics, TrialGpuReport
 
 
@@ -96,8 +95,8 @@ class ClusterGpuMetrics:
         self,
         readings: ClusterReadings,
         *,
+        sharing: SpeedModel,
         local_sink: LoadSink | None = None,
-        sharing: SharingModel | None = None,
     ) -> None:
         self._readings = readings
         self._local_sink = local_sink
@@ -133,19 +132,11 @@ class ClusterGpuMetrics:
         self._of_trial[number] = metrics
         return metrics.placed(number, gpu_ids=gpu_ids, pid=pid, started_at=started_at)
 
-    def declared_load(
-        self,
-        number: int,
-        utilization_pct: float,
-        memory_mb: float,
-        *,
-        sm_share: float = 1.0,
-        cpus: float = 1.0,
-    ) -> None:
+    def declared_load(self, number: int, load: GpuLoad) -> None:
         """The trial declared its simulated GPU load (see :class:`TrialGpuMetrics`)."""
         metrics = self._of_trial.get(number)
         if metrics is not None:
-            metrics.declared_load(number, utilization_pct, memory_mb, sm_share=sm_share, cpus=cpus)
+            metrics.declared_load(number, load)
 
     def speed_share(self, number: int, since: float, until: float) -> float | None:
         """The share of its solo speed the trial ran at (see :class:`TrialGpuMetrics`)."""

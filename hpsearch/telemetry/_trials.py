@@ -13,8 +13,15 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
 
-from hpsearch.telemetry._base import GpuReadings, GpuSample, LoadSink, TrialLoad
-from hpsearch.telemetry._sharing import GpuDemand, SharingModel
+from hpsearch.telemetry._base import (
+    GpuDemand,
+    GpuLoad,
+    GpuReadings,
+    GpuSample,
+    LoadSink,
+    SpeedModel,
+    TrialLoad,
+)
 from hpsearch.telemetry._summary import Reading, implausible_readings, summarize
 
 _KEEP_S = 600.0
@@ -77,11 +84,11 @@ class TrialGpuMetrics:
         self,
         monitor: GpuReadings,
         *,
+        sharing: SpeedModel,
         load_sink: LoadSink | None = None,
-        sharing: SharingModel | None = None,
     ) -> None:
         self._monitor = monitor
-        self._sharing_model = sharing or SharingModel()
+        self._sharing_model = sharing
         self._learned_until: dict[int, float] = {}
         self._per_trial_util = (0.0, 0)  # sum and count: utilisation per trial, not busy
         self._known = {gpu.index for gpu in monitor.gpus}
@@ -116,22 +123,12 @@ class TrialGpuMetrics:
                 other.co_tenants.add(number)
         return ""
 
-    def declared_load(
-        self,
-        number: int,
-        utilization_pct: float,
-        memory_mb: float,
-        *,
-        sm_share: float = 1.0,
-        cpus: float = 1.0,
-    ) -> None:
+    def declared_load(self, number: int, load: GpuLoad) -> None:
         """The trial declared its simulated GPU load: kept in its record, shown by a load model."""
         placement = self._trials.get(number)
         if placement is None:
             return
-        placement.load = TrialLoad(
-            utilization_pct, memory_mb, placement.pid, placement.gpus, sm_share, cpus
-        )
+        placement.load = TrialLoad(load, placement.pid, placement.gpus)
         if self._load_sink is not None:
             self._load_sink.set_load(number, placement.load)
 
@@ -257,7 +254,7 @@ class TrialGpuMetrics:
             return 1.0
         loads = [p.load for p in members]
         if all(load is not None for load in loads):
-            demands = [GpuDemand(p.utilization_pct, p.sm_share) for p in loads if p is not None]
+            demands = [GpuDemand(p.load.utilization_pct, p.load.sm_share) for p in loads if p]
             return self._sharing_model.gpu_rates(demands)[0]
         used = sample.utilization_pct if sample is not None and not sample.error else None
         if used is None:
@@ -341,8 +338,8 @@ class TrialGpuMetrics:
         }
         if placement.load is not None:
             attrs["declared_load"] = {
-                "utilization_pct": placement.load.utilization_pct,
-                "memory_mb": placement.load.memory_mb,
+                "utilization_pct": placement.load.load.utilization_pct,
+                "memory_mb": placement.load.load.memory_mb,
             }
         return TrialGpuReport(metrics, tags, attrs)
 

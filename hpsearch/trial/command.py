@@ -43,9 +43,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from hpsearch.config import CommandSpec
 from hpsearch.oom import device_oom
 from hpsearch.trial.context import TrialContext, TrialPruned
+from hpsearch.trial.script import CommandSpec
 
 STDERR_KEPT_LINES = 30
 """The last stderr lines a failed script's error carries."""

@@ -13,11 +13,13 @@ from typing import Any, Protocol
 
 from optuna import TrialPruned
 
+from hpsearch.telemetry import GpuLoad
 from hpsearch.trial.checkpoints import Checkpoint, CheckpointFolder
-from hpsearch.trial.protocol import GpuLoad, KnobReport
+from hpsearch.trial.protocol import KnobReport
 
 __all__ = [
     "Checkpoint",
+    "DeviceMemory",
     "LocalTrialContext",
     "ReportedStep",
     "TrialChannel",
@@ -63,6 +65,19 @@ class TrialIdentity:
 
 
 @dataclass(frozen=True)
+class DeviceMemory:
+    """The GPU memory a trial has.
+
+    Attributes:
+        total_mb: the memory of its GPU (``None``: no GPU, or unknown).
+        cap_mb: its cap when it shares the GPU (``None``: the whole GPU, or unknown).
+    """
+
+    total_mb: float | None = None
+    cap_mb: float | None = None
+
+
+@dataclass(frozen=True)
 class ReportedStep:
     """One ``ctx.report`` call, as kept by a local context."""
 
@@ -93,13 +108,13 @@ class TrialContext:
         channel: TrialChannel,
         prune_oracle: PruneOracle | None = None,
         resources: Mapping[str, float] | None = None,
-        memory_cap_mb: float | None = None,
+        memory: DeviceMemory = DeviceMemory(),
         pace: Callable[[], float] | None = None,
     ) -> None:
         self._trial = trial
         self._checkpoints: CheckpointFolder | None = None
         self._pace = pace
-        self._memory_cap_mb = memory_cap_mb
+        self._memory = memory
         self.declared_memory_mb: float | None = None
         self._channel = channel
         self._sources: list[MetricsSource] = []
@@ -120,6 +135,7 @@ class TrialContext:
         *,
         seed: int = 0,
         checkpoint_dir: str = "",
+        gpu_memory_mb: float | None = None,
     ) -> LocalTrialContext:
         """A context that keeps reports in memory, for running ``train`` without a search.
 
@@ -131,12 +147,13 @@ class TrialContext:
             speed_share: what :meth:`simulated_speed_share` answers (a shared simulated GPU).
             seed: what :attr:`seed` answers.
             checkpoint_dir: where checkpoints go (empty: a temporary folder).
+            gpu_memory_mb: the memory of the GPU the function is told it runs on.
         """
         return LocalTrialContext(
             trial=TrialIdentity(trial_number, seed, checkpoint_dir),
             device=device,
             prune_at=prune_at,
-            memory_cap_mb=memory_cap_mb,
+            memory=DeviceMemory(gpu_memory_mb, memory_cap_mb),
             pace=None if speed_share is None else (lambda: speed_share),
         )
 
@@ -209,7 +226,16 @@ class TrialContext:
         (``torch.cuda.set_per_process_memory_fraction``); a simulated workload
         honours it itself.
         """
-        return self._memory_cap_mb
+        return self._memory.cap_mb
+
+    @property
+    def gpu_memory_mb(self) -> float | None:
+        """The memory of this trial's GPU, in MiB; ``None`` without a GPU or where unknown.
+
+        The GPU as the search's telemetry reads it (NVML, or a simulated GPU's
+        declared size): what a simulated workload runs out of.
+        """
+        return self._memory.total_mb
 
     @property
     def last_step(self) -> int | None:
@@ -341,7 +367,7 @@ class LocalTrialContext(TrialContext):
         trial: TrialIdentity,
         device: str,
         prune_at: int | None,
-        memory_cap_mb: float | None = None,
+        memory: DeviceMemory = DeviceMemory(),
         pace: Callable[[], float] | None = None,
     ) -> None:
         self.history: list[ReportedStep] = []
@@ -353,7 +379,7 @@ class LocalTrialContext(TrialContext):
             device=device,
             channel=_Kept(self),
             prune_oracle=None if prune_at is None else (lambda step: step >= prune_at),
-            memory_cap_mb=memory_cap_mb,
+            memory=memory,
             pace=pace,
         )
 

@@ -1,25 +1,31 @@
-"""What the driver sends a trial worker, and what the worker reports back.
+"""What a runner launches, and what a trial's worker reports back: the typed seam.
 
-The driver puts a :class:`TrialSpec` in the Tune config next to the sampled
-parameters. The worker answers with results shaped as
-``{"hpsearch": {...}, "metrics": {...}}``: a ``report`` event for each
-``ctx.report`` call, ``gpu_load`` and ``knobs`` events when the trial declares
-them, and one ``end`` event when the training function returns or raises. Every
-payload is a small typed class with ``to_dict``/``from_dict``, so the two sides
-share field names in one place. Only the driver writes to Optuna and MLflow.
+The scheduler answers a runner with a :class:`TrialLaunch` (or a hold): the
+trials one worker runs (one, or several fused), the settings every trial of the
+search shares, the resources the policy admitted. The worker answers with
+:class:`WorkerEvent`\\ s: a ``report`` for each ``ctx.report``, ``gpu_load`` and
+``knobs`` when the trial declares them, and one ``end`` when the training
+function returns or raises.
+
+Every class here is typed end to end; the plain dicts a runner must pass
+through (Ray Tune's config and results) exist only inside that runner, made
+and read by :func:`dump_launch`/:func:`load_launch` and
+:func:`dump_event`/:func:`load_event` (pydantic, not hand-written pairs). Only
+the driver writes to Optuna and MLflow.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from hpsearch.oom import BatchRetry, OomReport
+from pydantic import BaseModel, ConfigDict, TypeAdapter
 
-PARAMS_KEY = "params"
-SPEC_KEY = "hpsearch"
-METRICS_KEY = "metrics"
+from hpsearch.oom import BatchRetry, OomReport, OomSpec, memory_cap_mb
+from hpsearch.placement import Admission
+from hpsearch.telemetry import GpuLoad
+from hpsearch.trial.script import CommandSpec
 
 
 class Outcome(StrEnum):
@@ -46,74 +52,102 @@ EXIT_TIMEOUT = 124
 """The exit code of a worker that ended itself past its trial's time limit (as ``timeout``'s)."""
 
 
-@dataclass(frozen=True)
-class TrialSpec:
-    """Everything a worker needs besides the parameters.
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class TrialSettings(_Frozen):
+    """What every trial of a search runs with: the config's settings, and the root's parts.
+
+    Built once, by the composition root; no field has a default here (each
+    setting is declared once, in the config section it comes from).
 
     Attributes:
-        number: the Optuna trial number.
-        train: the training function, ``package.module:function``.
+        train: the training function, ``package.module:function`` (empty for a script).
+        command: the training script of ``train: {command: ...}`` (``None``: a function).
         source: the config file (for error messages raised in the worker).
         objectives: the objective metric names (a number returned by ``train`` is
             the value of the only one).
-        cpus, gpus: the resources requested for this trial.
+        oom: the config's ``oom`` section.
+        timeout_s: the longest a trial may run (``execution.trial_timeout``); past it
+            the worker process ends itself with :data:`EXIT_TIMEOUT`.
         decision_board: name of the Ray actor holding pruning decisions; empty when
-            no pruner is configured, and ``ctx.should_prune()`` is then always false.
-        memory_cap_mb: the GPU memory this trial may use when it shares a GPU
-            (``None``: the whole GPU, or unknown).
-        oom_action: ``prune`` or ``retry_smaller_batch`` (``oom.action``).
-        max_halvings: the most times ``retry_smaller_batch`` halves the batch.
-        gpu_index: the GPU the packing policy chose on the trial's node (the worker
-            makes it the only visible one); ``None``: the GPU Ray assigned.
-        node: the Ray node id the trial is pinned to (with ``gpu_index``).
-        node_address: that node's address (its ``node:<address>`` resource).
-        ray_gpus: the GPU amount asked of Ray when it differs from ``gpus``.
+            no pruner is configured (``ctx.should_prune()`` is then always false).
         pace_file: where the driver publishes simulated GPUs' speed shares
             (``ctx.simulated_speed_share()``); empty: none.
-        timeout_s: the longest the trial may run (``execution.trial_timeout``); past
-            it the worker process ends itself with :data:`EXIT_TIMEOUT`.
-        stderr_file: where the worker copies the trial's stderr (empty: nowhere), read
-            by the driver when the worker dies and attached to the trial's MLflow run.
-        stdout_file: where the worker copies the trial's stdout (empty: nowhere).
-        seed: the trial's seed (``ctx.seed``).
-        checkpoint_dir: the trial's checkpoint folder (``ctx.checkpoint_dir``).
-        command: a training script's ``CommandSpec`` as JSON (empty: ``train`` is a function).
-        trial_dir: the trial's own folder (a command's ``HPSEARCH_TRIAL_DIR``).
+        worker_dir: a folder the driver shares with the workers of its machine: each
+            trial's stdout and stderr, each worker's exit (for a crash's record).
         workdir: the driver's working directory (a command runs there when it exists).
+        gpu_memory_mb: each GPU's memory (the smallest of the search's), to turn a
+            share into a memory cap and to tell a trial its GPU's size; ``None``: unknown.
+    """
+
+    train: str
+    command: CommandSpec | None
+    source: str
+    objectives: tuple[str, ...]
+    oom: OomSpec
+    timeout_s: float | None
+    decision_board: str
+    pace_file: str
+    worker_dir: str
+    workdir: str
+    gpu_memory_mb: float | None
+
+
+class MemberSpec(_Frozen):
+    """One trial of a launch: which Optuna trial, its parameters, its seed and folders.
+
+    Attributes:
+        number: the Optuna trial number.
+        params: the training function's parameters (the space's constants included).
+        seed: the trial's seed (``ctx.seed``).
+        checkpoint_dir: its checkpoint folder (``ctx.checkpoint_dir``), shared with its re-runs.
+        trial_dir: its own folder (a command's ``HPSEARCH_TRIAL_DIR``).
     """
 
     number: int
-    train: str
-    source: str
-    objectives: tuple[str, ...]
-    cpus: float
-    gpus: float
-    decision_board: str = ""
-    memory_cap_mb: float | None = None
-    oom_action: str = "prune"
-    max_halvings: int = 2
-    gpu_index: int | None = None
-    node: str | None = None
-    node_address: str | None = None
-    ray_gpus: float | None = None
-    pace_file: str = ""
-    timeout_s: float | None = None
-    stderr_file: str = ""
-    stdout_file: str = ""
-    seed: int = 0
-    checkpoint_dir: str = ""
-    command: str = ""
-    trial_dir: str = ""
-    workdir: str = ""
+    params: dict[str, Any]
+    seed: int
+    checkpoint_dir: str
+    trial_dir: str
 
-    def to_dict(self) -> dict[str, Any]:
-        """Plain dict for the Tune config."""
-        return asdict(self)
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TrialSpec:
-        """Inverse of :meth:`to_dict`."""
-        return cls(**{**data, "objectives": tuple(data["objectives"])})
+class TrialLaunch(_Frozen):
+    """What a runner starts: one worker running one trial (or several fused into one).
+
+    Attributes:
+        members: the trials it runs; one, unless fused.
+        settings: what every trial of the search runs with.
+        admission: the resources the policy admitted it with, and where.
+        stdout_file, stderr_file: where the worker copies its output (empty:
+            nowhere), read by the driver when the worker dies and attached to the
+            trials' MLflow runs.
+    """
+
+    members: tuple[MemberSpec, ...]
+    settings: TrialSettings
+    admission: Admission
+    stdout_file: str
+    stderr_file: str
+
+    @property
+    def trial(self) -> MemberSpec:
+        """The launch's only trial (a launch of several is fused)."""
+        if len(self.members) != 1:
+            raise ValueError(f"a launch of {len(self.members)} fused trials has no single trial")
+        return self.members[0]
+
+    @property
+    def memory_cap_mb(self) -> float | None:
+        """The GPU memory its trials may use when they share a GPU (``None``: whole, unknown)."""
+        return memory_cap_mb(self.admission.gpus, self.settings.gpu_memory_mb)
+
+    @property
+    def ray_gpus(self) -> float:
+        """The GPU amount asked of the runner (its own account may differ from the share)."""
+        admission = self.admission
+        return admission.ray_gpus if admission.ray_gpus is not None else admission.gpus
 
 
 @dataclass(frozen=True)
@@ -121,8 +155,9 @@ class Assignment:
     """Where the worker runs: what Ray assigned it, its node and its process.
 
     Stored on the Optuna trial as ``hpsearch.assigned`` in the dict shape of
-    :meth:`to_dict` (``CPU``, ``GPU``, ``gpu_ids``, ``node_id``, ``pid``, and
-    ``ray_gpu_ids`` when the packing policy chose another GPU than Ray's).
+    :meth:`to_dict` (Ray's resource names ``CPU`` and ``GPU``, ``gpu_ids``,
+    ``node_id``, ``pid``, and ``ray_gpu_ids`` when the packing policy chose another
+    GPU than Ray's): a record format read back from studies of any age.
     """
 
     cpus: float | None = None
@@ -148,7 +183,7 @@ class Assignment:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Assignment:
-        """Inverse of :meth:`to_dict`."""
+        """Read the stored shape."""
         ray_ids = data.get("ray_gpu_ids")
         return cls(
             cpus=_float_or_none(data.get("CPU")),
@@ -169,37 +204,6 @@ class Assignment:
 
 
 @dataclass(frozen=True)
-class GpuLoad:
-    """The load a trial declares on its simulated GPU (``ctx.simulate_gpu_load``).
-
-    Attributes:
-        utilization_pct: its duty cycle alone on the GPU (0-100).
-        memory_mb: the device memory its process holds, CUDA context included.
-        sm_share: the share of the GPU's SMs its kernels occupy (what MPS can overlap).
-        cpus: the CPUs its process keeps busy (its loop and DataLoader workers).
-    """
-
-    utilization_pct: float
-    memory_mb: float
-    sm_share: float = 1.0
-    cpus: float = 1.0
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain dict."""
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> GpuLoad:
-        """Inverse of :meth:`to_dict`."""
-        return cls(
-            float(data["utilization_pct"]),
-            float(data["memory_mb"]),
-            float(data.get("sm_share", 1.0)),
-            float(data.get("cpus", 1.0)),
-        )
-
-
-@dataclass(frozen=True)
 class KnobReport:
     """The throughput knobs in effect, and why any differ from the sampled parameters."""
 
@@ -207,13 +211,8 @@ class KnobReport:
     notes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain dict."""
+        """The stored shape (``hpsearch.knobs`` on the Optuna trial)."""
         return {"effective": dict(self.effective), "notes": list(self.notes)}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> KnobReport:
-        """Inverse of :meth:`to_dict`."""
-        return cls(dict(data.get("effective", {})), tuple(str(n) for n in data.get("notes", ())))
 
 
 @dataclass(frozen=True)
@@ -230,31 +229,15 @@ class EndReport:
     oom: OomReport | None = None
     retries: tuple[BatchRetry, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
-        """Plain dict."""
-        return {
-            "reason": self.reason,
-            "oom": self.oom.to_dict() if self.oom is not None else None,
-            "retries": [r.to_dict() for r in self.retries],
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> EndReport:
-        """Inverse of :meth:`to_dict`."""
-        oom = data.get("oom")
-        return cls(
-            reason=str(data.get("reason", "")),
-            oom=OomReport.from_dict(oom) if oom else None,
-            retries=tuple(BatchRetry.from_dict(r) for r in data.get("retries", ())),
-        )
-
 
 @dataclass(frozen=True)
 class WorkerEvent:
-    """One result sent by a worker, decoded in the driver.
+    """One event a worker sends, as the driver reads it.
 
     Attributes:
         kind: which event.
+        member: which trial of a fused launch it is about (its number); ``None``: the
+            launch's only trial.
         step: the step of a report.
         metrics: metrics of a report, or final metrics returned by the function.
         outcome: at the end: complete, fail or pruned.
@@ -266,6 +249,7 @@ class WorkerEvent:
     """
 
     kind: EventKind
+    member: int | None = None
     step: int | None = None
     metrics: dict[str, float] = field(default_factory=dict)
     outcome: Outcome | None = None
@@ -275,39 +259,29 @@ class WorkerEvent:
     knobs: KnobReport | None = None
     end: EndReport | None = None
 
-    def to_result(self) -> dict[str, Any]:
-        """The Tune result dict carrying this event."""
-        header: dict[str, Any] = {"kind": self.kind.value, "step": self.step}
-        if self.outcome is not None:
-            header["outcome"] = self.outcome.value
-        if self.error:
-            header["error"] = self.error
-        for name in ("assigned", "gpu_load", "knobs", "end"):
-            payload = getattr(self, name)
-            if payload is not None:
-                header[name] = payload.to_dict()
-        return {SPEC_KEY: header, METRICS_KEY: dict(self.metrics)}
 
-    @classmethod
-    def from_result(cls, result: dict[str, Any]) -> WorkerEvent | None:
-        """Decode a Tune result; ``None`` for results not sent by hpsearch's worker."""
-        header = result.get(SPEC_KEY)
-        if not isinstance(header, dict) or "kind" not in header:
-            return None
-        outcome = header.get("outcome")
-        assigned, load = header.get("assigned"), header.get("gpu_load")
-        knobs, end = header.get("knobs"), header.get("end")
-        return cls(
-            kind=EventKind(header["kind"]),
-            step=header.get("step"),
-            metrics=dict(result.get(METRICS_KEY) or {}),
-            outcome=Outcome(outcome) if outcome else None,
-            error=str(header.get("error", "")),
-            assigned=Assignment.from_dict(assigned) if assigned else None,
-            gpu_load=GpuLoad.from_dict(load) if load else None,
-            knobs=KnobReport.from_dict(knobs) if knobs else None,
-            end=EndReport.from_dict(end) if end else None,
-        )
+_EVENT = TypeAdapter(WorkerEvent)
+
+
+def dump_launch(launch: TrialLaunch) -> dict[str, Any]:
+    """A launch as plain data, for a runner that passes dicts (Ray Tune's config)."""
+    return launch.model_dump(mode="json")
+
+
+def load_launch(data: dict[str, Any]) -> TrialLaunch:
+    """The launch :func:`dump_launch` wrote."""
+    return TrialLaunch.model_validate(data)
+
+
+def dump_event(event: WorkerEvent) -> dict[str, Any]:
+    """An event as plain data, for a runner that passes dicts (Ray Tune's results)."""
+    data: dict[str, Any] = _EVENT.dump_python(event, mode="json", exclude_defaults=True)
+    return data
+
+
+def load_event(data: dict[str, Any]) -> WorkerEvent:
+    """The event :func:`dump_event` wrote."""
+    return _EVENT.validate_python(data)
 
 
 def _float_or_none(value: Any) -> float | None:

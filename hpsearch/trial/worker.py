@@ -17,15 +17,17 @@ import os
 import sys
 import threading
 import traceback
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
 from hpsearch.entrypoint import resolve_train_function
-from hpsearch.oom import BatchRetry, OomReport, device_oom
-from hpsearch.telemetry import PaceReader
+from hpsearch.oom import BatchRetry, OomReport, device_oom, retry_smaller
+from hpsearch.simulation import PaceReader
+from hpsearch.telemetry import GpuLoad
 from hpsearch.trial.context import (
+    DeviceMemory,
     PruneOracle,
     TrialContext,
     TrialIdentity,
@@ -37,10 +39,11 @@ from hpsearch.trial.protocol import (
     Assignment,
     EndReport,
     EventKind,
-    GpuLoad,
     KnobReport,
+    MemberSpec,
     Outcome,
-    TrialSpec,
+    TrialLaunch,
+    TrialSettings,
     WorkerEvent,
 )
 from hpsearch.trial.seeds import seed_everything
@@ -106,14 +109,13 @@ def time_limit(seconds: float | None, number: int) -> Iterator[None]:
 
 
 def execute_trial(
-    spec: TrialSpec,
-    params: dict[str, Any],
+    launch: TrialLaunch,
     *,
     assigned: Assignment,
     send: WorkerChannel,
     oracle: PruneOracle | None = None,
 ) -> WorkerEvent:
-    """Run ``train(params, ctx)`` for one trial; return its end event (not yet sent).
+    """Run ``train(params, ctx)`` for the launch's trial; return its end event (not yet sent).
 
     Every exception of the training function is caught and becomes a failed
     trial with its traceback: the search goes on, and the driver records the
@@ -122,14 +124,13 @@ def execute_trial(
     with the batch halved and gradient accumulation doubled (``end.retries``).
 
     Args:
-        spec: the trial's spec from the driver.
-        params: the sampled parameters.
+        launch: the trial and its settings, from the driver.
         assigned: where the worker runs (its GPU already chosen, see :func:`use_gpu`).
         send: where reports and declarations go while it runs.
         oracle: answers ``ctx.should_prune()`` for a step; ``None``: never prune.
     """
     channel = _Sender(send, assigned)
-    outcome, error, final, end = _call_train(spec, params, assigned, channel, oracle)
+    outcome, error, final, end = _call_train(launch, assigned, channel, oracle)
     return WorkerEvent(
         kind=EventKind.END,
         outcome=outcome,
@@ -149,77 +150,72 @@ class _Attempt:
 
 
 def _call_train(
-    spec: TrialSpec,
-    params: dict[str, Any],
+    launch: TrialLaunch,
     assigned: Assignment,
     channel: _Sender,
     oracle: PruneOracle | None,
 ) -> tuple[Outcome, str, dict[str, float], EndReport]:
     """The training function's outcome, error text (or prune message), final metrics, end."""
+    settings, trial = launch.settings, launch.trial
     try:
-        train = _train_of(spec)
-        _limit_torch_threads(spec.cpus)
+        train = _train_of(settings, trial)
+        _limit_torch_threads(launch.admission.cpus)
     except Exception:
         return Outcome.FAIL, traceback.format_exc(), {}, EndReport()
     # A script holds the GPU in its own process: this one must not start CUDA (a
     # context costs hundreds of MiB on the GPU); the script is told its cap instead.
-    device = "cpu" if spec.command else _device(assigned)
-    cap_mb = _apply_memory_cap(spec, device)
+    device = "cpu" if settings.command else _device(assigned)
+    cap_mb = _apply_memory_cap(launch, device)
     resources = {k: v for k, v in (("CPU", assigned.cpus), ("GPU", assigned.gpus)) if v is not None}
-    attempt = dict(params)
+    attempt = dict(trial.params)
     retries: list[BatchRetry] = []
-    pace = PaceReader(spec.pace_file, spec.number).share if spec.pace_file else None
+    pace = PaceReader(settings.pace_file, trial.number).share if settings.pace_file else None
     while True:
         ctx = TrialContext(
-            trial=TrialIdentity(spec.number, spec.seed, spec.checkpoint_dir),
+            trial=TrialIdentity(trial.number, trial.seed, trial.checkpoint_dir),
             device=device,
             channel=channel,
             prune_oracle=oracle,
             resources=resources,
-            memory_cap_mb=cap_mb,
+            memory=DeviceMemory(settings.gpu_memory_mb if assigned.gpu_ids else None, cap_mb),
             pace=pace,
         )
-        result = _attempt(train, attempt, ctx, spec)
+        result = _attempt(train, attempt, ctx, trial.seed, settings.objectives)
         if result.oom is None:
             final = dict(result.final or {})
             return result.outcome, result.error, final, EndReport(retries=tuple(retries))
         # Out of the except block (whose traceback held the failed frames' tensors),
         # the memory can be given back before anything else runs in this process.
         oom = replace(result.oom, peak_mb=_release_memory(device, ctx), cap_mb=cap_mb)
-        smaller = halved(attempt) if spec.oom_action == "retry_smaller_batch" else None
-        if smaller is None or len(retries) >= spec.max_halvings:
+        retry = retry_smaller(attempt, settings.oom, retries, oom.step)
+        if retry is None:
             return Outcome.PRUNED, "", {}, EndReport(oom=oom, retries=tuple(retries))
+        smaller, record = retry
         logger.warning(
             "trial %d: out of GPU memory at batch_size %s; retrying with %s",
-            spec.number,
-            attempt["batch_size"],
-            smaller["batch_size"],
+            trial.number,
+            record.batch_size,
+            record.retry_batch_size,
         )
-        retries.append(
-            BatchRetry(
-                step=oom.step,
-                batch_size=int(attempt["batch_size"]),
-                retry_batch_size=int(smaller["batch_size"]),
-                retry_grad_accum_steps=smaller.get("grad_accum_steps"),
-            )
-        )
+        retries.append(record)
         attempt = smaller
 
 
-def _train_of(spec: TrialSpec) -> Callable[..., Any]:
+def _train_of(settings: TrialSettings, trial: MemberSpec) -> Callable[..., Any]:
     """The trial's training function: the user's, or the runner of its training script."""
-    if not spec.command:
-        return resolve_train_function(spec.train, source=spec.source)
-    from hpsearch.config import CommandSpec
+    if settings.command is None:
+        return resolve_train_function(settings.train, source=settings.source)
     from hpsearch.trial.command import command_train
 
-    return command_train(
-        CommandSpec.model_validate_json(spec.command), spec.workdir, spec.trial_dir
-    )
+    return command_train(settings.command, settings.workdir, trial.trial_dir)
 
 
 def _attempt(
-    train: Callable[..., Any], params: dict[str, Any], ctx: TrialContext, spec: TrialSpec
+    train: Callable[..., Any],
+    params: dict[str, Any],
+    ctx: TrialContext,
+    seed: int,
+    objectives: Sequence[str],
 ) -> _Attempt:
     """One run of the training function.
 
@@ -227,9 +223,9 @@ def _attempt(
     frames (and their tensors) alive.
     """
     try:
-        seed_everything(spec.seed)
+        seed_everything(seed)
         returned = train(params, ctx)
-        final = _final_metrics(returned, spec)
+        final = _final_metrics(returned, objectives)
     except TrialPruned as pruned:
         return _Attempt(Outcome.PRUNED, str(pruned))
     except Exception as exc:
@@ -241,18 +237,7 @@ def _attempt(
     return _Attempt(Outcome.COMPLETE, final=final)
 
 
-def halved(params: dict[str, Any]) -> dict[str, Any] | None:
-    """``params`` with the micro-batch halved and accumulation doubled; ``None`` if it cannot be."""
-    batch = params.get("batch_size")
-    if not isinstance(batch, int) or isinstance(batch, bool) or batch < 2 or batch % 2:
-        return None
-    smaller = {**params, "batch_size": batch // 2}
-    if "effective_batch_size" not in params:  # the toolkit derives accumulation from it
-        smaller["grad_accum_steps"] = int(params.get("grad_accum_steps", 1)) * 2
-    return smaller
-
-
-def _apply_memory_cap(spec: TrialSpec, device: str) -> float | None:
+def _apply_memory_cap(launch: TrialLaunch, device: str) -> float | None:
     """Hold a trial that shares a GPU to its share of the memory; return the cap in MiB.
 
     Set on every trial, whole GPU included: a reused worker keeps the previous
@@ -260,10 +245,11 @@ def _apply_memory_cap(spec: TrialSpec, device: str) -> float | None:
     simulated GPU's memory) is passed on for the workload to honour.
     """
     if device != "cuda":
-        return spec.memory_cap_mb
+        return launch.memory_cap_mb
     import torch
 
-    fraction = spec.gpus if 0 < spec.gpus < 1 else 1.0
+    share = launch.admission.gpus
+    fraction = share if 0 < share < 1 else 1.0
     torch.cuda.set_per_process_memory_fraction(fraction)
     torch.cuda.reset_peak_memory_stats()
     if fraction >= 1.0:
@@ -284,18 +270,18 @@ def _release_memory(device: str, ctx: TrialContext) -> float | None:
     return ctx.declared_memory_mb
 
 
-def _final_metrics(returned: Any, spec: TrialSpec) -> dict[str, float]:
+def _final_metrics(returned: Any, objectives: Sequence[str]) -> dict[str, float]:
     """Metrics from the training function's return value: none, a mapping, or one number."""
     if returned is None:
         return {}
     if isinstance(returned, Mapping):
         return {str(k): as_metric_value(str(k), v) for k, v in returned.items()}
-    if len(spec.objectives) != 1:
+    if len(objectives) != 1:
         raise TypeError(
             f"train returned {type(returned).__name__} but the config has "
-            f"{len(spec.objectives)} objectives; return a dict of metrics instead"
+            f"{len(objectives)} objectives; return a dict of metrics instead"
         )
-    return {spec.objectives[0]: as_metric_value(spec.objectives[0], returned)}
+    return {objectives[0]: as_metric_value(objectives[0], returned)}
 
 
 def use_gpu(index: int, assigned: Assignment) -> Assignment:

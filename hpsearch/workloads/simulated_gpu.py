@@ -9,9 +9,10 @@ time, and reports a modelled validation accuracy that depends on capacity and
 learning rate, so a sampler has something real to find. No GPU; torch only
 to raise its out-of-memory error.
 
-Out of memory: when the modelled memory exceeds ``memory_budget_mb`` (the GPU's,
-by default the RTX 4050's 6141 MiB) or the trial's cap (``ctx.memory_cap_mb``,
-set when it shares its GPU), the first step raises the real
+Out of memory: when the modelled memory exceeds what the trial has (its GPU's
+memory, ``ctx.gpu_memory_mb``, as the search's telemetry reads it: a simulated
+GPU's declared size; or its cap, ``ctx.memory_cap_mb``, set when it shares its
+GPU; or ``memory_budget_mb`` when the space sets one), the first step raises the real
 ``torch.cuda.OutOfMemoryError``, as the allocation would on a GPU. With
 ``grad_accum_steps`` the micro-batch sets the memory and the effective batch
 (``batch_size * grad_accum_steps``) the accuracy, as in a real loop.
@@ -40,10 +41,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from hpsearch.oom import OomReport
-from hpsearch.telemetry import CUDA_CONTEXT_MB
+from hpsearch.simulation import CUDA_CONTEXT_MB, PlannedEpoch, TrialPlan
+from hpsearch.telemetry import GpuLoad
 from hpsearch.trial.context import TrialContext, TrialPruned
-from hpsearch.trial.plan import PlannedEpoch, TrialPlan
-from hpsearch.trial.protocol import GpuLoad
 from hpsearch.workloads import _params
 
 DEFAULTS: dict[str, Any] = {
@@ -56,7 +56,7 @@ DEFAULTS: dict[str, Any] = {
     "lr": 3e-3,
     "seed": 0,
     "time_scale": 1.0,
-    "memory_budget_mb": 6141.0,
+    "memory_budget_mb": None,
     "context_mb": CUDA_CONTEXT_MB,
     "num_workers": 0,
     "utilization_pct": None,
@@ -66,6 +66,7 @@ DEFAULTS: dict[str, Any] = {
 """Every parameter the workload reads, and its value when the space leaves it out.
 
 ``time_scale`` multiplies the time actually slept (0.5 runs twice as fast as modelled).
+``memory_budget_mb``, when given, is a memory budget of the trial's own, below its GPU's.
 ``utilization_pct``, ``memory_mb`` (the whole process, context included) and
 ``sm_share``, when given, replace the modelled ones (a scripted load: the seeds'
 11% and 167 MiB, a saturating job, a memory-heavy one).
@@ -122,11 +123,20 @@ def resolve_params(params: dict[str, Any]) -> dict[str, Any]:
     return _params.resolve_params(params, DEFAULTS, "simulated_gpu")
 
 
-def plan(params: dict[str, Any], memory_cap_mb: float | None = None) -> TrialPlan:
-    """The modelled run of a trial with ``params`` under a memory cap: its load and reports.
+def plan(
+    params: dict[str, Any],
+    gpu_memory_mb: float | None = None,
+    memory_cap_mb: float | None = None,
+) -> TrialPlan:
+    """The modelled run of a trial with ``params`` on its GPU: its load and reports.
 
     ``train`` plays this plan in real time; the simulated-time runner plays it on
     a virtual clock (``hpsearch.runner.SimulatedRunner``).
+
+    Args:
+        params: the trial's parameters.
+        gpu_memory_mb: the memory its GPU leaves it (``None``: no GPU, or unknown).
+        memory_cap_mb: its cap when it shares the GPU (``None``: none).
     """
     p = resolve_params(params)
     batch, width, depth = int(p["batch_size"]), int(p["width"]), int(p["depth"])
@@ -140,10 +150,8 @@ def plan(params: dict[str, Any], memory_cap_mb: float | None = None) -> TrialPla
     if p["sm_share"] is not None:
         profile = replace(profile, sm_share=float(p["sm_share"]))
     cpus = 1.0 + int(p["num_workers"])
-    limit = float(p["memory_budget_mb"])
-    if memory_cap_mb is not None:
-        limit = min(limit, memory_cap_mb)
-    if profile.memory_mb > limit:
+    limit = _least(p["memory_budget_mb"], gpu_memory_mb, memory_cap_mb)
+    if limit is not None and profile.memory_mb > limit:
         # Memory fills to the limit, then the allocation fails at once, not after a step.
         message = (
             f"CUDA out of memory. Tried to allocate {profile.memory_mb - limit:.0f} MiB "
@@ -176,6 +184,12 @@ def plan(params: dict[str, Any], memory_cap_mb: float | None = None) -> TrialPla
     return TrialPlan(load=load, epochs=tuple(reports), cpus=cpus)
 
 
+def _least(*limits: float | None) -> float | None:
+    """The smallest of the memory limits that apply (``None``: none does)."""
+    known = [float(limit) for limit in limits if limit is not None]
+    return min(known) if known else None
+
+
 PACE_CHECK_S = 0.1
 """How often a trial playing in real time asks its simulated GPU how fast it runs."""
 
@@ -198,7 +212,7 @@ def train(params: dict[str, Any], ctx: TrialContext) -> None:
     Trials that share a simulated GPU (``telemetry.simulated.source: load``) run
     at the pace its sharing model gives them, as in the simulated-time runner.
     """
-    planned = plan(params, ctx.memory_cap_mb)
+    planned = plan(params, ctx.gpu_memory_mb, ctx.memory_cap_mb)
     if planned.load is not None:
         load = planned.load
         ctx.simulate_gpu_load(

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from hpsearch.config import SimulatedSpec, load_config, parse_simulate
+from hpsearch.config import load_config
 from hpsearch.errors import ConfigError
+from hpsearch.simulation import SimulatedSpec, parse_simulate
 from tests.conftest import ConfigWriter
 
 

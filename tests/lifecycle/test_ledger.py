@@ -21,17 +21,16 @@ from hpsearch.placement import Admission, StaticPolicy
 from hpsearch.pruning import LocalVerdictBoard
 from hpsearch.results import load
 from hpsearch.scheduler import Hold
+from hpsearch.simulation import LoadModelBackend
 from hpsearch.study import BudgetCount, count_budget, open_study
-from hpsearch.telemetry import GpuInfo, LoadModelBackend
+from hpsearch.telemetry import GpuInfo, GpuLoad
 from hpsearch.tracking import PARENT_TAG, TRIAL_NUMBER_TAG
 from hpsearch.trial.protocol import (
-    PARAMS_KEY,
-    SPEC_KEY,
     Assignment,
     EndReport,
     EventKind,
-    GpuLoad,
     Outcome,
+    TrialLaunch,
     WorkerEvent,
 )
 from tests.conftest import ConfigWriter, age_heartbeat
@@ -46,10 +45,10 @@ def test_open_gives_the_runner_a_config(write_config: ConfigWriter, driver: Driv
     d = driver(load_config(write_config()))
     config = d.ledger.open("t0", ADMISSION)
     assert config is not None
-    assert set(config[PARAMS_KEY]) == {"x", "steps"}
-    assert config[PARAMS_KEY]["steps"] == 3
-    assert config[SPEC_KEY]["number"] == 0
-    assert config[SPEC_KEY]["gpus"] == 0.5
+    assert set(config.trial.params) == {"x", "steps"}
+    assert config.trial.params["steps"] == 3
+    assert config.trial.number == 0
+    assert config.admission.gpus == 0.5
     assert [t.gpus for t in d.parts.running.running()] == [0.5]
     trial = d.handle.study.trials[0]
     assert trial.state == TrialState.RUNNING
@@ -60,7 +59,7 @@ def test_complete_trial_in_optuna_and_mlflow(
     write_config: ConfigWriter, driver: DriverFactory
 ) -> None:
     d = driver(load_config(write_config()))
-    params = d.launch("t0")[PARAMS_KEY]
+    params = d.launch("t0").trial.params
     d.clock.now += 4.0
     d.ledger.event("t0", report(0, score=0.5, speed=10.0))
     d.ledger.event("t0", report(1, score=0.75, speed=12.0))
@@ -167,8 +166,8 @@ def test_a_trial_whose_node_died_runs_again_with_its_seed_and_checkpoints(
     assert again.user_attrs[attrs.RETRY_OF] == 0
     kept = {k: again.user_attrs[k] for k in (attrs.SEED, attrs.CHECKPOINT_DIR)}
     assert kept == {
-        attrs.SEED: spec[SPEC_KEY]["seed"],
-        attrs.CHECKPOINT_DIR: spec[SPEC_KEY]["checkpoint_dir"],
+        attrs.SEED: spec.trial.seed,
+        attrs.CHECKPOINT_DIR: spec.trial.checkpoint_dir,
     }
     assert again.user_attrs[attrs.RESUMES_RUN] == d.run_id(0)
     assert count_budget(d.handle.study.trials).finished == 0  # it counts once it has run
@@ -189,7 +188,7 @@ def test_interrupted_trials_are_requeued_and_not_counted(
     write_config: ConfigWriter, driver: DriverFactory
 ) -> None:
     d = driver(load_config(write_config()))
-    params = d.launch("t0")[PARAMS_KEY]
+    params = d.launch("t0").trial.params
     d.ledger.event("t0", report(0, score=0.5))
 
     assert d.ledger.interrupt_open() == 1
@@ -201,7 +200,7 @@ def test_interrupted_trials_are_requeued_and_not_counted(
     assert trials[1].user_attrs[attrs.RETRY_OF] == 0
     assert count_budget(trials) == BudgetCount(finished=0, running=0)
     assert d.tracker.client.get_run(d.run_id(0)).info.status == "KILLED"
-    again = d.launch("t1")[PARAMS_KEY]
+    again = d.launch("t1").trial.params
     assert again["x"] == params["x"]
 
 
@@ -377,8 +376,8 @@ def test_out_of_memory_is_pruned_retried_alone_then_infeasible_and_predicted(
 
     # 1. Out of memory while sharing a GPU (half of it): pruned, not held against the config.
     shared = d.parts.scheduler.suggest("shared")
-    assert isinstance(shared, dict)
-    assert shared[SPEC_KEY]["gpus"] == 0.5
+    assert isinstance(shared, TrialLaunch)
+    assert shared.admission.gpus == 0.5
     d.ledger.started("shared")
     d.clock.now += 3.0
     d.ledger.event("shared", report(0, score=0.1))
@@ -394,8 +393,8 @@ def test_out_of_memory_is_pruned_retried_alone_then_infeasible_and_predicted(
 
     # 2. The re-run gets a whole GPU; it runs out too: now it is infeasible.
     alone = d.parts.scheduler.suggest("alone")
-    assert isinstance(alone, dict)
-    assert alone[SPEC_KEY]["gpus"] == 1.0
+    assert isinstance(alone, TrialLaunch)
+    assert alone.admission.gpus == 1.0
     d.ledger.started("alone")
     d.clock.now += 1.0
     d.ledger.event("alone", _oom_end(step=None))
@@ -507,6 +506,6 @@ def test_nothing_is_launched_while_the_policy_has_no_room(
     write_config: ConfigWriter, driver: DriverFactory
 ) -> None:
     d = driver(load_config(write_config({"execution": {"max_concurrent": 1}})))
-    assert isinstance(d.parts.scheduler.suggest("a"), dict)
+    assert isinstance(d.parts.scheduler.suggest("a"), TrialLaunch)
     assert d.parts.scheduler.suggest("b") is Hold.WAIT
     assert len(d.handle.study.trials) == 1  # nothing asked of Optuna while waiting

@@ -12,11 +12,12 @@ from hpsearch.placement import (
     NodeGpus,
     PackingAdmission,
     PackingPolicy,
-    PackingSettings,
+    PackingSpec,
     RunningTrial,
 )
 from hpsearch.runner import VirtualClock
-from hpsearch.telemetry import ClusterReadings, GpuInfo, GpuMonitor, LoadModelBackend, TrialLoad
+from hpsearch.simulation import LoadModelBackend
+from hpsearch.telemetry import ClusterReadings, GpuInfo, GpuLoad, GpuMonitor, TrialLoad
 
 NODE = "3f2a9c0d1e"  # a Ray node id
 ADDRESS = "127.0.0.1"
@@ -26,7 +27,7 @@ CAPACITY = ClusterCapacity(cpus=16, gpus=2)
 class Rig:
     """Two simulated 6 GB GPUs, their monitor, and the admission policy reading them."""
 
-    def __init__(self, settings: PackingSettings) -> None:
+    def __init__(self, settings: PackingSpec) -> None:
         self.clock = VirtualClock(1000.0)
         gpus = [GpuInfo(i, "Simulated RTX 4050", 6141.0, 115.0) for i in (0, 1)]
         self.backend = LoadModelBackend(gpus)
@@ -72,7 +73,9 @@ class Rig:
         index = self.running.index(trial)
         assert trial.gpu_index is not None
         self.running[index] = replace(trial, warm_at=self.clock.now)
-        self.backend.set_load(trial.number, TrialLoad(util, memory, trial.pid, (trial.gpu_index,)))
+        self.backend.set_load(
+            trial.number, TrialLoad(GpuLoad(util, memory), trial.pid, (trial.gpu_index,))
+        )
 
     def wait(self, seconds: float) -> None:
         for _ in range(int(seconds / 0.5)):
@@ -81,7 +84,7 @@ class Rig:
 
 
 def test_trials_are_spread_then_packed_from_what_the_monitor_measured() -> None:
-    rig = Rig(PackingSettings(probe_seconds=2, cooldown_seconds=10))
+    rig = Rig(PackingSpec(probe_seconds=2, cooldown_seconds=10))
     first, second = rig.admit(), rig.admit()
     assert first is not None
     assert second is not None
@@ -107,7 +110,7 @@ def test_trials_are_spread_then_packed_from_what_the_monitor_measured() -> None:
 
 
 def test_an_oom_told_by_the_recorder_lowers_that_gpu_only() -> None:
-    rig = Rig(PackingSettings(probe_seconds=1, cooldown_seconds=30))
+    rig = Rig(PackingSpec(probe_seconds=1, cooldown_seconds=30))
     for _ in range(4):
         for trial in [t for t in rig.running if t.warm_at is None]:
             rig.warm(trial, util=10.0, memory=200.0)

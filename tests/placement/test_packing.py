@@ -11,7 +11,7 @@ from hpsearch.placement import (
     GpuView,
     OomEvent,
     PackingPolicy,
-    PackingSettings,
+    PackingSpec,
     PackingView,
     TrialOnGpu,
 )
@@ -19,7 +19,7 @@ from hpsearch.placement import (
 RTX4050_MB = 6141.0
 GPU0 = GpuKey("127.0.0.1", 0)
 GPU1 = GpuKey("127.0.0.1", 1)
-FAST = PackingSettings(probe_seconds=5.0, cooldown_seconds=20.0)
+FAST = PackingSpec(probe_seconds=5.0, cooldown_seconds=20.0)
 
 
 class Machine:
@@ -197,17 +197,15 @@ def test_memory_of_trials_not_yet_measured_counts_at_the_estimate() -> None:
 
 
 def test_off_and_fixed_modes() -> None:
-    off = Machine(PackingPolicy(PackingSettings(mode="off")), util=5, memory=100)
+    off = Machine(PackingPolicy(PackingSpec(mode="off")), util=5, memory=100)
     assert off.run(3) == 1
-    fixed = Machine(
-        PackingPolicy(PackingSettings(mode="fixed", trials_per_gpu=3)), util=95, memory=100
-    )
+    fixed = Machine(PackingPolicy(PackingSpec(mode="fixed", trials_per_gpu=3)), util=95, memory=100)
     assert fixed.run(2) == 3
     assert fixed.policy.decide(fixed.view())[GPU0].share == pytest.approx(1 / 3)
 
 
 def test_a_whole_gpu_goes_to_an_empty_gpu_only() -> None:
-    policy = PackingPolicy(PackingSettings(mode="fixed", trials_per_gpu=2))
+    policy = PackingPolicy(PackingSpec(mode="fixed", trials_per_gpu=2))
     machine = Machine(policy, util=5, memory=100, gpus=(GPU0, GPU1))
     machine.trials[GPU0].append(TrialOnGpu(0))
     view = machine.view()
@@ -235,8 +233,9 @@ def test_a_gpu_without_telemetry_holds_one_trial() -> None:
 
 
 def test_hysteresis_band_cannot_be_negative() -> None:
-    with pytest.raises(ValueError, match="saturation_util must not be below target_util"):
-        PackingPolicy(PackingSettings(target_util=90, saturation_util=85))
+    # Checked once, where the setting is read: the policy gets only a valid band.
+    with pytest.raises(ValueError, match=r"saturation_util \(85\) must not be below target_util"):
+        PackingSpec(target_util=90, saturation_util=85)
 
 
 def test_a_trial_of_a_new_kind_gets_no_neighbour_until_it_is_measured() -> None:

@@ -9,19 +9,21 @@ import pytest
 from ray.tune.search import Searcher
 
 from hpsearch.runner._adapters import Failure, LedgerCallback, SchedulerSearcher, SearchStopper
+from hpsearch.runner._tune_dicts import tune_config, tune_result
 from hpsearch.scheduler import Hold
 from hpsearch.trial.death import node_lost
-from hpsearch.trial.protocol import Assignment, EventKind, Outcome, WorkerEvent
+from hpsearch.trial.protocol import Assignment, EventKind, Outcome, TrialLaunch, WorkerEvent
+from tests.harness import make_launch
 
 
 class Answers:
     """A scheduler that answers from a list (the real one is tested in tests/test_scheduler.py)."""
 
-    def __init__(self, *answers: dict[str, Any] | Hold) -> None:
+    def __init__(self, *answers: TrialLaunch | Hold) -> None:
         self.answers = list(answers)
         self.late = False
 
-    def suggest(self, trial_id: str) -> dict[str, Any] | Hold:
+    def suggest(self, launch_id: str) -> TrialLaunch | Hold:
         return self.answers.pop(0)
 
     def overdue(self) -> bool:
@@ -57,20 +59,25 @@ class FakeTrial:
         return RuntimeError(self._error) if self._error else None
 
 
+ONE = make_launch({"x": 1})
+TWO = make_launch({"x": 2})
+
+
 def test_the_searcher_speaks_tunes_language() -> None:
-    searcher = SchedulerSearcher(Answers({"params": {"x": 1}}, Hold.WAIT, Hold.FINISHED))
-    assert searcher.suggest("a") == {"params": {"x": 1}}
+    searcher = SchedulerSearcher(Answers(ONE, Hold.WAIT, Hold.ELSEWHERE, Hold.FINISHED))
+    assert searcher.suggest("a") == tune_config(ONE)
     assert searcher.suggest("b") is None
-    assert searcher.suggest("c") == Searcher.FINISHED
+    assert searcher.suggest("c") is None
+    assert searcher.suggest("d") == Searcher.FINISHED
 
 
 def test_the_searcher_does_the_upkeep_before_it_says_to_wait() -> None:
     # Tune idles in suggest() when nothing runs: reclaiming must happen there too.
     events = Events()
     searcher = SchedulerSearcher(
-        Answers(Hold.WAIT, {"params": {"x": 2}}, Hold.WAIT, Hold.WAIT), upkeep=events.maintain
+        Answers(Hold.WAIT, TWO, Hold.WAIT, Hold.WAIT), upkeep=events.maintain
     )
-    assert searcher.suggest("a") == {"params": {"x": 2}}  # freed by the upkeep
+    assert searcher.suggest("a") == tune_config(TWO)  # freed by the upkeep
     assert searcher.suggest("b") is None
     assert events.told == [("maintain",), ("maintain",)]
 
@@ -92,7 +99,7 @@ def test_the_callback_forwards_every_event_and_ray_errors() -> None:
     report = WorkerEvent(EventKind.REPORT, step=0, metrics={"score": 1.0})
     trial: Any = FakeTrial("t1")
     callback.on_trial_start(0, [], trial)
-    callback.on_trial_result(0, [], trial, report.to_result())
+    callback.on_trial_result(0, [], trial, tune_result(report))
     callback.on_trial_result(0, [], trial, {"not": "ours"})
     callback.on_trial_complete(0, [], trial)
     callback.on_trial_error(0, [], FakeTrial("t2", "the actor died"))  # type: ignore[arg-type]
@@ -130,7 +137,7 @@ def test_an_unreachable_worker_on_a_node_ray_then_marks_dead_is_a_lost_node(
 
     callback = LedgerCallback(events, node_gone=node_gone)
     placed = WorkerEvent(EventKind.REPORT, step=0, assigned=Assignment(node_id=NODE))
-    callback.on_trial_result(0, [], FakeTrial("t1"), placed.to_result())  # type: ignore[arg-type]
+    callback.on_trial_result(0, [], FakeTrial("t1"), tune_result(placed))  # type: ignore[arg-type]
     callback.on_trial_error(0, [], FakeTrial("t1", UNREACHABLE))  # type: ignore[arg-type]
     crash = events.told[-1][2]
     assert asked == [NODE]
@@ -151,7 +158,7 @@ def test_a_failure_on_hpsearchs_side_is_kept_stops_the_search_and_is_raised_afte
     failure, events = Failure(), FullDisk()
     callback = LedgerCallback(events, failure)
     stopper = SearchStopper(Answers(), failure)
-    searcher = SchedulerSearcher(Answers({"params": {"x": 1}}), failure=failure)
+    searcher = SchedulerSearcher(Answers(ONE), failure=failure)
     callback.on_trial_start(0, [], FakeTrial("t1"))  # type: ignore[arg-type]
     assert not stopper.stop_all()
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from ray.tune.execution.placement_groups import PlacementGroupFactory
 
+from hpsearch.placement import Admission
 from hpsearch.runner._trainable import trial_resources
-from hpsearch.trial.protocol import SPEC_KEY, TrialSpec
+from hpsearch.runner._tune_dicts import launch_of, tune_config
+from tests.harness import make_launch
 
 
 def _config(
@@ -14,19 +16,19 @@ def _config(
     node_address: str | None = None,
     ray_gpus: float | None = None,
 ) -> dict[str, object]:
-    spec = TrialSpec(
-        number=0,
-        train="m:f",
-        source="c.yaml",
-        objectives=("a",),
+    admission = Admission(
         cpus=2.0,
         gpus=0.25,
+        reason="test",
         gpu_index=gpu_index,
         node=node,
         node_address=node_address,
         ray_gpus=ray_gpus,
     )
-    return {SPEC_KEY: spec.to_dict()}
+    launch = make_launch({"x": 1.5, "name": "a"}, train="m:f", admission=admission)
+    config = tune_config(launch)
+    assert launch_of(config) == launch  # through Tune's config and back, whole
+    return config
 
 
 def test_a_trial_ray_places_asks_for_its_share() -> None:

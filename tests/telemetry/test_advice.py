@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from hpsearch.telemetry import (
-    GpuSample,
+from hpsearch.monitoring import (
     Verdict,
     packing_estimate,
-    read_trace,
     recommendations,
     render_report,
-    summarize,
-    trace_path,
     verdict_of,
 )
+from hpsearch.simulation import trace_path
+from hpsearch.telemetry import GpuSample, read_trace, summarize
 from hpsearch.telemetry._summary import GpuSummary
 
 
@@ -88,12 +86,12 @@ def test_the_monitor_and_the_packing_policy_agree(util: float, memory: float) ->
         GpuKey,
         GpuView,
         PackingPolicy,
-        PackingSettings,
+        PackingSpec,
         PackingView,
         TrialOnGpu,
     )
 
-    policy = PackingPolicy(PackingSettings(probe_seconds=1))
+    policy = PackingPolicy(PackingSpec(probe_seconds=1))
     gpu = GpuKey("node", 0)
     alone = GpuView(gpu, 6141.0, (TrialOnGpu(0, warm_at=0.0, memory_mb=memory),), 0.0, util, memory)
     view = PackingView(now=2.0, gpus=(alone,), node_cpus={"node": 64.0})

@@ -9,22 +9,25 @@ from pathlib import Path
 
 import pytest
 
-from hpsearch.telemetry import (
+from hpsearch.simulation import (
     BUILTIN_TRACES,
     ConstantBackend,
+    LoadModelBackend,
+    TraceBackend,
+    trace_path,
+)
+from hpsearch.telemetry import (
     GpuInfo,
+    GpuLoad,
     GpuProcess,
     GpuSample,
-    LoadModelBackend,
     NvmlBackend,
     TelemetryBackend,
     TelemetryUnavailable,
-    TraceBackend,
     TraceError,
     TraceWriter,
     TrialLoad,
     read_trace,
-    trace_path,
 )
 from tests.telemetry.conftest import FakeGpu, FakeNvml
 
@@ -138,9 +141,9 @@ def test_load_model_sums_the_running_trials() -> None:
     idle = backend.sample(0.0)[0]
     assert idle.utilization_pct == 0.0
     assert idle.power_w == pytest.approx(5.0)
-    backend.set_load(1, TrialLoad(60.0, 2000.0, pid=11, gpus=(0,)))
-    backend.set_load(2, TrialLoad(70.0, 1500.0, pid=12, gpus=(0,)))
-    backend.set_load(3, TrialLoad(10.0, 300.0, pid=13, gpus=(1,)))
+    backend.set_load(1, TrialLoad(GpuLoad(60.0, 2000.0), 11, (0,)))
+    backend.set_load(2, TrialLoad(GpuLoad(70.0, 1500.0), 12, (0,)))
+    backend.set_load(3, TrialLoad(GpuLoad(10.0, 300.0), 13, (1,)))
     gpu0, gpu1 = backend.sample(1.0)
     assert gpu0.utilization_pct == 100.0  # capped: two trials time-slice one GPU
     assert gpu0.memory_used_mb == 3500.0

@@ -6,13 +6,8 @@ import threading
 
 import pytest
 
-from hpsearch.telemetry import (
-    ConstantBackend,
-    GpuInfo,
-    GpuMonitor,
-    GpuSample,
-    TelemetryBackend,
-)
+from hpsearch.simulation import ConstantBackend
+from hpsearch.telemetry import GpuInfo, GpuMonitor, GpuSample, TelemetryBackend
 
 GPUS = [GpuInfo(0, "a", 1000.0, 100.0), GpuInfo(1, "b", 1000.0, 100.0)]
 

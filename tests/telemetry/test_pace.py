@@ -7,15 +7,8 @@ from pathlib import Path
 import pytest
 
 from hpsearch.runner import VirtualClock
-from hpsearch.telemetry import (
-    GpuDemand,
-    GpuInfo,
-    LoadModelBackend,
-    PacePublisher,
-    PaceReader,
-    SharingModel,
-    TrialLoad,
-)
+from hpsearch.simulation import LoadModelBackend, PacePublisher, PaceReader, SharingModel
+from hpsearch.telemetry import GpuDemand, GpuInfo, GpuLoad, TrialLoad
 
 
 def test_workers_read_the_pace_the_load_model_gives_them(tmp_path: Path) -> None:
@@ -26,9 +19,9 @@ def test_workers_read_the_pace_the_load_model_gives_them(tmp_path: Path) -> None
     first, second = PaceReader(str(path), 0, clock), PaceReader(str(path), 1, clock)
     assert first.share() == 1.0  # nothing declared yet: solo speed
 
-    publisher.set_load(0, TrialLoad(60.0, 500.0, None, (0,)))
-    publisher.set_load(1, TrialLoad(60.0, 500.0, None, (0,)))
-    publisher.set_load(2, TrialLoad(60.0, 500.0, None, (1,)))  # alone on GPU 1
+    publisher.set_load(0, TrialLoad(GpuLoad(60.0, 500.0), None, (0,)))
+    publisher.set_load(1, TrialLoad(GpuLoad(60.0, 500.0), None, (0,)))
+    publisher.set_load(2, TrialLoad(GpuLoad(60.0, 500.0), None, (1,)))  # alone on GPU 1
     both = SharingModel().gpu_rates([GpuDemand(60.0)] * 2)[0]
     clock.now += 1.0
     assert first.share() == pytest.approx(both)
@@ -51,10 +44,10 @@ def test_trials_that_want_more_cpus_than_the_node_has_slow_in_proportion(
     publisher = PacePublisher(model, path, cores=8.0)
     clock = VirtualClock(0.0)
     reader = PaceReader(str(path), 0, clock)
-    publisher.set_load(0, TrialLoad(10.0, 500.0, None, (0,), cpus=4.0))
-    publisher.set_load(1, TrialLoad(10.0, 500.0, None, (1,), cpus=4.0))
+    publisher.set_load(0, TrialLoad(GpuLoad(10.0, 500.0, cpus=4.0), None, (0,)))
+    publisher.set_load(1, TrialLoad(GpuLoad(10.0, 500.0, cpus=4.0), None, (1,)))
     assert reader.share() == 1.0  # 8 CPUs wanted, 8 there: each GPU alone, no slowdown
-    publisher.set_load(2, TrialLoad(10.0, 500.0, None, (1,), cpus=8.0))
+    publisher.set_load(2, TrialLoad(GpuLoad(10.0, 500.0, cpus=8.0), None, (1,)))
     clock.now += 1.0
     assert reader.share() == pytest.approx(8.0 / 16.0)  # 16 CPUs wanted of 8
     assert publisher.speed_shares()[0] == pytest.approx(0.5)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from hpsearch.telemetry import GpuDemand, SharingModel, cpu_rate
+from hpsearch.simulation import SharingModel, cpu_rate
+from hpsearch.telemetry import GpuDemand
 
 TIME_SLICED = SharingModel()
 MPS = SharingModel(mps=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from hpsearch.simulation import trace_path
 from hpsearch.telemetry import (
     GpuSample,
     Reading,
@@ -11,7 +12,6 @@ from hpsearch.telemetry import (
     implausible_readings,
     read_trace,
     summarize,
-    trace_path,
 )
 
 

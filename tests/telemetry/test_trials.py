@@ -4,22 +4,25 @@ from __future__ import annotations
 
 import pytest
 
-from hpsearch.config import ObjectiveSpec
 from hpsearch.runner import VirtualClock as Clock
+from hpsearch.simulation import LoadModelBackend, SharingModel
 from hpsearch.telemetry import (
     ClusterGpuMetrics,
     ClusterReadings,
     GpuDemand,
     GpuInfo,
+    GpuLoad,
     GpuMonitor,
-    LoadModelBackend,
-    SharingModel,
     TrialGpuMetrics,
     TrialLoad,
+    objective_reading,
     solo_metrics,
 )
 
 GPUS = [GpuInfo(0, "sim", 6141.0, 115.0), GpuInfo(1, "sim", 6141.0, 115.0)]
+
+SHARING = SharingModel()
+"""The sharing model's defaults (the root passes the simulated GPUs' own)."""
 
 
 @pytest.fixture
@@ -43,12 +46,12 @@ def _tick(monitor: GpuMonitor, clock: Clock, seconds: int) -> None:
 def test_two_trials_sharing_a_gpu(
     model: LoadModelBackend, monitor: GpuMonitor, clock: Clock
 ) -> None:
-    gpu = TrialGpuMetrics(monitor, load_sink=model)
+    gpu = TrialGpuMetrics(monitor, load_sink=model, sharing=SHARING)
     assert gpu.placed(0, gpu_ids=["0"], pid=100, started_at=clock.now) == ""
-    gpu.declared_load(0, 30.0, 1000.0)
+    gpu.declared_load(0, GpuLoad(30.0, 1000.0))
     _tick(monitor, clock, 2)
     gpu.placed(1, gpu_ids=["0"], pid=101, started_at=clock.now)
-    gpu.declared_load(1, 40.0, 500.0)
+    gpu.declared_load(1, GpuLoad(40.0, 500.0))
     _tick(monitor, clock, 3)
 
     points = gpu.new_points(0)
@@ -90,7 +93,7 @@ def test_two_trials_sharing_a_gpu(
 def test_a_trial_on_each_gpu_is_not_a_co_tenant(
     model: LoadModelBackend, monitor: GpuMonitor, clock: Clock
 ) -> None:
-    gpu = TrialGpuMetrics(monitor, load_sink=model)
+    gpu = TrialGpuMetrics(monitor, load_sink=model, sharing=SHARING)
     gpu.placed(0, gpu_ids=["0"], pid=1, started_at=clock.now)
     gpu.placed(1, gpu_ids=["1"], pid=2, started_at=clock.now)
     _tick(monitor, clock, 2)
@@ -103,9 +106,9 @@ def test_a_trial_on_each_gpu_is_not_a_co_tenant(
 def test_a_multi_gpu_trial_gets_a_series_per_gpu(
     model: LoadModelBackend, monitor: GpuMonitor, clock: Clock
 ) -> None:
-    gpu = TrialGpuMetrics(monitor, load_sink=model)
+    gpu = TrialGpuMetrics(monitor, load_sink=model, sharing=SHARING)
     gpu.placed(0, gpu_ids=["0", "1"], pid=1, started_at=clock.now)
-    gpu.declared_load(0, 50.0, 800.0)
+    gpu.declared_load(0, GpuLoad(50.0, 800.0))
     _tick(monitor, clock, 2)
     (first, _) = gpu.new_points(0)
     assert first.metrics["system/gpu_0_utilization_percentage"] == 50.0
@@ -119,9 +122,9 @@ def test_a_multi_gpu_trial_gets_a_series_per_gpu(
 def test_a_trial_shorter_than_the_interval_still_gets_one_reading(
     model: LoadModelBackend, monitor: GpuMonitor, clock: Clock
 ) -> None:
-    gpu = TrialGpuMetrics(monitor, load_sink=model)
+    gpu = TrialGpuMetrics(monitor, load_sink=model, sharing=SHARING)
     gpu.placed(0, gpu_ids=["0"], pid=1, started_at=clock.now)
-    gpu.declared_load(0, 20.0, 300.0)
+    gpu.declared_load(0, GpuLoad(20.0, 300.0))
     ended = clock.now + 0.3
     clock.now += 0.31  # the driver learns of the end a moment after it
     points, report = gpu.finish(0, ended)
@@ -133,7 +136,9 @@ def test_a_trial_shorter_than_the_interval_still_gets_one_reading(
 def test_trials_whose_gpus_are_not_sampled_say_why(
     model: LoadModelBackend, monitor: GpuMonitor, clock: Clock
 ) -> None:
-    gpu = ClusterGpuMetrics(ClusterReadings("driver-node", monitor), local_sink=model)
+    gpu = ClusterGpuMetrics(
+        ClusterReadings("driver-node", monitor), local_sink=model, sharing=SHARING
+    )
     other = gpu.placed(0, gpu_ids=["0"], node_id="worker-node", pid=1, started_at=clock.now)
     assert other == "not sampled: no GPU monitor reads Ray node worker-node"
     unknown = gpu.placed(1, gpu_ids=["7"], node_id="driver-node", pid=1, started_at=clock.now)
@@ -149,13 +154,13 @@ def test_each_trials_series_comes_from_the_node_it_ran_on(clock: Clock) -> None:
     remote = GpuMonitor(there, interval_s=1.0, clock=clock)  # another node's, streamed here
     readings = ClusterReadings("driver-node", local)
     readings.add("worker-node", remote, sink=there)
-    gpu = ClusterGpuMetrics(readings, local_sink=here)
+    gpu = ClusterGpuMetrics(readings, local_sink=here, sharing=SHARING)
     assert readings.monitored() == {"worker-node": {0: 6141.0}, "driver-node": {0: 6141.0}}
 
     gpu.placed(0, gpu_ids=["0"], node_id="driver-node", pid=1, started_at=clock.now)
     gpu.placed(1, gpu_ids=["0"], node_id="worker-node", pid=2, started_at=clock.now)
-    gpu.declared_load(0, 20.0, 300.0)
-    gpu.declared_load(1, 70.0, 900.0)  # reaches the worker node's load model only
+    gpu.declared_load(0, GpuLoad(20.0, 300.0))
+    gpu.declared_load(1, GpuLoad(70.0, 900.0))  # reaches the worker node's load model only
     for _ in range(3):
         clock.now += 1.0
         local.sample_now()
@@ -183,13 +188,13 @@ def test_each_trials_series_comes_from_the_node_it_ran_on(clock: Clock) -> None:
 def test_a_shared_trial_runs_at_the_sharing_models_share_of_its_solo_speed(
     model: LoadModelBackend, monitor: GpuMonitor, clock: Clock
 ) -> None:
-    gpu = TrialGpuMetrics(monitor, load_sink=model)
+    gpu = TrialGpuMetrics(monitor, load_sink=model, sharing=SHARING)
     start = clock.now
     gpu.placed(0, gpu_ids=["0"], pid=1, started_at=start)
-    gpu.declared_load(0, 60.0, 500.0)
+    gpu.declared_load(0, GpuLoad(60.0, 500.0))
     _tick(monitor, clock, 10)
     gpu.placed(1, gpu_ids=["0"], pid=2, started_at=clock.now)
-    gpu.declared_load(1, 60.0, 500.0)
+    gpu.declared_load(1, GpuLoad(60.0, 500.0))
     _tick(monitor, clock, 10)
 
     # Two 60% trials ask 120% of a time-sliced GPU: 100/120 of solo speed, less 3%.
@@ -211,23 +216,23 @@ def test_without_declared_loads_the_readings_tell_the_share(
 ) -> None:
     # Real GPUs declare nothing: the share comes from the readings. The model shows
     # the loads (set directly), the trials' records do not know them.
-    gpu = TrialGpuMetrics(monitor)
+    gpu = TrialGpuMetrics(monitor, sharing=SHARING)
     start = clock.now
     gpu.placed(0, gpu_ids=["0"], pid=1, started_at=start)
-    model.set_load(0, TrialLoad(20.0, 500.0, 1, (0,)))
+    model.set_load(0, TrialLoad(GpuLoad(20.0, 500.0), 1, (0,)))
     gpu.placed(1, gpu_ids=["0"], pid=2, started_at=start)
-    model.set_load(1, TrialLoad(20.0, 500.0, 2, (0,)))
+    model.set_load(1, TrialLoad(GpuLoad(20.0, 500.0), 2, (0,)))
     _tick(monitor, clock, 5)
     # Not busy (40%): the reading is the demand; only the switching cost slows them.
     assert gpu.speed_share(0, start, clock.now) == pytest.approx(0.97)
 
     model.clear_load(1)
     gpu.finish(1, clock.now)
-    model.set_load(0, TrialLoad(70.0, 500.0, 1, (0,)))
+    model.set_load(0, TrialLoad(GpuLoad(70.0, 500.0), 1, (0,)))
     alone = clock.now
     _tick(monitor, clock, 5)  # trial 0 alone: 70% is its solo utilisation
     gpu.placed(2, gpu_ids=["0"], pid=3, started_at=clock.now)
-    model.set_load(2, TrialLoad(70.0, 500.0, 3, (0,)))
+    model.set_load(2, TrialLoad(GpuLoad(70.0, 500.0), 3, (0,)))
     shared = clock.now
     _tick(monitor, clock, 5)
     assert gpu.speed_share(0, alone, shared) == pytest.approx(1.0)
@@ -245,8 +250,6 @@ def test_speed_metrics_get_solo_twins_and_objectives_read_them() -> None:
     twins = solo_metrics(metrics, 0.5)
     # A rate doubles, a duration halves; other metrics have no twin.
     assert twins == {"samples_per_sec_solo": 1000.0, "step_time_ms_solo": 4.0}
-    speed = ObjectiveSpec(metric="samples_per_sec", direction="maximize")
-    accuracy = ObjectiveSpec(metric="val_accuracy", direction="maximize")
-    assert speed.read({**metrics, **twins}) == 1000.0
-    assert speed.read(metrics) == 500.0  # no twin (no GPU sampled): as measured
-    assert accuracy.read({**metrics, **twins}) == 0.9
+    assert objective_reading({**metrics, **twins}, "samples_per_sec") == 1000.0
+    assert objective_reading(metrics, "samples_per_sec") == 500.0  # no twin: as measured
+    assert objective_reading({**metrics, **twins}, "val_accuracy") == 0.9

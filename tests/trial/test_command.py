@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 
 from hpsearch import TrialContext
-from hpsearch.config import CommandSpec
 from hpsearch.trial.command import CommandFailed, command_line, parse_line, run_command
-from hpsearch.trial.protocol import Assignment, EventKind, Outcome, TrialSpec, WorkerEvent
+from hpsearch.trial.protocol import Assignment, EventKind, Outcome, WorkerEvent
+from hpsearch.trial.script import CommandSpec
 from hpsearch.trial.worker import execute_trial
+from tests.harness import make_launch
 
 pytestmark = pytest.mark.process  # each test runs a script
 
@@ -175,20 +176,15 @@ def test_a_script_out_of_gpu_memory_is_pruned_as_an_oom_by_the_worker(tmp_path: 
         sys.exit(1)
         """,
     )
-    command = CommandSpec(command=["python", script, "{x}"])
-    spec = TrialSpec(
+    launch = make_launch(
+        {"x": 1},
         number=2,
-        train="",
-        source="c.yaml",
-        objectives=("score",),
-        cpus=1.0,
-        gpus=0.0,
-        command=command.model_dump_json(),
+        command=CommandSpec(command=["python", script, "{x}"]),
         workdir=str(tmp_path),
         trial_dir=str(tmp_path / "trial"),
     )
     sent: list[WorkerEvent] = []
-    end = execute_trial(spec, {"x": 1}, assigned=Assignment(cpus=1.0), send=sent.append)
+    end = execute_trial(launch, assigned=Assignment(cpus=1.0), send=sent.append)
     assert [e.kind for e in sent] == [EventKind.REPORT]
     assert end.outcome is Outcome.PRUNED
     assert end.end is not None

@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from hpsearch import TrialContext
+from hpsearch.telemetry import GpuLoad
 from hpsearch.trial.context import TrialIdentity
-from hpsearch.trial.protocol import GpuLoad, KnobReport
+from hpsearch.trial.protocol import KnobReport
 
 
 def test_local_context_records_reports() -> None:

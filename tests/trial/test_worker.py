@@ -4,27 +4,31 @@ from __future__ import annotations
 
 from typing import Any
 
-from hpsearch.oom import BatchRetry
-from hpsearch.trial.protocol import Assignment, EventKind, Outcome, TrialSpec, WorkerEvent
-from hpsearch.trial.worker import execute_trial, halved
+from hpsearch.oom import BatchRetry, OomSpec, halved
+from hpsearch.trial.protocol import (
+    Assignment,
+    EventKind,
+    Outcome,
+    WorkerEvent,
+    dump_event,
+    load_event,
+)
+from hpsearch.trial.worker import execute_trial
+from tests.harness import make_launch
 
 HERE = Assignment(cpus=1.0, gpu_ids=(), node_id="node", pid=7)
 
 
-def _spec(train: str, **fields: Any) -> TrialSpec:
-    return TrialSpec(
-        number=3, train=train, source="c.yaml", objectives=("score",), cpus=1.0, gpus=0.0, **fields
-    )
-
-
-def _execute(spec: TrialSpec, params: dict[str, Any]) -> tuple[list[WorkerEvent], WorkerEvent]:
+def _execute(
+    train: str, params: dict[str, Any], oom: OomSpec | None = None
+) -> tuple[list[WorkerEvent], WorkerEvent]:
     sent: list[WorkerEvent] = []
-    end = execute_trial(spec, params, assigned=HERE, send=sent.append)
+    end = execute_trial(make_launch(params, train=train, oom=oom), assigned=HERE, send=sent.append)
     return sent, end
 
 
 def test_reports_reach_the_driver_and_the_first_carries_the_placement() -> None:
-    sent, end = _execute(_spec("tests.train_functions:quick"), {"x": 0.5, "steps": 3})
+    sent, end = _execute("tests.train_functions:quick", {"x": 0.5, "steps": 3})
     assert [e.kind for e in sent] == [EventKind.REPORT] * 3
     assert [e.step for e in sent] == [0, 1, 2]
     assert sent[0].assigned == HERE
@@ -32,16 +36,15 @@ def test_reports_reach_the_driver_and_the_first_carries_the_placement() -> None:
     assert end.kind is EventKind.END
     assert end.outcome is Outcome.COMPLETE
     assert end.assigned == HERE
-    # Through a Tune result and back, as the driver decodes it.
-    decoded = WorkerEvent.from_result(sent[0].to_result())
-    assert decoded == sent[0]
+    # As plain data (a runner's) and back, as the driver decodes it.
+    assert [load_event(dump_event(e)) for e in [*sent, end]] == [*sent, end]
 
 
 def test_a_failure_keeps_its_traceback_and_a_returned_value_completes() -> None:
-    _, failed = _execute(_spec("tests.train_functions:failing"), {"x": 0.9})
+    _, failed = _execute("tests.train_functions:failing", {"x": 0.9})
     assert failed.outcome is Outcome.FAIL
     assert "RuntimeError: boom at x=0.900" in failed.error
-    _, returned = _execute(_spec("tests.train_functions:returns_value"), {"x": 2.0})
+    _, returned = _execute("tests.train_functions:returns_value", {"x": 2.0})
     assert returned.outcome is Outcome.COMPLETE
     assert returned.metrics == {"score": 4.0}
 
@@ -54,18 +57,16 @@ def test_should_prune_asks_the_oracle_for_the_step_just_reported() -> None:
         return step >= 2
 
     sent: list[WorkerEvent] = []
-    spec = _spec("tests.train_functions:prunable")
-    end = execute_trial(
-        spec, {"x": 0.5, "steps": 6}, assigned=HERE, send=sent.append, oracle=oracle
-    )
+    launch = make_launch({"x": 0.5, "steps": 6}, train="tests.train_functions:prunable")
+    end = execute_trial(launch, assigned=HERE, send=sent.append, oracle=oracle)
     assert end.outcome is Outcome.PRUNED
     assert asked == [0, 1, 2]
     assert [e.step for e in sent] == [0, 1, 2]
 
 
 def test_out_of_memory_retries_with_half_the_batch_until_it_fits() -> None:
-    spec = _spec("tests.train_functions:fits_up_to", oom_action="retry_smaller_batch")
-    sent, end = _execute(spec, {"batch_size": 128, "fits": 32})
+    retry = OomSpec(action="retry_smaller_batch")
+    sent, end = _execute("tests.train_functions:fits_up_to", {"batch_size": 128, "fits": 32}, retry)
 
     assert end.outcome is Outcome.COMPLETE
     assert end.end is not None
@@ -79,10 +80,8 @@ def test_out_of_memory_retries_with_half_the_batch_until_it_fits() -> None:
 
 
 def test_out_of_memory_past_the_last_halving_is_pruned_with_its_report() -> None:
-    spec = _spec(
-        "tests.train_functions:fits_up_to", oom_action="retry_smaller_batch", max_halvings=1
-    )
-    _, end = _execute(spec, {"batch_size": 128, "fits": 16})
+    once = OomSpec(action="retry_smaller_batch", max_halvings=1)
+    _, end = _execute("tests.train_functions:fits_up_to", {"batch_size": 128, "fits": 16}, once)
 
     assert end.outcome is Outcome.PRUNED
     assert end.error == ""
@@ -95,7 +94,7 @@ def test_out_of_memory_past_the_last_halving_is_pruned_with_its_report() -> None
 
 
 def test_without_retries_out_of_memory_ends_the_trial_at_once() -> None:
-    _, end = _execute(_spec("tests.train_functions:fits_up_to"), {"batch_size": 64, "fits": 32})
+    _, end = _execute("tests.train_functions:fits_up_to", {"batch_size": 64, "fits": 32})
     assert end.outcome is Outcome.PRUNED
     assert end.end is not None
     assert end.end.oom is not None

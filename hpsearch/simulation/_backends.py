@@ -13,15 +13,20 @@ from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
 
-from hpsearch.telemetry._base import (
+from hpsearch.errors import HpsearchError
+from hpsearch.simulation._sharing import SharingModel
+from hpsearch.simulation._spec import SimulatedSpec
+from hpsearch.simulation._traces import trace_path
+from hpsearch.telemetry import (
+    GpuDemand,
     GpuInfo,
     GpuProcess,
     GpuSample,
     TelemetryBackend,
+    TraceError,
     TrialLoad,
+    read_trace,
 )
-from hpsearch.telemetry._sharing import GpuDemand, SharingModel
-from hpsearch.telemetry._trace import read_trace
 
 
 class ConstantBackend(TelemetryBackend):
@@ -157,7 +162,7 @@ class LoadModelBackend(TelemetryBackend):
         shares: dict[int, float] = {}
         for gpu in self._gpus:
             here = [key for key, load in loads.items() if gpu.index in load.gpus]
-            demands = [GpuDemand(loads[k].utilization_pct, loads[k].sm_share) for k in here]
+            demands = [_demand(loads[k]) for k in here]
             for key, rate in zip(here, self.sharing.gpu_rates(demands), strict=True):
                 shares[key] = min(rate, shares.get(key, 1.0))
         return shares
@@ -168,7 +173,7 @@ class LoadModelBackend(TelemetryBackend):
         samples = []
         for gpu in self._gpus:
             here = [load for load in loads if gpu.index in load.gpus]
-            demands = [GpuDemand(load.utilization_pct, load.sm_share) for load in here]
+            demands = [_demand(load) for load in here]
             utilization = self.sharing.utilization_pct(demands)
             power = None
             if gpu.power_limit_w is not None:
@@ -181,13 +186,13 @@ class LoadModelBackend(TelemetryBackend):
                     index=gpu.index,
                     name=gpu.name,
                     utilization_pct=utilization,
-                    memory_used_mb=float(sum(load.memory_mb for load in here)),
+                    memory_used_mb=float(sum(load.load.memory_mb for load in here)),
                     memory_total_mb=gpu.memory_total_mb,
                     power_w=power,
                     power_limit_w=gpu.power_limit_w,
                     temperature_c=35.0 + 0.4 * utilization,
                     processes=tuple(
-                        GpuProcess(load.pid, load.memory_mb)
+                        GpuProcess(load.pid, load.load.memory_mb)
                         for load in here
                         if load.pid is not None
                     ),
@@ -197,3 +202,36 @@ class LoadModelBackend(TelemetryBackend):
 
     def describe(self) -> str:
         return f"{super().describe()}, load model driven by the running trials"
+
+
+def simulated_backend(spec: SimulatedSpec) -> TelemetryBackend:
+    """The simulated GPUs ``spec`` describes.
+
+    Raises:
+        HpsearchError: a trace that cannot be read.
+    """
+    if spec.source == "load":
+        return LoadModelBackend(_gpus(spec), idle_power_w=spec.idle_power_w, sharing=spec.sharing)
+    if spec.source == "constant":
+        return ConstantBackend(
+            _gpus(spec),
+            utilization_pct=spec.utilization_pct,
+            memory_used_mb=spec.memory_used_mb,
+            power_w=spec.power_w,
+        )
+    if spec.trace is None:  # the spec's validator requires it
+        raise HpsearchError("telemetry.simulated.trace: missing; name a built-in trace or a CSV")
+    try:
+        return TraceBackend(trace_path(spec.trace))
+    except TraceError as exc:
+        raise HpsearchError(f"telemetry.simulated.trace: {exc}") from None
+
+
+def _gpus(spec: SimulatedSpec) -> list[GpuInfo]:
+    return [
+        GpuInfo(i, spec.name, spec.memory_total_mb, spec.power_limit_w) for i in range(spec.gpus)
+    ]
+
+
+def _demand(placed: TrialLoad) -> GpuDemand:
+    return GpuDemand(placed.load.utilization_pct, placed.load.sm_share)

@@ -1,6 +1,7 @@
 """A verdict on how well a GPU was used, and recommendations with their arithmetic shown.
 
-Pure functions of a :class:`~hpsearch.telemetry.GpuSummary`. The report prints
+Pure functions of a :class:`~hpsearch.telemetry.GpuSummary`, whose packing
+arithmetic is the packing policy's own (:func:`hpsearch.placement.fit`). The report prints
 the numbers each recommendation comes from, so a reader can check it rather than
 trust it.
 """
@@ -10,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from hpsearch.telemetry._fit import MEMORY_HEADROOM, TARGET_UTIL_PCT, fit
-from hpsearch.telemetry._summary import GpuSummary, Reading
+from hpsearch.placement import MEMORY_HEADROOM, TARGET_UTIL_PCT, fit
+from hpsearch.telemetry import GpuSummary, Reading
 
 
 class Verdict(StrEnum):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hpsearch.telemetry._advice import recommendations, verdict_of
-from hpsearch.telemetry._fit import MEMORY_HEADROOM, TARGET_UTIL_PCT
-from hpsearch.telemetry._summary import GpuSummary, Stats
+from hpsearch.monitoring._verdicts import recommendations, verdict_of
+from hpsearch.placement import MEMORY_HEADROOM, TARGET_UTIL_PCT
+from hpsearch.telemetry import GpuSummary, Stats
 
 
 def render_report(

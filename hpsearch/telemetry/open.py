@@ -1,24 +1,13 @@
-"""Opening the GPU telemetry a config asks for (the composition root's job, and the CLI's)."""
+"""Opening the GPU telemetry a config asks for: NVML, or simulated GPUs (for the root, the CLI)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hpsearch.config import SimulatedSpec, TelemetrySpec
+from hpsearch.config import TelemetrySpec
 from hpsearch.errors import HpsearchError
-from hpsearch.telemetry import (
-    ConstantBackend,
-    GpuInfo,
-    LoadModelBackend,
-    NvmlBackend,
-    SharedGpus,
-    SharingModel,
-    TelemetryBackend,
-    TelemetryUnavailable,
-    TraceBackend,
-    TraceError,
-    trace_path,
-)
+from hpsearch.simulation import LoadModelBackend, SharedGpus, SharingModel, simulated_backend
+from hpsearch.telemetry import NvmlBackend, TelemetryBackend, TelemetryUnavailable
 
 
 @dataclass(frozen=True)
@@ -55,7 +44,7 @@ def open_backend(spec: TelemetrySpec) -> OpenedTelemetry:
         # A load model shows what the running trials declare: the search feeds it.
         sink = backend if isinstance(backend, LoadModelBackend) else None
         return OpenedTelemetry(
-            backend, f"GPU telemetry: {backend.describe()}", sink, sharing_model(spec.simulation)
+            backend, f"GPU telemetry: {backend.describe()}", sink, spec.simulation.sharing
         )
     try:
         nvml = NvmlBackend()
@@ -67,39 +56,3 @@ def open_backend(spec: TelemetrySpec) -> OpenedTelemetry:
             ) from None
         return OpenedTelemetry(None, f"GPU telemetry off: {exc}")
     return OpenedTelemetry(nvml, f"GPU telemetry: {nvml.describe()}")
-
-
-def simulated_backend(spec: SimulatedSpec) -> TelemetryBackend:
-    """The simulated GPUs ``spec`` describes.
-
-    Raises:
-        HpsearchError: a trace that cannot be read.
-    """
-    if spec.source == "load":
-        return LoadModelBackend(
-            _gpus(spec), idle_power_w=spec.idle_power_w, sharing=sharing_model(spec)
-        )
-    if spec.source == "constant":
-        return ConstantBackend(
-            _gpus(spec),
-            utilization_pct=spec.utilization_pct,
-            memory_used_mb=spec.memory_used_mb,
-            power_w=spec.power_w,
-        )
-    if spec.trace is None:  # the spec's validator requires it
-        raise HpsearchError("telemetry.simulated.trace: missing; name a built-in trace or a CSV")
-    try:
-        return TraceBackend(trace_path(spec.trace))
-    except TraceError as exc:
-        raise HpsearchError(f"telemetry.simulated.trace: {exc}") from None
-
-
-def sharing_model(spec: SimulatedSpec) -> SharingModel:
-    """The sharing model the ``sharing`` section of simulated GPUs describes."""
-    return SharingModel(**spec.sharing.model_dump())
-
-
-def _gpus(spec: SimulatedSpec) -> list[GpuInfo]:
-    return [
-        GpuInfo(i, spec.name, spec.memory_total_mb, spec.power_limit_w) for i in range(spec.gpus)
-    ]

@@ -19,8 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from hpsearch.telemetry._base import TrialLoad
-from hpsearch.telemetry._sharing import cpu_rate
+from hpsearch.simulation._sharing import cpu_rate
+from hpsearch.telemetry import TrialLoad
 
 READ_EVERY_S = 0.1
 """How often a worker reads the pace file again (its neighbours change seldom)."""
@@ -62,7 +62,7 @@ class PacePublisher:
     def set_load(self, key: int, load: TrialLoad) -> None:
         """Trial ``key`` puts ``load`` on its GPUs from now on."""
         self._model.set_load(key, load)
-        self._cpus[key] = load.cpus
+        self._cpus[key] = load.load.cpus
         self._write()
 
     def clear_load(self, key: int) -> None:

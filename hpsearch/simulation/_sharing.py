@@ -26,14 +26,19 @@ speed. The model says how fast each trial runs when others share the GPU:
 * **Host CPU**: trials whose CPU demand (the training loop and its DataLoader
   workers) exceeds the node's cores slow in proportion: ``min(1, cores / Σcpus)``.
 
-The constants are defaults of :class:`SharingModel`; a config sets them under
-``telemetry.simulated.sharing``. They are to be calibrated on a real GPU.
+The constants are declared once, as the fields of :class:`SharingModel`, which a
+config sets under ``telemetry.simulated.sharing``. They are to be calibrated on a
+real GPU.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+from pydantic import Field
+
+from hpsearch._settings import Settings
+from hpsearch.telemetry import GpuDemand
 
 CUDA_CONTEXT_MB = 500.0
 """What a process's CUDA context costs on its GPU before its first tensor, in MiB."""
@@ -42,34 +47,22 @@ _SLOWEST = 0.05
 """No trial runs slower than this share of its solo speed (switch costs have a floor)."""
 
 
-@dataclass(frozen=True)
-class GpuDemand:
-    """What one trial asks of its GPU.
-
-    Attributes:
-        utilization_pct: its solo duty cycle, 0-100 (NVML's utilisation when alone).
-        sm_share: the share of the GPU's SMs its kernels occupy while they run (0-1).
-    """
-
-    utilization_pct: float
-    sm_share: float = 1.0
-
-
-@dataclass(frozen=True)
-class SharingModel:
+class SharingModel(Settings):
     """How shared GPUs and CPUs slow trials (see the module docstring for the rules).
 
+    Also the ``telemetry.simulated.sharing`` section of a config.
+
     Attributes:
-        switch_cost: the speed each trial loses per extra process on a time-sliced GPU.
-        mps: whether the GPU runs an MPS daemon (kernels overlap).
+        switch_cost: the speed each time-sliced trial loses per extra process on its GPU.
+        mps: the GPU runs an MPS daemon (kernels of different trials overlap).
         mps_switch_cost: the speed each trial loses per extra process under MPS.
         mps_max_speedup: the most MPS gains over time-slicing, in aggregate.
     """
 
-    switch_cost: float = 0.03
+    switch_cost: float = Field(default=0.03, ge=0, lt=1)
     mps: bool = False
-    mps_switch_cost: float = 0.01
-    mps_max_speedup: float = 2.7
+    mps_switch_cost: float = Field(default=0.01, ge=0, lt=1)
+    mps_max_speedup: float = Field(default=2.7, ge=1)
 
     def gpu_rates(self, demands: Sequence[GpuDemand]) -> list[float]:
         """Each trial's speed, as a share of its solo speed, while these share one GPU."""

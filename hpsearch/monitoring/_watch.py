@@ -12,12 +12,9 @@ from rich.live import Live
 from rich.table import Table
 
 from hpsearch.errors import HpsearchError
-from hpsearch.telemetry._base import GpuSample, TelemetryBackend
-from hpsearch.telemetry._fit import TARGET_UTIL_PCT
-from hpsearch.telemetry._monitor import GpuMonitor
-from hpsearch.telemetry._report import render_report
-from hpsearch.telemetry._summary import GpuSummary
-from hpsearch.telemetry._trace import TraceWriter
+from hpsearch.monitoring._report import render_report
+from hpsearch.placement import TARGET_UTIL_PCT
+from hpsearch.telemetry import GpuMonitor, GpuSample, GpuSummary, TelemetryBackend, TraceWriter
 
 _LINE_EVERY_S = 5.0
 """Without a terminal, one line per GPU this often (the CSV has every sample)."""

@@ -18,7 +18,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from hpsearch.telemetry._sharing import GpuDemand, SharingModel
+from hpsearch.simulation import SharingModel
+from hpsearch.telemetry import GpuDemand
 
 TARGET_UTIL_PCT = 100.0
 """The predicted busy share (%) a GPU is filled up to."""

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from hpsearch.oom import OomReport
-from hpsearch.trial.protocol import GpuLoad
+from hpsearch.telemetry import GpuLoad
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,9 @@ class TrialPlan:
 
 
 class TrialModel(Protocol):
-    """Predicts a trial from its parameters and the memory cap it runs under."""
+    """Predicts a trial from its parameters and the GPU memory it has."""
 
-    def __call__(self, params: dict[str, Any], memory_cap_mb: float | None) -> TrialPlan:
-        """The plan of a trial with ``params``."""
+    def __call__(
+        self, params: dict[str, Any], gpu_memory_mb: float | None, memory_cap_mb: float | None
+    ) -> TrialPlan:
+        """The plan of a trial with ``params``, with what its GPU leaves it and its cap."""

@@ -1,4 +1,4 @@
-"""GPU samples as CSV: what ``hpsearch monitor --csv`` writes and the trace backend replays.
+"""GPU samples as CSV: what ``hpsearch monitor --csv`` writes and a simulated GPU replays.
 
 One row per GPU per sample. Lines starting with ``#`` are comments (a trace's
 provenance). ``processes`` is empty when the list was not available, ``none``
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Iterable
-from importlib import resources
 from pathlib import Path
 from typing import IO
 
@@ -30,24 +29,9 @@ COLUMNS = (
     "error",
 )
 
-BUILTIN_TRACES = {
-    "rtx4050-seed004": "rtx4050_seed004.csv",
-    "rtx4060-seed000": "rtx4060_seed000.csv",
-    "rtx3090-seed001": "rtx3090_seed001.csv",
-}
-"""Traces shipped with hpsearch, built from the numbers in the field notes (see each header)."""
-
 
 class TraceError(ValueError):
     """A trace file that cannot be read; the message names the file, the line and the problem."""
-
-
-def trace_path(name_or_path: str) -> Path:
-    """The file behind a built-in trace name, or the path itself."""
-    if name_or_path in BUILTIN_TRACES:
-        traces = resources.files("hpsearch.telemetry") / "traces"
-        return Path(str(traces / BUILTIN_TRACES[name_or_path]))
-    return Path(name_or_path)
 
 
 def format_row(sample: GpuSample) -> list[str]:

@@ -1,0 +1,63 @@
+"""Each trial's launch: the settings every trial shares, its own seed and folders, the admission."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from hpsearch.placement import Admission
+from hpsearch.trial.checkpoints import trial_folder
+from hpsearch.trial.death import output_file, stderr_file
+from hpsearch.trial.protocol import MemberSpec, TrialLaunch, TrialSettings
+from hpsearch.trial.seeds import trial_seed
+
+
+@dataclass(frozen=True)
+class Launches:
+    """Builds what the ledger hands the runner for each trial it opens.
+
+    Attributes:
+        settings: what every trial of the search runs with.
+        study: the study's name (a trial's seed and folders derive from it).
+        seed: the study's seed (``study.sampler.seed``).
+        checkpoints: the root of the checkpoint folders (``execution.checkpoint_dir``).
+        trials: the root of the trials' own folders (``execution.trials_dir``).
+    """
+
+    settings: TrialSettings
+    study: str
+    seed: int | None
+    checkpoints: str
+    trials: str
+
+    def seed_of(self, number: int) -> int:
+        """The seed of a new trial ``number``."""
+        return trial_seed(self.seed, self.study, number)
+
+    def checkpoint_dir(self, number: int) -> str:
+        """The checkpoint folder of a new trial ``number`` (its re-runs inherit it)."""
+        return trial_folder(self.checkpoints, self.study, number)
+
+    def member(
+        self, number: int, params: dict[str, Any], seed: int, checkpoint_dir: str
+    ) -> MemberSpec:
+        """Trial ``number`` as a launch runs it."""
+        return MemberSpec(
+            number=number,
+            params=params,
+            seed=seed,
+            checkpoint_dir=checkpoint_dir,
+            trial_dir=trial_folder(self.trials, self.study, number),
+        )
+
+    def launch(self, members: Sequence[MemberSpec], admission: Admission) -> TrialLaunch:
+        """``members`` in one worker, with ``admission``; its output files are the first's."""
+        first, folder = members[0].number, self.settings.worker_dir
+        return TrialLaunch(
+            members=tuple(members),
+            settings=self.settings,
+            admission=admission,
+            stdout_file=output_file(folder, first, "stdout"),
+            stderr_file=stderr_file(folder, first),
+        )

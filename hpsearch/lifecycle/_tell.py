@@ -1,0 +1,110 @@
+"""The ledger's writes to Optuna: what a trial ran with, and how it ended, told to the study.
+
+Only the ledger writes to the study, and only through :class:`StudyWrites`; the
+listeners write MLflow. An interrupted trial is queued again with its seed, its
+checkpoint folder and a link to its earlier run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import optuna
+from optuna.trial import TrialState
+
+from hpsearch import attrs
+from hpsearch.lifecycle._events import Ending
+from hpsearch.pruning import PruneJudge
+from hpsearch.study import StudyHandle
+from hpsearch.trial.protocol import Assignment, KnobReport, Outcome
+
+
+class StudyWrites:
+    """What the ledger records on the study's trials.
+
+    Args:
+        handle: the study.
+        judge: the pruning judge, told of each trial's end (``None``: no pruner).
+    """
+
+    def __init__(self, handle: StudyHandle, judge: PruneJudge | None) -> None:
+        self._handle = handle
+        self._judge = judge
+
+    @staticmethod
+    def opened(trial: optuna.Trial, seed: int, checkpoint_dir: str) -> None:
+        """A new trial's seed and checkpoint folder (its re-runs inherit them)."""
+        trial.set_user_attr(attrs.SEED, seed)
+        trial.set_user_attr(attrs.CHECKPOINT_DIR, checkpoint_dir)
+
+    @staticmethod
+    def resources(trial: optuna.Trial, resources: dict[str, Any]) -> None:
+        """The resources the policy admitted the trial with, and why."""
+        trial.set_user_attr(attrs.RESOURCES, resources)
+
+    @staticmethod
+    def assigned(trial: optuna.Trial, assigned: Assignment) -> None:
+        """Where its worker runs."""
+        trial.set_user_attr(attrs.ASSIGNED, assigned.to_dict())
+
+    @staticmethod
+    def knobs(trial: optuna.Trial, knobs: KnobReport) -> None:
+        """The throughput knobs in effect."""
+        trial.set_user_attr(attrs.KNOBS, knobs.to_dict())
+
+    def ended(
+        self,
+        ending: Ending,
+        *,
+        values: tuple[float, ...] | None,
+        metrics: dict[str, float],
+        duration_s: float,
+    ) -> str:
+        """Record how the trial ended and tell Optuna; the prune reason recorded (or ``""``)."""
+        trial, outcome = ending.trial, ending.outcome
+        trial.set_user_attr(attrs.METRICS, metrics)
+        trial.set_user_attr(attrs.OUTCOME, outcome.value)
+        trial.set_user_attr(attrs.DURATION, round(duration_s, 3))
+        if ending.error:
+            trial.set_user_attr(attrs.ERROR, ending.error)
+        reason = ""
+        if outcome is Outcome.PRUNED:
+            reason = _prune_reason(ending)
+            trial.set_user_attr(attrs.PRUNE_REASON, reason)
+            if ending.pruned_at is not None:
+                trial.set_user_attr(attrs.PRUNED_AT, ending.pruned_at)
+        self._tell(trial, outcome, values)
+        return reason
+
+    def retry_later(
+        self, trial: optuna.Trial, params: dict[str, Any], seed: int, checkpoint_dir: str
+    ) -> None:
+        """Queue an interrupted trial again: same parameters, seed and checkpoints."""
+        kept: dict[str, Any] = {attrs.SEED: seed, attrs.CHECKPOINT_DIR: checkpoint_dir}
+        earlier = trial.user_attrs.get(attrs.MLFLOW_RUN)
+        if earlier:
+            kept[attrs.RESUMES_RUN] = earlier
+        self._handle.retry_later(trial.number, params, kept)
+
+    def _tell(
+        self, trial: optuna.Trial, outcome: Outcome, values: tuple[float, ...] | None
+    ) -> None:
+        """End the trial in Optuna (and in the pruning judge's memory)."""
+        if outcome is Outcome.COMPLETE and values is not None:
+            state = TrialState.COMPLETE
+            self._handle.study.tell(trial, list(values))
+        else:
+            state = TrialState.PRUNED if outcome is Outcome.PRUNED else TrialState.FAIL
+            self._handle.study.tell(trial, state=state)
+        if self._judge is not None:
+            self._judge.finished(trial, state, list(values or ()))
+
+
+def _prune_reason(ending: Ending) -> str:
+    """The pruner's (or an amendment's) reason, else the trial's own ``TrialPruned`` message."""
+    if ending.prune_reason:
+        return ending.prune_reason
+    own = ending.report.reason if ending.report is not None else ""
+    if own:
+        return f"the training function pruned itself: {own}"
+    return "the training function raised TrialPruned (no reason given)"

@@ -1,0 +1,58 @@
+"""The ``packing`` section: how many trials share each GPU, declared once, read by the policy."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, PositiveInt, model_validator
+
+from hpsearch._settings import Seconds, Settings
+from hpsearch.placement._capacity import (
+    MEMORY_HEADROOM,
+    MOST_TRIALS_PER_GPU,
+    SATURATION_UTIL_PCT,
+    TARGET_UTIL_PCT,
+)
+
+PackingMode = Literal["auto", "off", "fixed"]
+
+
+class PackingSpec(Settings):
+    """How many trials share each GPU (see :mod:`hpsearch.placement` for the rules).
+
+    Attributes:
+        mode: ``auto``: measure and decide per GPU (one trial until the search's
+            trials are measured, then as many as the sharing model predicts the
+            most throughput for, while memory fits); ``off``: one trial per GPU;
+            ``fixed``: ``trials_per_gpu``.
+        trials_per_gpu: the count of ``fixed``.
+        target_util: the predicted busy share (%) a GPU is filled up to.
+        saturation_util: the measured utilisation (%) from which a count larger
+            than what fits falls; not below ``target_util`` (the hysteresis).
+        max_trials_per_gpu: the most trials on one GPU.
+        memory_headroom: the share of a GPU's memory left free.
+        probe_seconds: how long a GPU is measured, past its trials' warm-up,
+            before its count rises.
+        cooldown_seconds: after the count falls, how long before it may rise.
+        mps: ``auto`` starts NVIDIA MPS for the search where it is installed (and
+            stops it after); ``off`` never does.
+    """
+
+    mode: PackingMode = "auto"
+    trials_per_gpu: PositiveInt = 2
+    target_util: float = Field(default=TARGET_UTIL_PCT, gt=0, le=100)
+    saturation_util: float = Field(default=SATURATION_UTIL_PCT, gt=0, le=100)
+    max_trials_per_gpu: PositiveInt = MOST_TRIALS_PER_GPU
+    memory_headroom: float = Field(default=MEMORY_HEADROOM, ge=0, lt=0.9)
+    probe_seconds: Seconds = 10.0
+    cooldown_seconds: float = Field(default=30.0, ge=0)
+    mps: Literal["auto", "off"] = "off"
+
+    @model_validator(mode="after")
+    def _band(self) -> PackingSpec:
+        if self.saturation_util < self.target_util:
+            raise ValueError(
+                f"saturation_util ({self.saturation_util:g}) must not be below target_util "
+                f"({self.target_util:g}): a count falls only above what it was filled to"
+            )
+        return self

@@ -1,0 +1,45 @@
+"""Simulation in one place: simulated GPUs, how trials sharing one slow, modelled trials.
+
+For machines with no GPU (CI, a laptop) and for the packing lab, which plays
+hundreds of searches in simulated time. The tree: ``_sharing`` (the sharing
+model: how trials sharing a GPU, and a node's CPUs, slow each other; the packing
+policy's arithmetic asks it too), ``_spec`` (the simulated GPUs a config
+describes, ``telemetry.simulated``), ``_backends`` (those GPUs as telemetry
+backends: constant readings, a replayed trace, or a load model driven by the
+running trials), ``_traces`` (the traces shipped with hpsearch), ``_pace`` (the
+shared speed of trials that play in real time, in other processes), ``_plan``
+(a modelled trial: its load and its reports, which the simulated-time runner
+plays on a virtual clock).
+"""
+
+from hpsearch.simulation._backends import (
+    ConstantBackend,
+    LoadModelBackend,
+    TraceBackend,
+    simulated_backend,
+)
+from hpsearch.simulation._pace import PacePublisher, PaceReader, SharedGpus
+from hpsearch.simulation._plan import PlannedEpoch, TrialModel, TrialPlan
+from hpsearch.simulation._sharing import CUDA_CONTEXT_MB, SharingModel, cpu_rate
+from hpsearch.simulation._spec import SimulatedSpec, parse_simulate
+from hpsearch.simulation._traces import BUILTIN_TRACES, trace_path
+
+__all__ = [
+    "BUILTIN_TRACES",
+    "CUDA_CONTEXT_MB",
+    "ConstantBackend",
+    "LoadModelBackend",
+    "PacePublisher",
+    "PaceReader",
+    "PlannedEpoch",
+    "SharedGpus",
+    "SharingModel",
+    "SimulatedSpec",
+    "TraceBackend",
+    "TrialModel",
+    "TrialPlan",
+    "cpu_rate",
+    "parse_simulate",
+    "simulated_backend",
+    "trace_path",
+]

@@ -1,0 +1,48 @@
+"""The Optuna study, split as Optuna splits its own: the handle, the storage, the budget.
+
+The tree: ``_storage`` (:func:`open_study`: storage, sampler and pruner, created
+or continued), ``_handle`` (:class:`StudyHandle`: ask, the queue, the lock of a
+shared study, the driver's heartbeat), ``_heartbeat`` (when a driver's trials
+are lost, and their re-queueing), ``_budget`` (which trials count toward
+``n_trials``, and when the search stops).
+"""
+
+from hpsearch.study._budget import (
+    BudgetCount,
+    BudgetDecision,
+    BudgetTally,
+    TrialBudget,
+    count_budget,
+    retried_numbers,
+)
+from hpsearch.study._handle import StudyHandle
+from hpsearch.study._heartbeat import GRACE_PERIOD_S, HEARTBEAT_INTERVAL_S, MAX_LOST_RETRIES
+from hpsearch.study._storage import (
+    CONFIG_ATTR,
+    DRIVER_SEED_STRIDE,
+    DRIVERS_ATTR,
+    TRAIN_ATTR,
+    VERSION_ATTR,
+    open_study,
+    prepare_storage_url,
+)
+
+__all__ = [
+    "CONFIG_ATTR",
+    "DRIVERS_ATTR",
+    "DRIVER_SEED_STRIDE",
+    "GRACE_PERIOD_S",
+    "HEARTBEAT_INTERVAL_S",
+    "MAX_LOST_RETRIES",
+    "TRAIN_ATTR",
+    "VERSION_ATTR",
+    "BudgetCount",
+    "BudgetDecision",
+    "BudgetTally",
+    "StudyHandle",
+    "TrialBudget",
+    "count_budget",
+    "open_study",
+    "prepare_storage_url",
+    "retried_numbers",
+]

@@ -1,0 +1,108 @@
+"""The study a search writes to: Optuna's ask and queue, its lock, and the driver's heartbeat."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
+
+import optuna
+from optuna.exceptions import ExperimentalWarning
+from optuna.storages import BaseStorage, RDBStorage
+from optuna.trial import FrozenTrial
+
+from hpsearch import attrs
+from hpsearch._locks import store_lock
+from hpsearch.study._heartbeat import GRACE_PERIOD_S, HEARTBEAT_INTERVAL_S
+
+
+class StudyHandle:
+    """The study a search writes to, with heartbeat bookkeeping for the driver's trials."""
+
+    def __init__(
+        self,
+        study: optuna.Study,
+        storage: BaseStorage,
+        stale: list[FrozenTrial],
+        heartbeat_interval_s: int = HEARTBEAT_INTERVAL_S,
+        grace_period_s: int = GRACE_PERIOD_S,
+    ) -> None:
+        self.study = study
+        self._storage = storage
+        self._stale = stale
+        self.heartbeat_interval_s = heartbeat_interval_s
+        self.grace_period_s = grace_period_s
+        self._study_id = storage.get_study_id_from_name(study.study_name)
+        self._trial_ids: dict[int, int] = {}
+
+    @property
+    def name(self) -> str:
+        """The study name."""
+        return self.study.study_name
+
+    def exclusive(self) -> AbstractContextManager[None]:
+        """A lock the drivers sharing this study hold to count its trials and ask for one.
+
+        A file lock beside a SQLite database, an advisory lock in PostgreSQL; none for
+        other storages (in memory: one driver).
+        """
+        if not isinstance(self._storage, RDBStorage):
+            return nullcontext()
+        return store_lock(self._storage.url, self._storage.engine)
+
+    def stamp_alive(self, trials: Sequence[optuna.Trial]) -> None:
+        """Record that the driver still runs ``trials`` (Optuna's heartbeat; a database's)."""
+        if not isinstance(self._storage, RDBStorage):
+            return
+        for trial in trials:
+            self._storage.record_heartbeat(self._trial_id(trial.number))
+
+    def _trial_id(self, number: int) -> int:
+        """The storage's id of trial ``number`` (its public lookup, kept once asked)."""
+        if number not in self._trial_ids:
+            self._trial_ids[number] = self._storage.get_trial_id_from_study_id_trial_number(
+                self._study_id, number
+            )
+        return self._trial_ids[number]
+
+    def ask(
+        self, distributions: dict[str, optuna.distributions.BaseDistribution] | None = None
+    ) -> optuna.Trial:
+        """A new trial, stamped alive at once.
+
+        Args:
+            distributions: parameters to sample now; ``None``: the caller suggests them
+                (define-by-run, as a conditional space needs).
+        """
+        with warnings.catch_warnings():
+            # Optuna warns that heartbeats are meant for Study.optimize; this driver
+            # keeps them for its ask/tell trials itself (see stamp_alive).
+            warnings.filterwarnings("ignore", message="Heartbeat of storage")
+            trial = self.study.ask(fixed_distributions=distributions)
+        self.stamp_alive([trial])
+        return trial
+
+    def reclaim_stale(self) -> list[FrozenTrial]:
+        """Fail trials whose driver stopped stamping them; Optuna queues each again.
+
+        Returns:
+            The trials failed now (their MLflow runs still need ending).
+        """
+        self._stale.clear()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ExperimentalWarning)
+            optuna.storages.fail_stale_trials(self.study)
+        return list(self._stale)
+
+    def retry_later(
+        self, number: int, params: dict[str, Any], kept: dict[str, Any] | None = None
+    ) -> None:
+        """Enqueue the parameters of interrupted trial ``number`` to run again.
+
+        Args:
+            number: the interrupted trial.
+            params: its sampled parameters.
+            kept: user attrs the re-run inherits (its seed, its checkpoint folder).
+        """
+        self.study.enqueue_trial(params, user_attrs={**(kept or {}), attrs.RETRY_OF: number})

@@ -1,0 +1,55 @@
+"""Optuna's heartbeat for the driver's trials: how often it stamps them, when they are lost.
+
+A driver stamps its running trials alive; a RUNNING trial whose stamp is older
+than the grace belongs to a driver that is gone. Another driver (or the next
+run) fails it, and Optuna's ``RetryHeartbeatStaleTrialCallback`` queues it
+again with the same parameters, at most :data:`MAX_LOST_RETRIES` times.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+
+import optuna
+from optuna.exceptions import ExperimentalWarning
+from optuna.storages import RetryHeartbeatStaleTrialCallback
+from optuna.trial import FrozenTrial
+
+HEARTBEAT_INTERVAL_S = 10
+"""How often the driver stamps its running trials as alive (at most; a third of the grace)."""
+GRACE_PERIOD_S = 30
+"""A RUNNING trial whose stamp is older than this belongs to a driver that is gone
+(``study.heartbeat_grace``'s default)."""
+
+MAX_LOST_RETRIES = 2
+"""How many times a trial lost with its driver is queued again (then it stays FAIL)."""
+
+
+def heartbeat_timing(grace_s: float) -> tuple[int, int]:
+    """The stamp interval and the grace period, in Optuna's whole seconds, for a grace.
+
+    A driver stamps three times per grace, at most every :data:`HEARTBEAT_INTERVAL_S`.
+    """
+    grace_period_s = max(3, round(grace_s))
+    return min(HEARTBEAT_INTERVAL_S, grace_period_s // 3), grace_period_s
+
+
+def requeue_lost(lost: list[FrozenTrial]) -> Callable[[optuna.Study, FrozenTrial], None]:
+    """The storage's callback for a stale trial: kept in ``lost`` and queued again by Optuna.
+
+    A configuration whose trial was lost with its driver ``MAX_LOST_RETRIES + 1``
+    times (it may be what kills the driver: the host's OOM killer) is not queued
+    again, or every rerun would start with it.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExperimentalWarning)
+        requeue = RetryHeartbeatStaleTrialCallback(max_retry=MAX_LOST_RETRIES)
+
+    def stale_trial(study: optuna.Study, trial: FrozenTrial) -> None:
+        lost.append(trial)  # its MLflow run is ended by the caller
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ExperimentalWarning)
+            requeue(study, trial)
+
+    return stale_trial

@@ -1,0 +1,75 @@
+"""A training script run as it is (``train: {command: ...}``): its command line and its reports.
+
+The settings of command mode, declared once: the config composes them as its
+``train`` section, and every trial's worker reads the same object
+(:mod:`hpsearch.trial.command` runs the script).
+"""
+
+from __future__ import annotations
+
+import shlex
+import string
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from hpsearch._settings import Seconds, Settings
+
+
+class CommandSpec(Settings):
+    """A training script run as it is, once per trial (``train: {command: ...}``).
+
+    Attributes:
+        command: the command line; ``{name}`` is replaced by the trial's parameter
+            ``name`` (a string is split as a shell would, without a shell; a list
+            is taken as the arguments).
+        metrics: ``stdout-jsonl``: each line the script prints that is a JSON object
+            with an integer ``step`` is a report (its other numeric keys are
+            metrics); a JSON object without ``step`` gives final metrics; any other
+            line is the script's output. ``file-jsonl``: the same lines, read from
+            ``metrics_file`` as the script appends them.
+        metrics_file: the file of ``file-jsonl``, in the trial's folder unless absolute.
+        stop_grace: after SIGTERM (a pruned or stopped trial), how long the script
+            has to exit before SIGKILL.
+        env: more environment variables for the script.
+    """
+
+    command: str | list[str]
+    metrics: Literal["stdout-jsonl", "file-jsonl"] = "stdout-jsonl"
+    metrics_file: str = Field(default="metrics.jsonl", min_length=1)
+    stop_grace: Seconds = 10.0
+    env: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("command")
+    @classmethod
+    def _not_empty(cls, command: str | list[str]) -> str | list[str]:
+        if not (command.strip() if isinstance(command, str) else command):
+            raise ValueError("the command is empty; e.g. command: python train.py --lr {lr}")
+        return command
+
+    @property
+    def arguments(self) -> list[str]:
+        """The command's arguments, placeholders unfilled."""
+        return shlex.split(self.command) if isinstance(self.command, str) else list(self.command)
+
+    def check_placeholders(self, space: Mapping[str, Any]) -> None:
+        """Check that every ``{name}`` of the command is a parameter of ``space``.
+
+        Raises:
+            ValueError: naming the placeholder and the parameters there are.
+        """
+        for argument in self.arguments:
+            try:
+                names = [field for _, field, _, _ in string.Formatter().parse(argument) if field]
+            except ValueError as exc:
+                raise ValueError(
+                    f"train.command: cannot read {argument!r} ({exc}); "
+                    "write {name} for a parameter and {{ }} for a literal brace"
+                ) from None
+            for name in names:
+                if name not in space:
+                    raise ValueError(
+                        f"train.command names {{{name}}}, which is not in space; "
+                        f"use one of {', '.join('{' + n + '}' for n in space)}"
+                    )
