@@ -22,8 +22,8 @@ from rich.console import Console
 
 from hpsearch import attrs
 from hpsearch.config import ExecutionSpec, RunConfig, load_config
-from hpsearch.entrypoint import check_train, ensure_importable_from
 from hpsearch.errors import ConfigError, HpsearchError
+from hpsearch.gpu_telemetry import OpenedTelemetry, open_backend
 from hpsearch.lifecycle import (
     CheckpointKeeper,
     GpuSeries,
@@ -63,9 +63,9 @@ from hpsearch.study import (
     open_study,
 )
 from hpsearch.telemetry import ClusterGpuMetrics, ClusterReadings, GpuMonitor, TelemetryBackend
-from hpsearch.telemetry.open import OpenedTelemetry, open_backend
 from hpsearch.tracking import MlflowTracker, RunStatus, Tracker
 from hpsearch.trial.checkpoints import study_folder
+from hpsearch.trial.entrypoint import check_train, ensure_importable_from
 from hpsearch.trial.protocol import TrialSettings
 
 
@@ -187,7 +187,7 @@ def _run(  # noqa: PLR0917 - the public entry's arguments, handed on
     workdir = os.getcwd()
     ensure_importable_from(workdir)
     # Fail here, with a one-line error, rather than in every trial worker.
-    check_train(config)
+    check_train(config.train_target, config.command, config.source)
     runner.check(config)
     telemetry = open_backend(config.telemetry)  # opening a backend is the root's job
     try:
@@ -365,7 +365,7 @@ def build_search(
             )
         load_sink = pace or telemetry.load_sink
         # MPS started for this search overlaps kernels whatever the model's default says.
-        sharing = telemetry.sharing.model_copy(update={"mps": telemetry.sharing.mps or mps})
+        sharing = telemetry.sharing.with_mps(telemetry.sharing.mps or mps)
         gpu = ClusterGpuMetrics(readings, local_sink=load_sink, sharing=sharing)
         listeners.append(GpuSeries(gpu, parent.tracker, mirror, session.clock))
     if board is not None:

@@ -198,9 +198,9 @@ def validate(config: Path) -> None:
 
     Checks the schema, the search space, the training function, the sampler and the pruner.
     """
-    from hpsearch.entrypoint import check_train, ensure_importable_from
     from hpsearch.pruning import check_pruner
     from hpsearch.samplers import make_sampler
+    from hpsearch.trial.entrypoint import check_train, ensure_importable_from
 
     try:
         loaded = load_config(config)
@@ -209,7 +209,7 @@ def validate(config: Path) -> None:
     ensure_importable_from(os.getcwd())
     problems: list[str] = []
     for check in (
-        lambda: check_train(loaded),
+        lambda: check_train(loaded.train_target, loaded.command, loaded.source),
         lambda: make_sampler(loaded.study.sampler, loaded.source, loaded.search_space),
         lambda: check_pruner(loaded.study.pruner, loaded.source),
     ):
@@ -556,9 +556,9 @@ def monitor(
     errors, a verdict, and recommendations with their arithmetic.
     """
     from hpsearch.config import TelemetrySpec
+    from hpsearch.gpu_telemetry import open_backend
     from hpsearch.monitoring import watch
     from hpsearch.simulation import parse_simulate
-    from hpsearch.telemetry.open import open_backend
 
     spec = load_config(config).telemetry if config is not None else TelemetrySpec()
     if simulate is not None:

@@ -20,6 +20,7 @@ from rich.console import Console
 from hpsearch import attrs
 from hpsearch.api import SearchParts, build_search
 from hpsearch.config import RunConfig
+from hpsearch.gpu_telemetry import OpenedTelemetry
 from hpsearch.lifecycle import ParentRun, TrialLedger
 from hpsearch.oom import OomSpec
 from hpsearch.placement import Admission, ResourcePolicy
@@ -27,7 +28,6 @@ from hpsearch.runner import RunnerSession, SimulatedRunner, VirtualClock
 from hpsearch.simulation import LoadModelBackend
 from hpsearch.study import StudyHandle, open_study
 from hpsearch.telemetry import ClusterReadings, GpuMonitor
-from hpsearch.telemetry.open import OpenedTelemetry
 from hpsearch.tracking import MlflowTracker
 from hpsearch.trial.protocol import (
     EventKind,

@@ -13,6 +13,7 @@ import hpsearch
 from hpsearch import attrs
 from hpsearch.config import load_config
 from hpsearch.oom import OomRecord
+from hpsearch.runner import SimulatedRunner
 from hpsearch.study import open_study
 from hpsearch.workloads.simulated_gpu import gpu_profile
 from tests.conftest import ConfigWriter, SwitchAfter, mlflow_client
@@ -346,6 +347,30 @@ def test_retry_smaller_batch_keeps_the_effective_batch(
     assert run.data.tags["hpsearch.ran_with_grad_accum_steps"] == "2"
 
 
+def test_a_simulated_gpu_of_another_size_is_the_size_its_trials_run_out_of(
+    write_config: ConfigWriter,
+) -> None:
+    # A simulated Tesla T4 (15,360 MiB): a trial holding 9,500 MiB fits on it, alone.
+    # Its size reaches the trial's worker with the GPU (ctx.gpu_memory_mb), whatever
+    # the workload would assume (the seeds' 6 GB RTX 4050 once did).
+    path = _oom_config(
+        write_config,
+        space={"x": None, "steps": None, "memory_mb": 9500.0, "lr": [0.001, 0.003], "epochs": 1},
+        execution={"max_concurrent": 1},
+        packing={"mode": "off"},
+        study={"n_trials": 2},
+        oom={},
+        telemetry={
+            "backend": "simulated",
+            "interval_s": 0.2,
+            "simulated": {"name": "Simulated Tesla T4", "memory_total_mb": 15360},
+        },
+    )
+    outcome = hpsearch.run(path)
+
+    assert [t.state.name for t in outcome.results.study.trials] == ["COMPLETE"] * 2
+
+
 def _on_a_simulated_gpu(*, epoch_s: float, **space: Any) -> dict[str, Any]:
     """Config sections for trials of the simulated workload, played in real time under Ray
     on one simulated GPU: two epochs of ``epoch_s`` seconds alone, ``space`` added."""
@@ -442,3 +467,54 @@ def test_each_trials_stdout_and_stderr_are_attached_to_its_run(
         assert out.read_text() == f"epoch 0 of trial {trial.number}: loss 0.5\n"
         err = Path(client.download_artifacts(run_id, "logs/stderr.txt", str(project)))
         assert f"warning from trial {trial.number}\n" in err.read_text()
+
+
+def test_the_simulated_runner_plays_a_search_as_ray_runs_it(
+    write_config: ConfigWriter, project: Path
+) -> None:
+    # The same trials on both runners: the fast oracle keeps no copy of production
+    # policy (the smaller-batch retry is oom.retry_smaller for the worker and the
+    # simulator alike, the GPU's size reaches both the same way).
+    search = {
+        "space": {
+            "x": None,
+            "steps": None,
+            "batch_size": [64, 16384, 32768, 65536],
+            "width": 4096,
+            "depth": 4,
+            "epochs": 2,
+            "steps_per_epoch": 2,
+            "time_scale": 0.01,
+        },
+        "oom": {"action": "retry_smaller_batch", "max_halvings": 2},
+        "execution": {"max_concurrent": 1},
+        "packing": {"mode": "off"},
+        "study": {"n_trials": 4},
+    }
+    outcomes = {}
+    for name, runner in (("ray", None), ("simulated", SimulatedRunner())):
+        path = _oom_config(write_config, **{**search, "study": {"n_trials": 4, "name": name}})
+        queued = open_study(load_config(path)).study
+        for batch in (16384, 32768, 65536, 64):
+            queued.enqueue_trial({"batch_size": batch})
+        outcomes[name] = hpsearch.run(path, runner=runner)
+
+    def played(outcome: hpsearch.RunOutcome) -> list[tuple[Any, ...]]:
+        return [
+            (
+                t.number,
+                t.params,
+                t.state.name,
+                t.values,
+                t.user_attrs.get(attrs.OOM_RETRIES),
+                t.user_attrs.get(attrs.PRUNE_REASON),
+                t.user_attrs[attrs.RESOURCES]["gpus"],
+            )
+            for t in outcome.results.study.trials
+        ]
+
+    ray, simulated = played(outcomes["ray"]), played(outcomes["simulated"])
+    assert ray == simulated
+    # The search is worth comparing: retried, retried twice, run out of memory, fitted.
+    assert [t[2] for t in ray] == ["COMPLETE", "COMPLETE", "PRUNED", "COMPLETE"]
+    assert [len(t[4] or ()) for t in ray] == [1, 2, 2, 0]

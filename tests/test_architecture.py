@@ -1,4 +1,4 @@
-"""The shape the code keeps: small constructors, a package per extension point."""
+"""The shape the code keeps: small constructors, a package per extension point, pure config."""
 
 from __future__ import annotations
 
@@ -46,4 +46,41 @@ def test_each_extension_point_is_a_package_with_a_base_and_a_public_face(package
     face = (folder / "__init__.py").read_text(encoding="utf-8")
     assert "__all__" in face
     modules = [p.name for p in folder.glob("*.py") if p.name != "__init__.py"]
-    assert all(name.startswith("_") for name in modules), modules
+    # Private implementations; public only: the settings the config composes.
+    public = [name for name in modules if not name.startswith("_")]
+    assert public in ([], ["settings.py"]), modules
+
+
+def _imports(module: str) -> set[str]:
+    """The hpsearch modules a module names in its import statements (its own file only)."""
+    path = PACKAGE.parent / (module.replace(".", "/") + ".py")
+    if not path.is_file():
+        path = PACKAGE.parent / module.replace(".", "/") / "__init__.py"
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("hpsearch"):
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("hpsearch"))
+    return found
+
+
+def test_the_config_is_pure_data_and_imports_no_telemetry_and_no_policy() -> None:
+    reached: set[str] = set()
+    todo = ["hpsearch.config._schema", "hpsearch.config._load", "hpsearch.config._yaml"]
+    while todo:
+        module = todo.pop()
+        if module not in reached:
+            reached.add(module)
+            todo.extend(_imports(module))
+    # The settings of the packages it composes, and nothing of what reads them.
+    composed = {
+        "hpsearch.placement.settings",
+        "hpsearch.oom.settings",
+        "hpsearch.simulation.spec",
+        "hpsearch.simulation._traces",  # the built-in trace names a spec is checked against
+        "hpsearch.trial.script",
+    }
+    assert composed <= reached
+    readers = ("hpsearch.telemetry", "hpsearch.placement", "hpsearch.oom", "hpsearch.simulation")
+    assert [m for m in reached - composed if m.startswith(readers)] == []

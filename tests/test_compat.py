@@ -57,3 +57,39 @@ def test_tune_still_reads_its_pending_trials_limit() -> None:
 def test_ray_still_reads_each_environment_default(name: str, module: str) -> None:
     assert name in _compat.RAY_ENV_DEFAULTS
     assert name in _source_of(module), f"{module} no longer reads {name}"
+
+
+def test_optunas_parzen_estimator_still_has_what_the_ordered_choices_extend() -> None:
+    # hpsearch._ordered_tpe subclasses TPE's estimator and swaps it in through the
+    # sampler's attribute: each private name and signature it relies on, pinned.
+    import optuna
+    from optuna.samplers._tpe import parzen_estimator, probability_distributions
+
+    from hpsearch import _ordered_tpe
+
+    estimator = parzen_estimator._ParzenEstimator
+    assert _ordered_tpe.OrderedChoicesParzenEstimator.__mro__[1] is estimator
+    assert list(inspect.signature(estimator._calculate_categorical_distributions).parameters) == [
+        "self",
+        "observations",
+        "param_name",
+        "search_space",
+        "parameters",
+    ]
+    assert list(inspect.signature(estimator._calculate_numerical_distributions).parameters) == [
+        "self",
+        "observations",
+        "search_space",
+        "parameters",
+    ]
+    assert hasattr(parzen_estimator, "_ParzenEstimatorParameters")
+    truncnorm = probability_distributions._BatchedDiscreteTruncNormDistributions
+    assert {"mu", "sigma"} <= set(truncnorm._fields)
+    categorical = probability_distributions._BatchedCategoricalDistributions
+    assert list(categorical._fields) == ["weights"]
+    assert hasattr(probability_distributions, "_BatchedDistributions")
+    sampler = optuna.samplers.TPESampler(seed=0)
+    assert sampler._parzen_estimator_cls is estimator  # the hook the sampler reads
+    assert "self._parzen_estimator_cls(" in _source_of("optuna.samplers._tpe.sampler")
+    _ordered_tpe.order_numeric_choices(sampler)
+    assert sampler._parzen_estimator_cls is _ordered_tpe.OrderedChoicesParzenEstimator

@@ -25,9 +25,9 @@ from pydantic import (
 )
 
 from hpsearch._settings import Seconds, Settings
-from hpsearch.oom import OomSpec
-from hpsearch.placement import PackingSpec
-from hpsearch.simulation import SimulatedSpec
+from hpsearch.oom.settings import OomSpec
+from hpsearch.placement.settings import PackingSpec
+from hpsearch.simulation.spec import SimulatedSpec
 from hpsearch.space import SEARCHED_TYPES, ParamSpec, SearchSpace, expand_space
 from hpsearch.trial.script import CommandSpec
 

@@ -4,7 +4,7 @@ The tree: ``_events`` (what happens to a trial, as typed events), ``_base``
 (the listener interface), ``_ledger`` (the open-trial table, Optuna's ask and
 tell), ``_objectives`` (objective values from reports), and one module per
 listener: ``_mlflow`` (the MLflow mirror), ``_oom`` (out-of-memory handling),
-``_gpu`` (GPU series), ``_placement`` (packing feedback: the running trials),
+``_gpu`` (GPU series), ``_running`` (packing feedback: the running trials),
 ``_verdicts`` (pruning verdicts to workers), ``_parent_run`` (the search's
 parent run), ``_checkpoints`` (checkpoint upkeep). The progress view
 (:mod:`hpsearch.progress`) is one more.
@@ -34,7 +34,7 @@ from hpsearch.lifecycle._mlflow import MlflowMirror, end_reclaimed_runs, reclaim
 from hpsearch.lifecycle._objectives import ObjectiveValues
 from hpsearch.lifecycle._oom import OomHandling
 from hpsearch.lifecycle._parent_run import ParentRun
-from hpsearch.lifecycle._placement import OomSink, RunningTrials
+from hpsearch.lifecycle._running import OomSink, RunningTrials
 from hpsearch.lifecycle._verdicts import VerdictPoster
 
 __all__ = [

@@ -3,7 +3,7 @@
 The tree: ``_verdicts`` (how well a GPU was used, and what to change, with the
 arithmetic shown: the packing policy's own), ``_report`` (the report per GPU,
 also kept on a search's parent run), ``_watch`` (``hpsearch monitor``: sample
-for a while, show it live, write the samples as CSV, report).
+for a while on one clock, show it live, write the samples as CSV, report).
 """
 
 from hpsearch.monitoring._report import render_report
@@ -14,11 +14,13 @@ from hpsearch.monitoring._verdicts import (
     recommendations,
     verdict_of,
 )
-from hpsearch.monitoring._watch import WatchResult, watch
+from hpsearch.monitoring._watch import WallClock, WatchClock, WatchResult, watch
 
 __all__ = [
     "PackingEstimate",
     "Verdict",
+    "WallClock",
+    "WatchClock",
     "WatchResult",
     "packing_estimate",
     "recommendations",

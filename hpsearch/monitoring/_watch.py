@@ -6,6 +6,7 @@ import time
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from rich.console import Console
 from rich.live import Live
@@ -31,6 +32,26 @@ class WatchResult:
     wall_s: float
 
 
+class WatchClock(Protocol):
+    """The time ``hpsearch monitor`` keeps: its monitor's samples are stamped and paced by it."""
+
+    def __call__(self) -> float:
+        """Unix time now."""
+
+    def sleep(self, seconds: float) -> None:
+        """Wait ``seconds`` (a virtual clock moves on at once)."""
+
+
+class WallClock:
+    """Real time: what ``hpsearch monitor`` runs on."""
+
+    def __call__(self) -> float:
+        return time.time()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
 def watch(
     backend: TelemetryBackend,
     *,
@@ -39,15 +60,26 @@ def watch(
     csv_path: Path | None,
     console: Console,
     target_util_pct: float = TARGET_UTIL_PCT,
+    clock: WatchClock | None = None,
 ) -> WatchResult:
     """Sample ``backend`` until ``duration_s`` passes (or Ctrl-C), then summarise everything.
+
+    One clock paces everything: the samples are taken on it, every ``interval_s``,
+    by this loop (no thread of their own), so a session runs as well on a virtual
+    clock, in no time, as on the wall clock.
+
+    Args:
+        clock: the session's clock (default: the wall clock).
 
     Raises:
         HpsearchError: the CSV file cannot be written.
     """
+    clock = clock or WallClock()
     # Keep every sample of the session: the report covers all of it.
-    monitor = GpuMonitor(backend, interval_s=interval_s, history_s=duration_s or 24 * 3600)
-    started = time.time()
+    history_s = duration_s or 24 * 3600
+    monitor = GpuMonitor(backend, interval_s=interval_s, history_s=history_s, clock=clock)
+    started = clock()
+    sampler_cpu_s = 0.0
     with ExitStack() as stack:
         writer = None
         if csv_path is not None:
@@ -61,50 +93,37 @@ def watch(
             if console.is_terminal
             else None
         )
-        stack.enter_context(monitor)
-        written = 0.0
-        last_line = 0.0
+        last_line = -float("inf")
+        due = started
         try:
-            while duration_s is None or time.time() - started < duration_s:
-                remaining = (
-                    interval_s if duration_s is None else duration_s - (time.time() - started)
-                )
-                time.sleep(max(0.0, min(interval_s / 2, remaining)))
-                new = _after(monitor, written)
-                if not new:
-                    continue
-                written = new[-1].time
+            while duration_s is None or due - started < duration_s:
+                clock.sleep(max(0.0, due - clock()))
+                cpu = time.thread_time()
+                new = monitor.sample_now()
+                sampler_cpu_s += time.thread_time() - cpu
+                # Keep to the grid; after a stall, skip the missed ticks rather than burst.
+                due = max(due + interval_s, clock())
                 if writer is not None:
                     writer.write(new)
                 if live is not None:
                     live.update(_table(new), refresh=True)
-                elif written - last_line >= _LINE_EVERY_S:
-                    last_line = written
-                    for sample in new[-len(monitor.gpus) :]:
+                elif new and new[0].time - last_line >= _LINE_EVERY_S:
+                    last_line = new[0].time
+                    for sample in new:
                         console.print(_line(sample), highlight=False, markup=False, soft_wrap=True)
         except KeyboardInterrupt:
             pass  # the report of what was sampled so far is still wanted
-        monitor.stop()
-        rest = _after(monitor, written)
-        if writer is not None and rest:
-            writer.write(rest)
+    wall_s = clock() - started
     summaries = monitor.summaries(since=started - 1)
     report = render_report(
         summaries,
         source=backend.describe(),
         interval_s=interval_s,
-        sampler_cpu_s=monitor.sampler_cpu_s,
-        wall_s=monitor.wall_s,
+        sampler_cpu_s=sampler_cpu_s,
+        wall_s=wall_s,
         target_util_pct=target_util_pct,
     )
-    return WatchResult(
-        summaries, report, monitor.samples_taken, monitor.sampler_cpu_s, monitor.wall_s
-    )
-
-
-def _after(monitor: GpuMonitor, since: float) -> list[GpuSample]:
-    samples = [s for gpu in monitor.gpus for s in monitor.history(gpu.index, since)]
-    return sorted(samples, key=lambda s: (s.time, s.index))
+    return WatchResult(summaries, report, monitor.samples_taken, sampler_cpu_s, wall_s)
 
 
 def _line(sample: GpuSample) -> str:

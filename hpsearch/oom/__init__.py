@@ -1,6 +1,6 @@
 """Out-of-memory: recognising it, predicting it, and the driver's book of verdicts.
 
-The tree: ``_settings`` (the ``oom`` section), ``_base`` (what a worker reports,
+The tree: ``settings`` (the ``oom`` section, pure data), ``_base`` (what a worker reports,
 a known case, the stored record, a verdict), ``_detect`` (predicates over
 exceptions and crash texts), ``_retry`` (the next, smaller-batch attempt: the
 worker's and the simulated runner's one rule), ``_predict`` (the predictor and
@@ -36,7 +36,7 @@ from hpsearch.oom._detect import (
 )
 from hpsearch.oom._predict import MeasuredConfigs, MemoryNeeds, OomPredictor, needs_at_least
 from hpsearch.oom._retry import halved, retry_smaller
-from hpsearch.oom._settings import OomAction, OomSpec
+from hpsearch.oom.settings import OomAction, OomSpec
 
 __all__ = [
     "CONSTRAINT",

@@ -19,7 +19,7 @@ from optuna.trial import FrozenTrial
 from hpsearch import attrs
 from hpsearch.oom._base import BatchRetry, OomCase, OomRecord, OomReport, OomVerdict
 from hpsearch.oom._predict import OomPredictor
-from hpsearch.oom._settings import OomSpec
+from hpsearch.oom.settings import OomSpec
 
 CONSTRAINT = "oom"
 """The Optuna constraint set on infeasible trials (1.0: violated), which TPE steers away from."""

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hpsearch.oom._base import BatchRetry
-from hpsearch.oom._settings import OomSpec
+from hpsearch.oom.settings import OomSpec
 
 
 def halved(params: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -34,7 +34,8 @@ def retry_smaller(
 
     The batch halved and gradient accumulation doubled, so the effective batch
     stays the same. ``None``: the trial ends pruned (``oom.action`` is ``prune``,
-    ``oom.max_halvings`` retries were made, or its batch cannot be halved).
+    ``oom.max_halvings`` retries were made, or its batch cannot be halved to
+    ``oom.min_batch_size`` or more).
 
     Args:
         params: the parameters of the attempt that ran out.
@@ -45,7 +46,7 @@ def retry_smaller(
     if spec.action != "retry_smaller_batch" or len(retries) >= spec.max_halvings:
         return None
     smaller = halved(params)
-    if smaller is None:
+    if smaller is None or smaller["batch_size"] < spec.min_batch_size:
         return None
     retry = BatchRetry(
         step=step,

@@ -1,12 +1,14 @@
 """Placement: how much of the cluster each trial gets, and on which GPU, decided at launch.
 
 The tree: ``_base`` (the :class:`ResourcePolicy` interface and what it reads
-and answers), ``_settings`` (the ``packing`` section), ``_capacity`` (how many
-trials of a measured size one GPU should hold: the one arithmetic of packing,
-which ``hpsearch monitor``'s advice shares), ``_static`` (a fixed count per GPU,
-or CPU only), ``_packing`` (the pure utilisation-aware packing policy, decided
-per GPU with a reason) and ``_admission`` (that policy fed by the monitor and
-the cluster's GPUs, as a resource policy).
+and answers), ``settings`` (the ``packing`` section, pure data), ``_capacity``
+(how many trials of a measured size one GPU should hold: the one arithmetic of
+packing, which ``hpsearch monitor``'s advice shares), ``_static`` (a fixed count
+per GPU, or CPU only), ``_views`` (what the packing policy reads and answers),
+``_profiles`` (what the search's trials were measured to need), ``_packing``
+(the pure utilisation-aware packing policy, decided per GPU with a reason) and
+``_admission`` (that policy fed by the monitor and the cluster's GPUs, as a
+resource policy).
 """
 
 from hpsearch.placement._admission import (
@@ -22,28 +24,27 @@ from hpsearch.placement._base import (
     ResourcePolicy,
     RunningTrial,
 )
-from hpsearch.placement._capacity import (
-    MEMORY_HEADROOM,
-    MIN_GAIN,
-    MOST_TRIALS_PER_GPU,
-    SATURATION_UTIL_PCT,
-    TARGET_UTIL_PCT,
-    Fit,
-    fit,
-)
-from hpsearch.placement._packing import (
+from hpsearch.placement._capacity import MIN_GAIN, Fit, fit
+from hpsearch.placement._packing import PackingPolicy
+from hpsearch.placement._static import StaticPolicy
+from hpsearch.placement._views import (
     GpuDecision,
     GpuKey,
     GpuView,
     OomEvent,
-    PackingPolicy,
     PackingView,
     Placement,
     TrialOnGpu,
     TrialProfile,
 )
-from hpsearch.placement._settings import PackingMode, PackingSpec
-from hpsearch.placement._static import StaticPolicy
+from hpsearch.placement.settings import (
+    MEMORY_HEADROOM,
+    MOST_TRIALS_PER_GPU,
+    SATURATION_UTIL_PCT,
+    TARGET_UTIL_PCT,
+    PackingMode,
+    PackingSpec,
+)
 
 __all__ = [
     "MEMORY_HEADROOM",

@@ -25,12 +25,12 @@ from hpsearch.placement._base import (
     ResourcePolicy,
     RunningTrial,
 )
-from hpsearch.placement._packing import (
+from hpsearch.placement._packing import PackingPolicy
+from hpsearch.placement._views import (
     GpuDecision,
     GpuKey,
     GpuView,
     OomEvent,
-    PackingPolicy,
     PackingView,
     TrialOnGpu,
 )
@@ -52,9 +52,9 @@ class AdmissionRequest:
             trial the policy placed.
     """
 
-    cpus_per_trial: float = 1.0
-    max_concurrent: int | None = None
-    ray_gpus: float = 1.0
+    cpus_per_trial: float
+    max_concurrent: int | None
+    ray_gpus: float
 
 
 class PackingObserver(Protocol):

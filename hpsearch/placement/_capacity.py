@@ -18,17 +18,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from hpsearch.placement.settings import (
+    MEMORY_HEADROOM,
+    MOST_TRIALS_PER_GPU,
+    TARGET_UTIL_PCT,
+)
 from hpsearch.simulation import SharingModel
 from hpsearch.telemetry import GpuDemand
 
-TARGET_UTIL_PCT = 100.0
-"""The predicted busy share (%) a GPU is filled up to."""
-SATURATION_UTIL_PCT = 100.0
-"""The measured utilisation (%) at which a packed GPU is re-judged from what it measured."""
-MEMORY_HEADROOM = 0.10
-"""The share of a GPU's memory left free."""
-MOST_TRIALS_PER_GPU = 8
-"""The most trials on one GPU."""
 MIN_GAIN = 0.05
 """One trial more must add at least this share to the predicted throughput (else not worth it)."""
 

@@ -33,151 +33,20 @@ only above) is the hysteresis that keeps the count from flapping.
 from __future__ import annotations
 
 import math
-from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from hpsearch.placement._capacity import fit
-from hpsearch.placement._settings import PackingSpec
-
-_RECENT_PROFILES = 20
-"""How many recent trial profiles estimate a new trial (the search drifts as it learns)."""
-
-
-@dataclass(frozen=True)
-class GpuKey:
-    """One GPU of the cluster: its Ray node and its index on that node.
-
-    Attributes:
-        node: the Ray node id (unique; several nodes may share an address).
-        index: the GPU's index on the node.
-        address: the node's address, for people (not part of the key).
-    """
-
-    node: str
-    index: int
-    address: str = field(default="", compare=False)
-
-    def label(self, single_node: bool = True) -> str:
-        """``gpu0``, or ``<node id prefix>/gpu0`` when the cluster has several nodes."""
-        return f"gpu{self.index}" if single_node else f"{self.node[:8]}/gpu{self.index}"
-
-
-@dataclass(frozen=True)
-class TrialOnGpu:
-    """A running trial, as the policy sees it.
-
-    Attributes:
-        number: the Optuna trial number.
-        warm_at: when it was past its warm-up (its first report); ``None``: not yet.
-        cpus: CPUs it keeps busy (1 plus its DataLoader workers, when known).
-        memory_mb: its own peak GPU memory since warm-up, when measured.
-        alone: it runs alone on a whole GPU (an OOM under a shared cap, run again).
-        new_kind: it is larger, in the parameters that grow memory, than any trial
-            measured so far: its GPU takes no new neighbour until it is measured.
-    """
-
-    number: int
-    warm_at: float | None = None
-    cpus: float = 1.0
-    memory_mb: float | None = None
-    alone: bool = False
-    new_kind: bool = False
-
-
-@dataclass(frozen=True)
-class GpuView:
-    """One GPU now.
-
-    Attributes:
-        key: which GPU.
-        memory_total_mb: its memory (``None``: unknown).
-        trials: the trials running on it.
-        measured_since: start of the window the readings below cover (the latest
-            of its trials' warm-ups); ``None`` when nothing is measured.
-        utilization_pct: mean utilisation over that window.
-        memory_used_mb: peak memory used over that window.
-        telemetry: whether a monitor reads this GPU at all (none: a node whose monitor is lost).
-    """
-
-    key: GpuKey
-    memory_total_mb: float | None
-    trials: tuple[TrialOnGpu, ...] = ()
-    measured_since: float | None = None
-    utilization_pct: float | None = None
-    memory_used_mb: float | None = None
-    telemetry: bool = True
-
-
-@dataclass(frozen=True)
-class OomEvent:
-    """A trial ran out of memory on ``gpu`` while ``sharing`` trials (itself included) ran there."""
-
-    gpu: GpuKey
-    at: float
-    sharing: int
-
-
-@dataclass(frozen=True)
-class PackingView:
-    """Everything a decision reads.
-
-    Attributes:
-        now: the current time (same clock as the trials' times).
-        gpus: every GPU of the cluster.
-        node_cpus: CPUs of each node (by ``GpuKey.node``).
-        new_trial_cpus: CPUs a new trial is expected to use.
-        ooms: OOMs of trials since the last view (the policy keeps what it needs).
-    """
-
-    now: float
-    gpus: tuple[GpuView, ...]
-    node_cpus: dict[str, float] = field(default_factory=dict)
-    new_trial_cpus: float = 1.0
-    ooms: tuple[OomEvent, ...] = ()
-
-
-@dataclass(frozen=True)
-class TrialProfile:
-    """What one trial was measured to need: its share of utilisation and its peak memory."""
-
-    number: int
-    utilization_pct: float
-    memory_mb: float | None
-
-
-@dataclass(frozen=True)
-class GpuDecision:
-    """How many trials a GPU may hold now, the share a new one gets, and why.
-
-    Attributes:
-        limit: trials the GPU may hold.
-        share: the share of the GPU (and of its memory) a trial admitted now gets.
-        reason: the arithmetic or the event behind the limit.
-        previous: the limit before this decision (``None`` for the first one).
-        open: whether the GPU takes a new trial now if it has room (not while a
-            trial of a new kind on it waits to be measured).
-    """
-
-    limit: int
-    share: float
-    reason: str
-    previous: int | None = None
-    open: bool = True
-
-    @property
-    def changed(self) -> bool:
-        """Whether the limit moved in this decision."""
-        return self.previous is not None and self.previous != self.limit
-
-
-@dataclass(frozen=True)
-class Placement:
-    """Where the next trial runs and with what: the policy's answer to one admission."""
-
-    gpu: GpuKey
-    share: float
-    co_tenants: tuple[int, ...]
-    reason: str
+from hpsearch.placement._profiles import TrialProfiles
+from hpsearch.placement._views import (
+    GpuDecision,
+    GpuKey,
+    GpuView,
+    PackingView,
+    Placement,
+    TrialOnGpu,
+    TrialProfile,
+)
+from hpsearch.placement.settings import PackingSpec
 
 
 @dataclass
@@ -199,56 +68,13 @@ class PackingPolicy:
     def __init__(self, settings: PackingSpec) -> None:
         self.settings = settings  # its band (target below saturation) checked when it was read
         self._state: dict[GpuKey, _GpuState] = {}
-        self._profiles: deque[TrialProfile] = deque(maxlen=_RECENT_PROFILES)
-        self._profiled: set[int] = set()
-
-    # -- profiles -----------------------------------------------------------------
+        self._profiles = TrialProfiles(settings)
 
     def estimate(self) -> TrialProfile | None:
-        """A new trial's needs: the 75th percentile of recent utilisation shares, the largest peak.
+        """A new trial's needs, from the recent trials' measured profiles."""
+        return self._profiles.estimate()
 
-        The largest peak rather than a typical one: memory that is not there is an
-        OOM, while utilisation misjudged is only a slower step.
-        """
-        if not self._profiles:
-            return None
-        utils = sorted(p.utilization_pct for p in self._profiles)
-        memories = [p.memory_mb for p in self._profiles if p.memory_mb is not None]
-        util = utils[min(len(utils) - 1, math.ceil(0.75 * len(utils)) - 1)]
-        return TrialProfile(-1, util, max(memories) if memories else None)
-
-    def _learn(self, gpu: GpuView, now: float) -> None:
-        """Profile each trial of a GPU measured long enough past every warm-up on it.
-
-        A GPU several trials saturate says only that they ask for more than it has:
-        their shares are not learned from it.
-        """
-        if not self._measured(gpu, now) or gpu.utilization_pct is None:
-            return
-        n = len(gpu.trials)
-        if n > 1 and gpu.utilization_pct >= self.settings.saturation_util:
-            return
-        for trial in gpu.trials:
-            memory = trial.memory_mb
-            if memory is None and gpu.memory_used_mb is not None:
-                memory = gpu.memory_used_mb / n
-            profile = TrialProfile(trial.number, gpu.utilization_pct / n, memory)
-            if trial.number in self._profiled:
-                # Re-measured: keep the later reading (longer window, past any ramp-up).
-                self._profiles = deque(
-                    (p for p in self._profiles if p.number != trial.number),
-                    maxlen=_RECENT_PROFILES,
-                )
-            self._profiled.add(trial.number)
-            self._profiles.append(profile)
-
-    def _measured(self, gpu: GpuView, now: float) -> bool:
-        """Every trial on the GPU is warm and the readings cover ``probe_seconds`` since."""
-        if not gpu.trials or gpu.measured_since is None or gpu.utilization_pct is None:
-            return False
-        if any(t.warm_at is None for t in gpu.trials):
-            return False
-        return now - gpu.measured_since >= self.settings.probe_seconds
+    # -- profiles -----------------------------------------------------------------
 
     # -- decisions ----------------------------------------------------------------
 
@@ -268,7 +94,7 @@ class PackingPolicy:
                     f"({self.settings.cooldown_seconds:g} s) has passed"
                 )
         for gpu in view.gpus:
-            self._learn(gpu, view.now)
+            self._profiles.learn(gpu, view.now)
         gpus_per_node: dict[str, int] = {}
         for gpu in view.gpus:
             gpus_per_node[gpu.key.node] = gpus_per_node.get(gpu.key.node, 0) + 1
@@ -365,7 +191,7 @@ class PackingPolicy:
         util = gpu.utilization_pct
         expected = n * estimate.utilization_pct
         if (
-            self._measured(gpu, now)
+            self._profiles.measured(gpu, now)
             and util is not None
             and util >= s.saturation_util
             and expected < s.saturation_util
@@ -394,7 +220,7 @@ class PackingPolicy:
     ) -> tuple[int, str]:
         """Straight to what fits, if the GPU's memory, with the trials to come, allows it."""
         s = self.settings
-        util_now = self._utilization(gpu, estimate, self._measured(gpu, now))
+        util_now = self._utilization(gpu, estimate, self._profiles.measured(gpu, now))
         memory_now = self._memory(gpu, estimate)
         total = gpu.memory_total_mb
         memory_text = ""

@@ -27,6 +27,7 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from hpsearch.config import TelemetrySpec
+from hpsearch.gpu_telemetry import open_backend
 from hpsearch.telemetry import (
     HISTORY_S,
     ClusterReadings,
@@ -36,7 +37,6 @@ from hpsearch.telemetry import (
     TelemetryUnavailable,
     TrialLoad,
 )
-from hpsearch.telemetry.open import open_backend
 
 logger = logging.getLogger(__name__)
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import time
+import traceback
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
@@ -108,7 +109,7 @@ class SimulatedRunner(TrialRunner):
         spec = simulated or SimulatedSpec()
         gpus = _SimulatedGpus(
             spec.memory_total_mb if simulated is not None else None,
-            spec.sharing,
+            SharingModel(spec.sharing),
         )
         capacity = ClusterCapacity(
             float(execution.num_cpus or self._cpus), float(execution.num_gpus or 0)
@@ -307,7 +308,12 @@ class _SimulatedSession(RunnerSession):
 
     def _begin(self, trial: _Trial, params: dict[str, Any]) -> None:
         """Start (or, after a smaller-batch retry, restart) the trial's plan now."""
-        plan = self._model(params, self._memory_left(trial), trial.launch.memory_cap_mb)
+        try:
+            plan = self._model(params, self._memory_left(trial), trial.launch.memory_cap_mb)
+        except Exception:
+            # As a worker's train raising: the trial fails with its traceback.
+            self._end(trial, Outcome.FAIL, error=traceback.format_exc())
+            return
         trial.plan, trial.next_epoch = plan, 0
         if plan.load is not None:
             self._send(trial, WorkerEvent(kind=EventKind.GPU_LOAD, gpu_load=plan.load))
@@ -358,9 +364,12 @@ class _SimulatedSession(RunnerSession):
         trial.retries.append(record)
         self._begin(trial, smaller)
 
-    def _end(self, trial: _Trial, outcome: Outcome, end: EndReport | None = None) -> None:
+    def _end(
+        self, trial: _Trial, outcome: Outcome, end: EndReport | None = None, error: str = ""
+    ) -> None:
         report = end or EndReport(retries=tuple(trial.retries))
-        self._send(trial, WorkerEvent(kind=EventKind.END, outcome=outcome, end=report))
+        ended = WorkerEvent(kind=EventKind.END, outcome=outcome, error=error, end=report)
+        self._send(trial, ended)
         trial.done = None
         del self._running[trial.trial_id]
         self._live().ended(trial.trial_id)

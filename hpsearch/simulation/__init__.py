@@ -3,8 +3,8 @@
 For machines with no GPU (CI, a laptop) and for the packing lab, which plays
 hundreds of searches in simulated time. The tree: ``_sharing`` (the sharing
 model: how trials sharing a GPU, and a node's CPUs, slow each other; the packing
-policy's arithmetic asks it too), ``_spec`` (the simulated GPUs a config
-describes, ``telemetry.simulated``), ``_backends`` (those GPUs as telemetry
+policy's arithmetic asks it too), ``spec`` (the simulated GPUs a config
+describes, ``telemetry.simulated``: pure data), ``_backends`` (those GPUs as telemetry
 backends: constant readings, a replayed trace, or a load model driven by the
 running trials), ``_traces`` (the traces shipped with hpsearch), ``_pace`` (the
 shared speed of trials that play in real time, in other processes), ``_plan``
@@ -21,8 +21,8 @@ from hpsearch.simulation._backends import (
 from hpsearch.simulation._pace import PacePublisher, PaceReader, SharedGpus
 from hpsearch.simulation._plan import PlannedEpoch, TrialModel, TrialPlan
 from hpsearch.simulation._sharing import CUDA_CONTEXT_MB, SharingModel, cpu_rate
-from hpsearch.simulation._spec import SimulatedSpec, parse_simulate
 from hpsearch.simulation._traces import BUILTIN_TRACES, trace_path
+from hpsearch.simulation.spec import SharingSpec, SimulatedSpec, parse_simulate
 
 __all__ = [
     "BUILTIN_TRACES",
@@ -34,6 +34,7 @@ __all__ = [
     "PlannedEpoch",
     "SharedGpus",
     "SharingModel",
+    "SharingSpec",
     "SimulatedSpec",
     "TraceBackend",
     "TrialModel",

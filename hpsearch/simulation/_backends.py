@@ -15,8 +15,8 @@ from pathlib import Path
 
 from hpsearch.errors import HpsearchError
 from hpsearch.simulation._sharing import SharingModel
-from hpsearch.simulation._spec import SimulatedSpec
 from hpsearch.simulation._traces import trace_path
+from hpsearch.simulation.spec import SimulatedSpec
 from hpsearch.telemetry import (
     GpuDemand,
     GpuInfo,
@@ -211,7 +211,9 @@ def simulated_backend(spec: SimulatedSpec) -> TelemetryBackend:
         HpsearchError: a trace that cannot be read.
     """
     if spec.source == "load":
-        return LoadModelBackend(_gpus(spec), idle_power_w=spec.idle_power_w, sharing=spec.sharing)
+        return LoadModelBackend(
+            _gpus(spec), idle_power_w=spec.idle_power_w, sharing=SharingModel(spec.sharing)
+        )
     if spec.source == "constant":
         return ConstantBackend(
             _gpus(spec),

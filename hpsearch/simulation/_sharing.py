@@ -26,18 +26,17 @@ speed. The model says how fast each trial runs when others share the GPU:
 * **Host CPU**: trials whose CPU demand (the training loop and its DataLoader
   workers) exceeds the node's cores slow in proportion: ``min(1, cores / Σcpus)``.
 
-The constants are declared once, as the fields of :class:`SharingModel`, which a
-config sets under ``telemetry.simulated.sharing``. They are to be calibrated on a
-real GPU.
+The constants are declared once, as the fields of :class:`~hpsearch.simulation.spec.SharingSpec`,
+which a config sets under ``telemetry.simulated.sharing``. They are to be calibrated
+on a real GPU.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
-from pydantic import Field
-
-from hpsearch._settings import Settings
+from hpsearch.simulation.spec import SharingSpec
 from hpsearch.telemetry import GpuDemand
 
 CUDA_CONTEXT_MB = 500.0
@@ -47,22 +46,24 @@ _SLOWEST = 0.05
 """No trial runs slower than this share of its solo speed (switch costs have a floor)."""
 
 
-class SharingModel(Settings):
+@dataclass(frozen=True)
+class SharingModel:
     """How shared GPUs and CPUs slow trials (see the module docstring for the rules).
 
-    Also the ``telemetry.simulated.sharing`` section of a config.
-
     Attributes:
-        switch_cost: the speed each time-sliced trial loses per extra process on its GPU.
-        mps: the GPU runs an MPS daemon (kernels of different trials overlap).
-        mps_switch_cost: the speed each trial loses per extra process under MPS.
-        mps_max_speedup: the most MPS gains over time-slicing, in aggregate.
+        spec: its constants, the config's ``telemetry.simulated.sharing``.
     """
 
-    switch_cost: float = Field(default=0.03, ge=0, lt=1)
-    mps: bool = False
-    mps_switch_cost: float = Field(default=0.01, ge=0, lt=1)
-    mps_max_speedup: float = Field(default=2.7, ge=1)
+    spec: SharingSpec = field(default_factory=SharingSpec)
+
+    @property
+    def mps(self) -> bool:
+        """Whether the GPU runs an MPS daemon (kernels of different trials overlap)."""
+        return self.spec.mps
+
+    def with_mps(self, mps: bool) -> SharingModel:
+        """The same model, with or without MPS."""
+        return SharingModel(self.spec.model_copy(update={"mps": mps}))
 
     def gpu_rates(self, demands: Sequence[GpuDemand]) -> list[float]:
         """Each trial's speed, as a share of its solo speed, while these share one GPU."""
@@ -74,10 +75,10 @@ class SharingModel(Settings):
         if self.mps:
             overlap = sum(max(0.0, d.utilization_pct) * _share(d.sm_share) for d in demands)
             by_overlap = min(1.0, 100.0 / overlap) if overlap > 0 else 1.0
-            rate = min(by_overlap, time_sliced * self.mps_max_speedup)
-            cost = self.mps_switch_cost
+            rate = min(by_overlap, time_sliced * self.spec.mps_max_speedup)
+            cost = self.spec.mps_switch_cost
         else:
-            rate, cost = time_sliced, self.switch_cost
+            rate, cost = time_sliced, self.spec.switch_cost
         slowed = rate * (1.0 - cost * (n - 1))
         return [max(_SLOWEST, slowed)] * n
 

@@ -3,7 +3,7 @@
 Readings only: simulated GPUs are in :mod:`hpsearch.simulation`, the packing
 arithmetic in :mod:`hpsearch.placement`, ``hpsearch monitor``'s report and advice
 in :mod:`hpsearch.monitoring`. Which backend a config asks for is opened by
-:mod:`hpsearch.telemetry.open` (the composition root's and the CLI's job).
+:mod:`hpsearch.gpu_telemetry`.
 
 The tree: ``_base`` (what a reading is, the backend interface), ``_nvml`` (NVIDIA
 GPUs), ``_monitor`` (the sampling thread, on an injectable clock), ``_summary``

@@ -22,7 +22,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
-from hpsearch.entrypoint import resolve_train_function
 from hpsearch.oom import BatchRetry, OomReport, device_oom, retry_smaller
 from hpsearch.simulation import PaceReader
 from hpsearch.telemetry import GpuLoad
@@ -34,6 +33,7 @@ from hpsearch.trial.context import (
     TrialPruned,
     as_metric_value,
 )
+from hpsearch.trial.entrypoint import resolve_train_function
 from hpsearch.trial.protocol import (
     EXIT_TIMEOUT,
     Assignment,

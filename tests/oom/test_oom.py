@@ -8,15 +8,18 @@ import pytest
 import torch
 
 from hpsearch.oom import (
+    BatchRetry,
     MeasuredConfigs,
     OomCase,
     OomPredictor,
+    OomSpec,
     cgroup_oom_kills,
     device_oom,
     host_oom_evidence,
     is_device_oom_message,
     is_library_alloc_failure,
     is_torch_oom,
+    retry_smaller,
 )
 
 
@@ -162,3 +165,17 @@ def test_memory_needs_learn_from_peaks_and_from_caps_run_out_under() -> None:
     assert needs.beyond(larger, 6000.0) is None
     assert needs.beyond({"batch_size": 64, "width": 512, "lr": 0.3}, 800.0) == (900.0, 3)
     assert needs.beyond({"batch_size": 64, "width": 512, "lr": 0.3}, 900.0) is None
+
+
+def test_a_smaller_batch_is_tried_down_to_the_smallest_the_config_allows() -> None:
+    spec = OomSpec(action="retry_smaller_batch", max_halvings=4, min_batch_size=32)
+    first = retry_smaller({"batch_size": 128}, spec, (), step=0)
+    assert first is not None
+    smaller, retry = first
+    assert smaller == {"batch_size": 64, "grad_accum_steps": 2}
+    assert retry == BatchRetry(0, 128, 64, 2)
+    second = retry_smaller(smaller, spec, (retry,), step=0)
+    assert second is not None
+    assert second[0]["batch_size"] == 32
+    assert retry_smaller(second[0], spec, (retry, second[1]), step=0) is None  # not 16
+    assert retry_smaller({"batch_size": 128}, OomSpec(), (), step=0) is None  # action: prune

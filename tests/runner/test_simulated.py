@@ -32,9 +32,10 @@ from hpsearch.placement import (
     RunningTrial,
 )
 from hpsearch.runner import SimulatedRunner
+from hpsearch.simulation import TrialPlan
 from hpsearch.study import open_study
 from hpsearch.tracking import TRIAL_NUMBER_TAG
-from hpsearch.workloads.simulated_gpu import gpu_profile
+from hpsearch.workloads.simulated_gpu import gpu_profile, plan
 from tests.conftest import ConfigWriter, SwitchAfter, load_search, mlflow_client
 
 pytestmark = pytest.mark.usefixtures("seeded_store")
@@ -450,3 +451,29 @@ def test_study_timeout_ends_the_search_short_and_its_grace_stops_running_trials(
     assert "2 s (study.timeout_grace) after study.timeout (25 s)" in error, error
     # It runs again, the same configuration, on the next hpsearch run.
     assert trials[3].system_attrs["fixed_params"] == trials[2].params
+
+
+def test_a_trial_whose_model_raises_fails_with_its_traceback_and_the_search_goes_on(
+    write_config: ConfigWriter,
+) -> None:
+    # As a worker's train raising: the trial fails, the search goes on.
+    search = load_search(util=20, memory=300, trials=3, seconds=2)
+    search["space"]["width"] = [256, 7]  # the model below refuses an odd width
+    search["execution"] = {"max_concurrent": 1, "num_cpus": 8}
+    path = write_config(search)
+    queued = open_study(load_config(path)).study
+    for width in (256, 7, 256):
+        queued.enqueue_trial({"width": width})
+
+    def model(
+        params: dict[str, Any], gpu_memory_mb: float | None, memory_cap_mb: float | None
+    ) -> TrialPlan:
+        if params["width"] % 2:
+            raise ValueError(f"odd width {params['width']}")
+        return plan(params, gpu_memory_mb, memory_cap_mb)
+
+    outcome = hpsearch.run(path, runner=SimulatedRunner(model))
+
+    trials = outcome.results.study.trials
+    assert [t.state.name for t in trials] == ["COMPLETE", "FAIL", "COMPLETE"]
+    assert "ValueError: odd width 7" in trials[1].user_attrs[attrs.ERROR]

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from hpsearch.simulation import SharingModel, cpu_rate
+from hpsearch.simulation import SharingModel, SharingSpec, cpu_rate
 from hpsearch.telemetry import GpuDemand
 
 TIME_SLICED = SharingModel()
-MPS = SharingModel(mps=True)
+MPS = SharingModel(SharingSpec(mps=True))
 
 
 def test_a_trial_alone_runs_at_its_solo_speed() -> None:

@@ -1,4 +1,9 @@
-"""Opening the GPU telemetry a config asks for: NVML, or simulated GPUs (for the root, the CLI)."""
+"""The GPU telemetry a config asks for, opened: NVML, or simulated GPUs.
+
+The composition root's job and the CLI's (``hpsearch monitor``): it joins the
+readings (:mod:`hpsearch.telemetry`) and the simulated GPUs
+(:mod:`hpsearch.simulation`) as the config's ``telemetry`` section says.
+"""
 
 from __future__ import annotations
 
@@ -44,7 +49,10 @@ def open_backend(spec: TelemetrySpec) -> OpenedTelemetry:
         # A load model shows what the running trials declare: the search feeds it.
         sink = backend if isinstance(backend, LoadModelBackend) else None
         return OpenedTelemetry(
-            backend, f"GPU telemetry: {backend.describe()}", sink, spec.simulation.sharing
+            backend,
+            f"GPU telemetry: {backend.describe()}",
+            sink,
+            SharingModel(spec.simulation.sharing),
         )
     try:
         nvml = NvmlBackend()

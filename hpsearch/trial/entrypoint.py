@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from hpsearch.errors import ConfigError
 
 if TYPE_CHECKING:
-    from hpsearch.config import RunConfig
+    from hpsearch.trial.script import CommandSpec
 
 TrainFunction = Callable[..., Any]
 """``train(params: dict, ctx: TrialContext) -> None | float | dict``."""
@@ -102,15 +102,19 @@ def resolve_train_function(spec: str, *, source: str = "<config>") -> TrainFunct
     return train
 
 
-def check_train(config: RunConfig) -> None:
-    """Check the config's ``train``: the function imports, or the script's program is found.
+def check_train(train: str, command: CommandSpec | None, source: str) -> None:
+    """Check a config's ``train``: the function imports, or the script's program is found.
+
+    Args:
+        train: the training function, ``package.module:function`` (ignored with ``command``).
+        command: the training script, when ``train`` is one.
+        source: the config file, for messages.
 
     Raises:
         ConfigError: naming ``train``, what is missing and how to fix it.
     """
-    command = config.command
     if command is None:
-        resolve_train_function(config.train_target, source=config.source)
+        resolve_train_function(train, source=source)
         return
     program = command.arguments[0]
     if "{" in program:
@@ -118,14 +122,14 @@ def check_train(config: RunConfig) -> None:
     if os.sep in program:
         if not os.access(program, os.X_OK):
             raise ConfigError(
-                config.source,
+                source,
                 "train.command",
                 f"'{program}' is not an executable file (from {os.getcwd()})",
                 "give its path from the directory hpsearch runs in, and chmod +x it",
             )
     elif shutil.which(program) is None:
         raise ConfigError(
-            config.source,
+            source,
             "train.command",
             f"program '{program}' is not on PATH",
             "install it, or give its path",

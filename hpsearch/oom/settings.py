@@ -20,6 +20,8 @@ class OomSpec(Settings):
             first retry it with the micro-batch halved and gradient accumulation
             doubled (the effective batch stays the same), up to ``max_halvings`` times.
         max_halvings: how many times ``retry_smaller_batch`` halves the batch.
+        min_batch_size: the smallest micro-batch ``retry_smaller_batch`` goes down to
+            (a batch of a few samples trains another model: batch norm, noise).
         grows_memory: parameters whose larger values need more memory; a
             suggestion equal to a configuration that ran out except for greater
             or equal values of these is not launched (pruned as ``predicted_oom``).
@@ -33,6 +35,7 @@ class OomSpec(Settings):
 
     action: OomAction = "prune"
     max_halvings: PositiveInt = 2
+    min_batch_size: PositiveInt = 1
     grows_memory: list[str] = Field(default_factory=lambda: ["batch_size"])
     memory_neutral: list[str] = Field(default_factory=list)
     retry_alone: bool = True

@@ -8,8 +8,8 @@ import pytest
 
 from hpsearch.config import TelemetrySpec
 from hpsearch.errors import HpsearchError
+from hpsearch.gpu_telemetry import open_backend
 from hpsearch.simulation import LoadModelBackend, SimulatedSpec, simulated_backend
-from hpsearch.telemetry.open import open_backend
 
 
 @pytest.mark.usefixtures("nvml_missing")

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from hpsearch.entrypoint import ensure_importable_from, resolve_train_function
 from hpsearch.errors import ConfigError
+from hpsearch.trial.entrypoint import ensure_importable_from, resolve_train_function
 from tests import train_functions
 
 

@@ -1,4 +1,7 @@
-"""The ``packing`` section: how many trials share each GPU, declared once, read by the policy."""
+"""The ``packing`` section: how many trials share each GPU, declared once, read by the policy.
+
+Pure data (the config composes it, and imports nothing else of placement).
+"""
 
 from __future__ import annotations
 
@@ -7,14 +10,17 @@ from typing import Literal
 from pydantic import Field, PositiveInt, model_validator
 
 from hpsearch._settings import Seconds, Settings
-from hpsearch.placement._capacity import (
-    MEMORY_HEADROOM,
-    MOST_TRIALS_PER_GPU,
-    SATURATION_UTIL_PCT,
-    TARGET_UTIL_PCT,
-)
 
 PackingMode = Literal["auto", "off", "fixed"]
+
+TARGET_UTIL_PCT = 100.0
+"""The predicted busy share (%) a GPU is filled up to."""
+SATURATION_UTIL_PCT = 100.0
+"""The measured utilisation (%) at which a packed GPU is re-judged from what it measured."""
+MEMORY_HEADROOM = 0.10
+"""The share of a GPU's memory left free."""
+MOST_TRIALS_PER_GPU = 8
+"""The most trials on one GPU."""
 
 
 class PackingSpec(Settings):

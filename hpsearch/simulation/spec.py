@@ -1,4 +1,8 @@
-"""The simulated GPUs of a search: what they are, as ``telemetry.simulated`` describes them."""
+"""The simulated GPUs of a search, as ``telemetry.simulated`` describes them: pure data.
+
+The config composes these sections; the simulation reads them
+(:class:`~hpsearch.simulation.SharingModel` holds a :class:`SharingSpec`).
+"""
 
 from __future__ import annotations
 
@@ -7,8 +11,23 @@ from typing import Any, Literal
 from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
 from hpsearch._settings import Settings
-from hpsearch.simulation._sharing import SharingModel
 from hpsearch.simulation._traces import BUILTIN_TRACES
+
+
+class SharingSpec(Settings):
+    """How trials that share a simulated GPU slow each other: the sharing model's constants.
+
+    Attributes:
+        switch_cost: the speed each time-sliced trial loses per extra process on its GPU.
+        mps: the GPU runs an MPS daemon (kernels of different trials overlap).
+        mps_switch_cost: the speed each trial loses per extra process under MPS.
+        mps_max_speedup: the most MPS gains over time-slicing, in aggregate.
+    """
+
+    switch_cost: float = Field(default=0.03, ge=0, lt=1)
+    mps: bool = False
+    mps_switch_cost: float = Field(default=0.01, ge=0, lt=1)
+    mps_max_speedup: float = Field(default=2.7, ge=1)
 
 
 class SimulatedSpec(Settings):
@@ -40,7 +59,7 @@ class SimulatedSpec(Settings):
     utilization_pct: float = 0.0
     memory_used_mb: float = 0.0
     power_w: float | None = None
-    sharing: SharingModel = Field(default_factory=SharingModel)
+    sharing: SharingSpec = Field(default_factory=SharingSpec)
 
     @model_validator(mode="after")
     def _trace_when_replaying(self) -> SimulatedSpec:

@@ -1,0 +1,71 @@
+"""What the trials of a search were measured to need: profiles, and the estimate of a new one."""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+from hpsearch.placement._views import GpuView, TrialProfile
+from hpsearch.placement.settings import PackingSpec
+
+_RECENT_PROFILES = 20
+"""How many recent trial profiles estimate a new trial (the search drifts as it learns)."""
+
+
+class TrialProfiles:
+    """The recent trials' measured shares of their GPU, learned as GPUs are measured.
+
+    Args:
+        settings: the ``packing`` section (its probe time and saturation level).
+    """
+
+    def __init__(self, settings: PackingSpec) -> None:
+        self._settings = settings
+        self._profiles: deque[TrialProfile] = deque(maxlen=_RECENT_PROFILES)
+        self._profiled: set[int] = set()
+
+    def estimate(self) -> TrialProfile | None:
+        """A new trial's needs: the 75th percentile of recent utilisation shares, the largest peak.
+
+        The largest peak rather than a typical one: memory that is not there is an
+        OOM, while utilisation misjudged is only a slower step.
+        """
+        if not self._profiles:
+            return None
+        utils = sorted(p.utilization_pct for p in self._profiles)
+        memories = [p.memory_mb for p in self._profiles if p.memory_mb is not None]
+        util = utils[min(len(utils) - 1, math.ceil(0.75 * len(utils)) - 1)]
+        return TrialProfile(-1, util, max(memories) if memories else None)
+
+    def learn(self, gpu: GpuView, now: float) -> None:
+        """Profile each trial of a GPU measured long enough past every warm-up on it.
+
+        A GPU several trials saturate says only that they ask for more than it has:
+        their shares are not learned from it.
+        """
+        if not self.measured(gpu, now) or gpu.utilization_pct is None:
+            return
+        n = len(gpu.trials)
+        if n > 1 and gpu.utilization_pct >= self._settings.saturation_util:
+            return
+        for trial in gpu.trials:
+            memory = trial.memory_mb
+            if memory is None and gpu.memory_used_mb is not None:
+                memory = gpu.memory_used_mb / n
+            profile = TrialProfile(trial.number, gpu.utilization_pct / n, memory)
+            if trial.number in self._profiled:
+                # Re-measured: keep the later reading (longer window, past any ramp-up).
+                self._profiles = deque(
+                    (p for p in self._profiles if p.number != trial.number),
+                    maxlen=_RECENT_PROFILES,
+                )
+            self._profiled.add(trial.number)
+            self._profiles.append(profile)
+
+    def measured(self, gpu: GpuView, now: float) -> bool:
+        """Every trial on the GPU is warm and the readings cover ``probe_seconds`` since."""
+        if not gpu.trials or gpu.measured_since is None or gpu.utilization_pct is None:
+            return False
+        if any(t.warm_at is None for t in gpu.trials):
+            return False
+        return now - gpu.measured_since >= self._settings.probe_seconds

@@ -1,0 +1,142 @@
+"""What the packing policy reads (a view of the GPUs and their trials) and what it answers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class GpuKey:
+    """One GPU of the cluster: its Ray node and its index on that node.
+
+    Attributes:
+        node: the Ray node id (unique; several nodes may share an address).
+        index: the GPU's index on the node.
+        address: the node's address, for people (not part of the key).
+    """
+
+    node: str
+    index: int
+    address: str = field(default="", compare=False)
+
+    def label(self, single_node: bool = True) -> str:
+        """``gpu0``, or ``<node id prefix>/gpu0`` when the cluster has several nodes."""
+        return f"gpu{self.index}" if single_node else f"{self.node[:8]}/gpu{self.index}"
+
+
+@dataclass(frozen=True)
+class TrialOnGpu:
+    """A running trial, as the policy sees it.
+
+    Attributes:
+        number: the Optuna trial number.
+        warm_at: when it was past its warm-up (its first report); ``None``: not yet.
+        cpus: CPUs it keeps busy (1 plus its DataLoader workers, when known).
+        memory_mb: its own peak GPU memory since warm-up, when measured.
+        alone: it runs alone on a whole GPU (an OOM under a shared cap, run again).
+        new_kind: it is larger, in the parameters that grow memory, than any trial
+            measured so far: its GPU takes no new neighbour until it is measured.
+    """
+
+    number: int
+    warm_at: float | None = None
+    cpus: float = 1.0
+    memory_mb: float | None = None
+    alone: bool = False
+    new_kind: bool = False
+
+
+@dataclass(frozen=True)
+class GpuView:
+    """One GPU now.
+
+    Attributes:
+        key: which GPU.
+        memory_total_mb: its memory (``None``: unknown).
+        trials: the trials running on it.
+        measured_since: start of the window the readings below cover (the latest
+            of its trials' warm-ups); ``None`` when nothing is measured.
+        utilization_pct: mean utilisation over that window.
+        memory_used_mb: peak memory used over that window.
+        telemetry: whether a monitor reads this GPU at all (none: a node whose monitor is lost).
+    """
+
+    key: GpuKey
+    memory_total_mb: float | None
+    trials: tuple[TrialOnGpu, ...] = ()
+    measured_since: float | None = None
+    utilization_pct: float | None = None
+    memory_used_mb: float | None = None
+    telemetry: bool = True
+
+
+@dataclass(frozen=True)
+class OomEvent:
+    """A trial ran out of memory on ``gpu`` while ``sharing`` trials (itself included) ran there."""
+
+    gpu: GpuKey
+    at: float
+    sharing: int
+
+
+@dataclass(frozen=True)
+class PackingView:
+    """Everything a decision reads.
+
+    Attributes:
+        now: the current time (same clock as the trials' times).
+        gpus: every GPU of the cluster.
+        node_cpus: CPUs of each node (by ``GpuKey.node``).
+        new_trial_cpus: CPUs a new trial is expected to use.
+        ooms: OOMs of trials since the last view (the policy keeps what it needs).
+    """
+
+    now: float
+    gpus: tuple[GpuView, ...]
+    node_cpus: dict[str, float] = field(default_factory=dict)
+    new_trial_cpus: float = 1.0
+    ooms: tuple[OomEvent, ...] = ()
+
+
+@dataclass(frozen=True)
+class TrialProfile:
+    """What one trial was measured to need: its share of utilisation and its peak memory."""
+
+    number: int
+    utilization_pct: float
+    memory_mb: float | None
+
+
+@dataclass(frozen=True)
+class GpuDecision:
+    """How many trials a GPU may hold now, the share a new one gets, and why.
+
+    Attributes:
+        limit: trials the GPU may hold.
+        share: the share of the GPU (and of its memory) a trial admitted now gets.
+        reason: the arithmetic or the event behind the limit.
+        previous: the limit before this decision (``None`` for the first one).
+        open: whether the GPU takes a new trial now if it has room (not while a
+            trial of a new kind on it waits to be measured).
+    """
+
+    limit: int
+    share: float
+    reason: str
+    previous: int | None = None
+    open: bool = True
+
+    @property
+    def changed(self) -> bool:
+        """Whether the limit moved in this decision."""
+        return self.previous is not None and self.previous != self.limit
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where the next trial runs and with what: the policy's answer to one admission."""
+
+    gpu: GpuKey
+    share: float
+    co_tenants: tuple[int, ...]
+    reason: str
