@@ -18,7 +18,7 @@ from tests.faults.conftest import Drivers, record_figures, study_trials
 
 pytestmark = pytest.mark.process
 
-TRIAL_S = 4.0
+TRIAL_S = 2.5
 GRACE_S = 10  # study.heartbeat_grace (30 s by default)
 
 
@@ -29,7 +29,7 @@ def test_a_rerun_right_after_a_kill_reclaims_the_dead_drivers_trials_and_finishe
         {
             "train": "tests.train_functions:timed",
             "space": {"sleep": TRIAL_S, "steps": None},
-            "study": {"n_trials": 6, "heartbeat_grace": GRACE_S},
+            "study": {"n_trials": 4, "heartbeat_grace": GRACE_S},
         }
     )
     # A temp root of its own (short: Ray's sockets live under it), to find its processes.
@@ -62,7 +62,7 @@ def test_a_rerun_right_after_a_kill_reclaims_the_dead_drivers_trials_and_finishe
     assert rerun.returncode == 0, stderr[-2000:]
     trials = study_trials()
     done = [t for t in trials if t.state.name == "COMPLETE"]
-    assert len(done) == 6
+    assert len(done) == 4
     assert not [t for t in trials if t.state.name in {"RUNNING", "WAITING"}]
     # Nothing completed before the kill was lost or changed.
     assert {t.number: t.value for t in done if t.number in before} == before
@@ -78,7 +78,7 @@ def test_a_rerun_right_after_a_kill_reclaims_the_dead_drivers_trials_and_finishe
         fault="driver killed, rerun at once",
         rerun_s=round(took, 1),
         grace_s=GRACE_S,
-        work_s=TRIAL_S * 3,  # the rest of the budget, two at a time, and a round to reclaim
+        work_s=TRIAL_S * 2,  # the rest of the budget, two at a time
     )
     # The killed driver's MLflow runs (its parent and its trials') were ended KILLED.
     client = mlflow_client(project)
