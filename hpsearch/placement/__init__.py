@@ -6,7 +6,8 @@ and answers), ``settings`` (the ``packing`` section, pure data), ``_capacity``
 packing, which ``hpsearch monitor``'s advice shares), ``_static`` (a fixed count
 per GPU, or CPU only), ``_views`` (what the packing policy reads and answers),
 ``_profiles`` (what the search's trials were measured to need), ``_packing``
-(the pure utilisation-aware packing policy, decided per GPU with a reason) and
+(the pure utilisation-aware packing policy, decided per GPU with a reason),
+``_fusion`` (how many members a fused group gets, from its measured throughput) and
 ``_admission`` (that policy fed by the monitor and the cluster's GPUs, as a
 resource policy).
 """
@@ -25,6 +26,7 @@ from hpsearch.placement._base import (
     RunningTrial,
 )
 from hpsearch.placement._capacity import MIN_GAIN, Fit, fit
+from hpsearch.placement._fusion import FusionChoice, FusionReading, choose_members
 from hpsearch.placement._packing import PackingPolicy
 from hpsearch.placement._static import StaticPolicy
 from hpsearch.placement._views import (
@@ -57,6 +59,8 @@ __all__ = [
     "AdmissionRequest",
     "ClusterCapacity",
     "Fit",
+    "FusionChoice",
+    "FusionReading",
     "GpuDecision",
     "GpuKey",
     "GpuView",
@@ -74,5 +78,6 @@ __all__ = [
     "StaticPolicy",
     "TrialOnGpu",
     "TrialProfile",
+    "choose_members",
     "fit",
 ]
