@@ -10,7 +10,7 @@ CONFIG ?= configs/phase1.yaml
 # An idle worker takes tests still queued for the other (worksteal): no long tail.
 TEST_WORKERS ?= 2
 
-.PHONY: setup run debug test check lint ui clean
+.PHONY: setup run debug test check lint ui clean gpu-wheelhouse gpu-calibrate
 
 setup: $(VENV)/.installed
 
@@ -59,6 +59,16 @@ check: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal --no-processes
+
+# The GPU kit (DEVELOPERS.md, "The GPU kit"): what the lent GPU machine lacks, as
+# a Python 3.12 wheelhouse in parts of 55 MB under .gpu/parts (ignored by git).
+gpu-wheelhouse: setup
+	$(BIN)/python scripts/gpu_wheelhouse.py
+
+# The sharing model's constants from a GPU run: make gpu-calibrate RESULTS=<sharing-*.json>
+gpu-calibrate: setup
+	@test -n "$(RESULTS)" || { echo "make gpu-calibrate RESULTS=benchmarks/results/sharing-<date>-<gpu>.json" >&2; exit 2; }
+	$(BIN)/python scripts/gpu_calibrate.py $(RESULTS)
 
 ui: setup
 	$(BIN)/hpsearch ui

@@ -6,7 +6,8 @@ Optuna decides what to try, Ray Tune runs the trials, MLflow shows them.
     outcome = hpsearch.run("configs/phase1.yaml")      # or: hpsearch run configs/phase1.yaml
     best = hpsearch.load("configs/phase1.yaml").best_trial
 
-A training function is ``train(params: dict, ctx: hpsearch.TrialContext)``.
+A training function is ``train(params: dict, ctx: hpsearch.TrialContext)``; one that trains
+several trials fused is ``train_members(members: list[hpsearch.Member])`` (``hpsearch.fused``).
 """
 
 from __future__ import annotations
@@ -20,18 +21,21 @@ if TYPE_CHECKING:
     from hpsearch.api import RunOutcome, run
     from hpsearch.results import StudyResults, TrialResult, load
     from hpsearch.trial.context import TrialContext, TrialPruned
+    from hpsearch.trial.members import Member, fused
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ConfigError",
     "HpsearchError",
+    "Member",
     "RunOutcome",
     "StudyResults",
     "TrialContext",
     "TrialPruned",
     "TrialResult",
     "__version__",
+    "fused",
     "load",
     "run",
 ]
@@ -47,6 +51,8 @@ _LAZY = {
     "TrialResult": "hpsearch.results",
     "TrialContext": "hpsearch.trial.context",
     "TrialPruned": "hpsearch.trial.context",
+    "Member": "hpsearch.trial.members",
+    "fused": "hpsearch.trial.members",
 }
 
 

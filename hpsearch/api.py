@@ -26,6 +26,7 @@ from hpsearch.errors import ConfigError, HpsearchError
 from hpsearch.gpu_telemetry import OpenedTelemetry, open_backend
 from hpsearch.lifecycle import (
     CheckpointKeeper,
+    FusionPlan,
     GpuSeries,
     Launches,
     MlflowMirror,
@@ -65,7 +66,7 @@ from hpsearch.study import (
 from hpsearch.telemetry import ClusterGpuMetrics, ClusterReadings, GpuMonitor, TelemetryBackend
 from hpsearch.tracking import MlflowTracker, RunStatus, Tracker
 from hpsearch.trial.checkpoints import study_folder
-from hpsearch.trial.entrypoint import check_train, ensure_importable_from
+from hpsearch.trial.entrypoint import check_fusion, check_train, ensure_importable_from
 from hpsearch.trial.protocol import TrialSettings
 
 
@@ -188,6 +189,8 @@ def _run(  # noqa: PLR0917 - the public entry's arguments, handed on
     ensure_importable_from(workdir)
     # Fail here, with a one-line error, rather than in every trial worker.
     check_train(config.train_target, config.command, config.source)
+    if config.fusion.mode != "off":
+        check_fusion(config.fusion.train, config.fusion.shared, config.space, config.source)
     runner.check(config)
     telemetry = open_backend(config.telemetry)  # opening a backend is the root's job
     try:
@@ -383,13 +386,21 @@ def build_search(
         worker_dir=worker_dir,
         workdir=os.getcwd(),
         gpu_memory_mb=gpu_memory_mb,
+        fused_train=config.fusion.train if config.fusion.mode != "off" else "",
     )
+    fusion = None
+    if config.fusion.mode != "off":
+        shared = check_fusion(
+            config.fusion.train, config.fusion.shared, config.space, config.source
+        )
+        fusion = FusionPlan(members=config.fusion.members, shared=shared)
     launches = Launches(
         settings,
         study=config.study.name,
         seed=config.study.sampler.seed,
         checkpoints=config.execution.checkpoint_dir,
         trials=config.execution.trials_dir,
+        fusion=fusion,
     )
     ledger = TrialLedger(
         handle,

@@ -210,6 +210,7 @@ def validate(config: Path) -> None:
     problems: list[str] = []
     for check in (
         lambda: check_train(loaded.train_target, loaded.command, loaded.source),
+        lambda: _check_fusion(loaded),
         lambda: make_sampler(loaded.study.sampler, loaded.source, loaded.search_space),
         lambda: check_pruner(loaded.study.pruner, loaded.source),
     ):
@@ -226,6 +227,14 @@ def validate(config: Path) -> None:
         f"parameter(s), {len(space.constants())} constant(s), objective {objectives}, "
         f"train {loaded.train if loaded.command is None else loaded.command.command}"
     )
+
+
+def _check_fusion(config: RunConfig) -> None:
+    """``fusion``'s function takes members, and the parameters they share are known."""
+    from hpsearch.trial.entrypoint import check_fusion
+
+    if config.fusion.mode != "off":
+        check_fusion(config.fusion.train, config.fusion.shared, config.space, config.source)
 
 
 def _problems(lines: list[str]) -> NoReturn:
@@ -390,14 +399,18 @@ def trials(config: Path, number: int | None, states: tuple[str, ...], as_json: b
         click.echo(json.dumps([t.record(names) for t in shown], indent=2, sort_keys=True))
         return
     table = Table(title=f"{results.name}: {len(shown)} trial(s)", title_justify="left")
-    for column in ("trial", "state", "duration", *names, "reason", "gpu", "mlflow run"):
+    fused = any(t.fused_group is not None for t in shown)
+    columns = ("trial", "state", "duration", *names, "reason", "gpu", "mlflow run")
+    for column in (*columns[:3], "group", *columns[3:]) if fused else columns:
         table.add_column(column, justify="right" if column in {"trial", "duration"} else "left")
     for trial in shown:
         values = trial.values or []
+        group = [str(trial.fused_group) if trial.fused_group is not None else "-"]
         table.add_row(
             str(trial.number),
             trial.state,
             f"{trial.duration_s:.1f}s" if trial.duration_s is not None else "-",
+            *(group if fused else []),
             *([f"{v:.6g}" for v in values] or ["-"] * len(names)),
             trial.reason or "-",
             ",".join(trial.gpus) or "-",

@@ -52,8 +52,14 @@ class TrialOpener(Protocol):
     def exclusive(self) -> AbstractContextManager[None]:
         """Held while the study's trials are counted and one is asked for (other drivers wait)."""
 
-    def open(self, launch_id: str, admission: Admission) -> TrialLaunch | None:
-        """Ask Optuna for a trial; what the runner launches, or ``None`` when held back."""
+    def open(
+        self,
+        launch_id: str,
+        admission: Admission,
+        most: int | None = None,
+    ) -> TrialLaunch | None:
+        """Ask Optuna for a trial (or a fused group of at most ``most``); what the runner
+        launches, or ``None`` when held back."""
 
     @property
     def waiting(self) -> int:
@@ -126,7 +132,8 @@ class Scheduler:
             if decision is BudgetDecision.WAIT:
                 # Nothing of this driver's holds the budget: only trials elsewhere can end.
                 return Hold.ELSEWHERE if counted.running and not running else Hold.WAIT
-            launch = self._ledger.open(launch_id, admission)
+            # A fused group never takes more trials than the budget has left.
+            launch = self._ledger.open(launch_id, admission, self._budget.room(counted))
         # None: the suggestion was held back (predicted to run out, or to need a whole GPU).
         return Hold.WAIT if launch is None else launch
 

@@ -196,7 +196,15 @@ def in_processes(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return list(pool.map(one, runs))
 
 
-def bench_shape(shape: str, cores: int, seconds: float, device: str) -> dict[str, Any]:
+def bench_shape(
+    shape: str,
+    cores: int,
+    seconds: float,
+    device: str,
+    *,
+    counts: tuple[int, ...] = MEMBER_COUNTS,
+    quick: bool = False,
+) -> dict[str, Any]:
     """Every layout of one shape: separate processes, fused counts, auto, and the extras."""
     from hpsearch.placement import FusionReading, choose_members
 
@@ -217,10 +225,10 @@ def bench_shape(shape: str, cores: int, seconds: float, device: str) -> dict[str
     # What the policy reads: a group of k members in one process on one core, as
     # a trial runs (cpus_per_trial 1); one member runs unfused.
     readings = [FusionReading(1, separate_sps / parallel, None)]
-    for k in MEMBER_COUNTS:
+    for k in counts:
         layouts: dict[str, dict[str, Any]] = {}
         runs = {"one process, one thread": [{**base, "members": k, "fused": True, "threads": 1}]}
-        if parallel > 1:
+        if parallel > 1 and not quick:
             runs["one process, every thread"] = [
                 {**base, "members": k, "fused": True, "threads": parallel}
             ]
@@ -248,10 +256,14 @@ def bench_shape(shape: str, cores: int, seconds: float, device: str) -> dict[str
             "per_member_samples_per_sec": round(best["aggregate_samples_per_sec"] / k, 1),
             "over_separate": round(best["aggregate_samples_per_sec"] / separate_sps, 3),
         }
-    choice = choose_members(readings, max_members=max(MEMBER_COUNTS))
+    choice = choose_members(readings, max_members=max(counts))
     # Auto as the search runs it: a group of the chosen size on each core at once.
     auto_sps = separate_sps
-    if choice.members > 1:
+    if choice.members > 1 and quick:  # one group per core, from the one-core reading
+        auto_sps = (
+            parallel * readings[[r.members for r in readings].index(choice.members)].samples_per_sec
+        )
+    elif choice.members > 1:
         groups = in_processes(
             [{**base, "members": choice.members, "fused": True, "threads": 1}] * parallel
         )
@@ -263,8 +275,8 @@ def bench_shape(shape: str, cores: int, seconds: float, device: str) -> dict[str
         "aggregate_samples_per_sec": round(auto_sps, 1),
         "over_separate": round(auto_sps / separate_sps, 3),
     }
-    sixteen = result["fused"]["16"]["over_separate"]
-    if width <= 64:
+    if width <= 64 and "16" in result["fused"]:
+        sixteen = result["fused"]["16"]["over_separate"]
         result["target_16_fused_at_least_3x_separate"] = sixteen >= 3.0
     if width >= 256:
         result["target_auto_within_3pct_of_separate"] = auto_sps >= 0.97 * separate_sps
@@ -306,6 +318,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=2.0, help="timed seconds per measurement")
     parser.add_argument("--shapes", default=",".join(SHAPES), help="WIDTHxDEPTHxBATCH,...")
+    parser.add_argument("--counts", default=",".join(map(str, MEMBER_COUNTS)), help="K,...")
+    parser.add_argument("--no-extras", action="store_true", help="skip vmap and leaving")
+    parser.add_argument(
+        "--quick", action="store_true", help="one layout, auto not re-run (a dry run)"
+    )
     parser.add_argument("--real", action="store_true", help="on this machine's NVIDIA GPU")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--worker", help=argparse.SUPPRESS)
@@ -321,7 +338,10 @@ def main() -> None:
         device, where = "cuda", gpu_name()
     results: dict[str, Any] = {}
     for shape in args.shapes.split(","):
-        results[shape] = bench_shape(shape, cores, args.seconds, device)
+        counts = tuple(int(k) for k in args.counts.split(","))
+        results[shape] = bench_shape(
+            shape, cores, args.seconds, device, counts=counts, quick=args.quick
+        )
         print(shape, json.dumps({k: v for k, v in results[shape].items() if k != "fused"}))
         for k, figures in results[shape]["fused"].items():
             print(
@@ -333,7 +353,7 @@ def main() -> None:
         "cpu_count": cores,
         "seconds_per_measurement": args.seconds,
         "results": results,
-        "extras": bench_extras(cores, args.seconds, device),
+        "extras": None if args.no_extras else bench_extras(cores, args.seconds, device),
     }
     from bench_oom import result_path, write_with_targets
 

@@ -79,15 +79,23 @@ def median_of(runs: list[dict[str, Any]], key: str) -> float | None:
     return statistics.median(values) if values else None
 
 
-def bench(workloads: list[str], repeats: int, device: str) -> list[dict[str, Any]]:
+def bench(
+    workloads: list[str],
+    repeats: int,
+    device: str,
+    settings: list[tuple[str, dict[str, Any]]] = SETTINGS,
+    epochs: int | None = None,
+) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for name in workloads:
         train, base = WORKLOADS[name]
+        if epochs is not None:
+            base = {**base, "epochs": epochs}
         # One untimed run first: data generation, caches and lazy imports would
         # otherwise be charged to the baseline.
         run_setting(train, base, device)
         baseline_rate: float | None = None
-        for label, change in SETTINGS:
+        for label, change in settings:
             params = {**base, **change}
             runs = [run_setting(train, params, device) for _ in range(repeats)]
             rate = median_of(runs, "samples_per_sec")
@@ -138,6 +146,8 @@ def main() -> None:
     parser.add_argument("--workload", choices=[*WORKLOADS, "all"], default="all")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    parser.add_argument("--settings", help="comma-separated subset of the settings' labels")
+    parser.add_argument("--epochs", type=int, help="instead of each workload's own (a quick run)")
     parser.add_argument("--out", type=Path, help="JSON file (default under benchmarks/results/)")
     args = parser.parse_args()
     device = args.device
@@ -146,7 +156,14 @@ def main() -> None:
     workloads = list(WORKLOADS) if args.workload == "all" else [args.workload]
     # The notes are in the JSON and the printed lines; one warning per run is noise here.
     logging.getLogger("hpsearch.torch").setLevel(logging.ERROR)
-    rows = bench(workloads, args.repeats, device)
+    settings = SETTINGS
+    if args.settings:
+        wanted = args.settings.split(",")
+        unknown = sorted(set(wanted) - {label for label, _ in SETTINGS})
+        if unknown:
+            parser.error(f"unknown settings {unknown}; known: {[label for label, _ in SETTINGS]}")
+        settings = [(label, change) for label, change in SETTINGS if label in wanted]
+    rows = bench(workloads, args.repeats, device, settings, args.epochs)
     described = device_description(device)
     tag = described.get("gpu", "cpu").lower().replace(" ", "-")
     out = (

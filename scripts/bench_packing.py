@@ -271,6 +271,7 @@ def main() -> None:
     parser.add_argument("--workloads", help="comma-separated subset of the workloads")
     parser.add_argument("--gpus", default="1,2", help="comma-separated GPU counts (the lab)")
     parser.add_argument("--modes", help="comma-separated subset of off,auto,fixed1..fixed8")
+    parser.add_argument("--mps", action="store_true", help="--real: with an MPS daemon")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     if args.real:
@@ -304,30 +305,45 @@ def main() -> None:
 
 
 def real(args: argparse.Namespace) -> None:
-    """Off against auto on this machine's NVIDIA GPU, in wall time."""
+    """Packing modes on this machine's NVIDIA GPU, in wall time, with or without MPS."""
     names = ["idle-digits", "filling-cnn-lstm"]
     if args.workloads:
         names = [n for n in names if n in args.workloads.split(",")]
+    modes = args.modes.split(",") if args.modes else ["off", "auto"]
     results: dict[str, Any] = {}
     for name in names:
-        per_mode = {
-            mode: run(real_config(name, mode, args.trials), simulated=False)
-            for mode in ("off", "auto")
-        }
-        for mode, figures in per_mode.items():
-            print(name, mode, figures, flush=True)
-        results[name] = {
-            **per_mode,
-            "off_over_auto": round(
-                per_mode["off"]["time_to_budget_s"] / per_mode["auto"]["time_to_budget_s"], 3
-            ),
-        }
+        per_mode: dict[str, Any] = {}
+        for mode in modes:
+            config = real_config(name, mode, args.trials)
+            if args.mps:
+                config["packing"]["mps"] = "auto"
+            per_mode[mode] = run(config, simulated=False)
+            print(name, mode, per_mode[mode], flush=True)
+        verdict: dict[str, Any] = {}
+        if {"off", "auto"} <= set(per_mode):
+            ratio = per_mode["off"]["time_to_budget_s"] / per_mode["auto"]["time_to_budget_s"]
+            verdict["off_over_auto"] = round(ratio, 3)
+            # The GPU issues' targets: >= 4x on the idle workload, >= 0.97x on the filling one.
+            floor = 4.0 if name == "idle-digits" else 0.97
+            verdict[f"target_off_over_auto_at_least_{floor}"] = ratio >= floor
+        fixed = {m: r["time_to_budget_s"] for m, r in per_mode.items() if m.startswith("fixed")}
+        if fixed and "auto" in per_mode:
+            best = min(fixed, key=lambda m: fixed[m])
+            auto = per_mode["auto"]["time_to_budget_s"]
+            verdict["best_fixed"] = best
+            verdict["auto_over_best_fixed"] = round(auto / fixed[best], 3)
+            verdict["target_auto_within_10pct_of_best_fixed"] = auto <= 1.10 * fixed[best]
+        results[name] = {**per_mode, **verdict}
     device = gpu_name()
-    out = args.out or result_path("packing", device)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    payload = {"date": time.strftime("%Y-%m-%d"), "device": device, "results": results}
-    out.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
-    print(f"wrote {out}")
+    out = args.out or result_path("packing", device, "-mps" if args.mps else "")
+    payload = {
+        "date": time.strftime("%Y-%m-%d"),
+        "device": device,
+        "mps": args.mps,
+        "trials": args.trials,
+        "results": results,
+    }
+    write_with_targets(out, payload)
 
 
 if __name__ == "__main__":

@@ -160,8 +160,11 @@ def make_launch(
     workdir: str = "",
     trial_dir: str = "",
     admission: Admission = ON_A_CPU,
+    members: list[dict[str, Any]] | None = None,
+    fused_train: str = "",
 ) -> TrialLaunch:
-    """A launch of one trial as a worker receives it (the settings of a small search)."""
+    """A launch of one trial as a worker receives it (the settings of a small search); with
+    ``members``, a fused launch of trials ``number``, ``number + 1``, ... with those params."""
     settings = TrialSettings(
         train=train,
         command=command,
@@ -174,8 +177,12 @@ def make_launch(
         worker_dir="",
         workdir=workdir,
         gpu_memory_mb=None,
+        fused_train=fused_train,
     )
-    trial = MemberSpec(number=number, params=params, seed=0, checkpoint_dir="", trial_dir=trial_dir)
+    trials = tuple(
+        MemberSpec(number=number + k, params=p, seed=k, checkpoint_dir="", trial_dir=trial_dir)
+        for k, p in enumerate(members or [params])
+    )
     return TrialLaunch(
-        members=(trial,), settings=settings, admission=admission, stdout_file="", stderr_file=""
+        members=trials, settings=settings, admission=admission, stdout_file="", stderr_file=""
     )

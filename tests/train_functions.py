@@ -7,6 +7,7 @@ import sys
 import time
 from typing import Any
 
+import hpsearch
 from hpsearch import TrialContext, TrialPruned
 
 
@@ -144,3 +145,27 @@ def chatty(params: dict[str, Any], ctx: TrialContext) -> None:
     print(f"epoch 0 of trial {ctx.trial_number}: loss 0.5", flush=True)
     print(f"warning from trial {ctx.trial_number}", file=sys.stderr, flush=True)
     ctx.report(0, score=float(params["x"]))
+
+
+@hpsearch.fused(shared=("steps",))
+def members_quick(members: list[hpsearch.Member]) -> list[dict[str, float]] | None:
+    """Fused members: each reports ``x * step``; one with ``x > 0.8`` prunes itself at
+    step 1; one asked to prune stops; ``fail`` fails them all; ``oom`` raises a CUDA OOM."""
+    steps = int(members[0].params.get("steps", 3))
+    if members[0].params.get("fail"):
+        raise RuntimeError("the group broke")
+    if members[0].params.get("oom"):
+        raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+    for step in range(steps):
+        for member in members:
+            if not member.active:
+                continue
+            x = float(member.params["x"])
+            member.ctx.report(step, score=x * step)
+            if x > 0.8 and step == 1:
+                member.prune("too large")
+            elif member.ctx.should_prune():
+                member.prune(f"asked at step {step}")
+    if members[0].params.get("wrong_return"):
+        return [{"score": 1.0}]
+    return [{"score": float(m.params["x"]) * 10} for m in members]

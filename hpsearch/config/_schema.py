@@ -26,7 +26,7 @@ from pydantic import (
 
 from hpsearch._settings import Seconds, Settings
 from hpsearch.oom.settings import OomSpec
-from hpsearch.placement.settings import PackingSpec
+from hpsearch.placement.settings import FusionSpec, PackingSpec
 from hpsearch.simulation.spec import SimulatedSpec
 from hpsearch.space import SEARCHED_TYPES, ParamSpec, SearchSpace, expand_space
 from hpsearch.trial.script import CommandSpec
@@ -269,6 +269,7 @@ class RunConfig(Settings):
     telemetry: TelemetrySpec = Field(default_factory=TelemetrySpec)
     oom: OomSpec = Field(default_factory=OomSpec)
     packing: PackingSpec = Field(default_factory=PackingSpec)
+    fusion: FusionSpec = Field(default_factory=FusionSpec)
 
     _source: str = PrivateAttr(default="<config>")
 

@@ -28,7 +28,7 @@ from hpsearch.lifecycle._events import (
     TrialStarted,
 )
 from hpsearch.lifecycle._gpu import GPU_FLUSH_S, GpuSeries
-from hpsearch.lifecycle._launches import Launches
+from hpsearch.lifecycle._launches import FusionPlan, Launches
 from hpsearch.lifecycle._ledger import TrialLedger
 from hpsearch.lifecycle._mlflow import MlflowMirror, end_reclaimed_runs, reclaim_stale_trials
 from hpsearch.lifecycle._objectives import ObjectiveValues
@@ -41,6 +41,7 @@ __all__ = [
     "GPU_FLUSH_S",
     "CheckpointKeeper",
     "Ending",
+    "FusionPlan",
     "GpuLoadDeclared",
     "GpuSeries",
     "KnobsReported",

@@ -99,6 +99,7 @@ class TrialStarted:
         params: the training function's parameters (the space's constants included).
         at: when it started.
         resumes_run: the MLflow run of the interrupted attempt this trial re-runs.
+        group: the fused group it trains in (its first trial's number; ``None``: alone).
     """
 
     number: int
@@ -107,6 +108,7 @@ class TrialStarted:
     admission: Admission
     at: float
     resumes_run: str | None = None
+    group: int | None = None
 
 
 @dataclass(frozen=True)

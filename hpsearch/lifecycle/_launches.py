@@ -14,6 +14,14 @@ from hpsearch.trial.seeds import trial_seed
 
 
 @dataclass(frozen=True)
+class FusionPlan:
+    """Fused launches: how many trials each holds, and the parameters they share."""
+
+    members: int
+    shared: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Launches:
     """Builds what the ledger hands the runner for each trial it opens.
 
@@ -23,6 +31,7 @@ class Launches:
         seed: the study's seed (``study.sampler.seed``).
         checkpoints: the root of the checkpoint folders (``execution.checkpoint_dir``).
         trials: the root of the trials' own folders (``execution.trials_dir``).
+        fusion: fused launches (``None``: one trial per launch).
     """
 
     settings: TrialSettings
@@ -30,6 +39,7 @@ class Launches:
     seed: int | None
     checkpoints: str
     trials: str
+    fusion: FusionPlan | None = None
 
     def seed_of(self, number: int) -> int:
         """The seed of a new trial ``number``."""

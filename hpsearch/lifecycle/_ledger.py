@@ -89,6 +89,7 @@ class TrialLedger:
         self._open: dict[int, OpenTrial] = {}
         self._launched: dict[str, tuple[int, ...]] = {}  # the runner's id: its trials
         self._waiting: list[OpenTrial] = []
+        self._held: list[OpenTrial] = []  # asked for a group it could not join: launched next
         self.finished = 0
         """Trials this ledger ended complete, pruned or failed (not interrupted)."""
         self._upkeep = Upkeep(handle, self._each)
@@ -103,21 +104,50 @@ class TrialLedger:
         """Held while the study's trials are counted and one is asked for (other drivers wait)."""
         return self._handle.exclusive()
 
-    def open(self, launch_id: str, admission: Admission) -> TrialLaunch | None:
-        """Ask Optuna for a new trial and return what the runner launches to run it.
+    def open(
+        self,
+        launch_id: str,
+        admission: Admission,
+        most: int | None = None,
+    ) -> TrialLaunch | None:
+        """Ask Optuna for a new trial (or a fused group) and return what the runner launches.
 
-        Returns ``None`` when a listener held the suggestion back: it needs at
+        With fusion (``Launches.fusion``), a group's first trial is asked as any
+        other; the others, up to the plan's members and ``most`` in all, are asked
+        with its shared parameters fixed (the sampler chooses the rest), each its
+        own Optuna trial. A trial that re-runs an interrupted one with other shared
+        parameters waits for the next launch.
+
+        Returns ``None`` when a listener held every suggestion back: it needs at
         least the memory of one that ran out (recorded as pruned, not launched),
         or more than its share (it waits for a whole GPU: :meth:`open_waiting`).
         """
+        first = self._held.pop(0) if self._held else self._ask(admission)
+        records = [first]
+        plan = self._launches.fusion
+        members = 1 if plan is None else min(plan.members, most or plan.members)
+        shared = () if plan is None else plan.shared
+        fixed = {name: first.params[name] for name in shared if name in first.params}
+        if members > 1 and not first.inherits_seed:
+            with self._handle.fixed(fixed):
+                while len(records) < members:
+                    record = self._ask(admission)
+                    if any(record.params.get(k) != v for k, v in fixed.items()):
+                        self._held.append(record)  # a re-run of another shape: alone, next
+                        break
+                    records.append(record)
+        for record in records:
+            record.admission = admission
+            if not record.inherits_seed:
+                self._writes.opened(record.trial, record.seed, record.checkpoint_dir)
+        return self._launch(launch_id, records)
+
+    def _ask(self, admission: Admission) -> OpenTrial:
         trial = self._handle.ask()
         sampled = self._space.suggest(trial)
         forget_intermediate(trial, trial.user_attrs)
         params = self._space.trial_params(sampled)
-        record = OpenTrial.asked(trial, sampled, params, admission, self._launches)
-        if not record.inherits_seed:
-            self._writes.opened(trial, record.seed, record.checkpoint_dir)
-        return self._launch(launch_id, record)
+        return OpenTrial.asked(trial, sampled, params, admission, self._launches)
 
     @property
     def waiting(self) -> int:
@@ -128,10 +158,30 @@ class TrialLedger:
         """Launch the longest-waiting trial that needs a whole GPU, with ``admission``."""
         record = self._waiting.pop(0)
         record.admission = admission
-        return self._launch(launch_id, record)
+        return self._launch(launch_id, [record])
 
-    def _launch(self, launch_id: str, record: OpenTrial) -> TrialLaunch | None:
-        """Record the trial's resources; launch it unless a listener holds it back."""
+    def _launch(self, launch_id: str, records: list[OpenTrial]) -> TrialLaunch | None:
+        """Record the trials' resources; launch those no listener holds back, as one launch."""
+        kept = [record for record in records if self._admitted(record)]
+        if not kept:
+            return None
+        if len(kept) > 1:
+            for record in kept:
+                record.group = kept[0].number
+                self._writes.group(record.trial, record.group, len(kept))
+        for record in kept:
+            self._open[record.number] = record
+            self._opened(record)
+        self._launched[launch_id] = tuple(record.number for record in kept)
+        members = [record.member(self._launches) for record in kept]
+        return self._launches.launch(members, kept[0].admission)
+
+    def _opened(self, record: OpenTrial) -> None:
+        opened = TrialOpened(record.number, record.sampled, record.admission, record.alone_retry_of)
+        self._each(lambda listener: listener.on_opened(opened))
+
+    def _admitted(self, record: OpenTrial) -> bool:
+        """Whether the trial launches now; else it waits for a whole GPU or ends, pruned."""
         admission, trial = record.admission, record.trial
         opening = Opening(record.number, trial, record.sampled, admission)
         self._each(lambda listener: listener.on_opening(opening))
@@ -141,17 +191,13 @@ class TrialLedger:
         self._writes.resources(trial, record.resources())
         if waits:
             self._waiting.append(record)
-            return None
+            return False
         if opening.skip_reason:
             ending = self._ending(record, Outcome.PRUNED)
             ending.prune_reason, ending.oom = opening.skip_reason, opening.skip_oom
             self._finish(record, ending)
-            return None
-        self._open[record.number] = record
-        self._launched[launch_id] = (record.number,)
-        opened = TrialOpened(record.number, record.sampled, admission, record.alone_retry_of)
-        self._each(lambda listener: listener.on_opened(opened))
-        return self._launches.launch([record.member(self._launches)], admission)
+            return False
+        return True
 
     # -- told by the runner ---------------------------------------------------------
 
@@ -225,8 +271,8 @@ class TrialLedger:
         """
         why = reason or STOPPED_EARLY
         outcomes = [o for launch in list(self._launched) for o in self._close(launch, None, why)]
-        while self._waiting:  # asked for, never launched: they run again next time
-            record = self._waiting.pop(0)
+        while self._waiting or self._held:  # asked for, never launched: they run again
+            record = (self._waiting or self._held).pop(0)
             reason = "the search stopped while it waited for a whole GPU"
             outcomes.append(self._finish(record, self._ending(record, Outcome.INTERRUPTED, reason)))
         return outcomes.count(Outcome.INTERRUPTED)
@@ -259,7 +305,13 @@ class TrialLedger:
         record.announced = True
         at = record.started_at if record.started_at is not None else self._clock()
         started = TrialStarted(
-            record.number, record.trial, record.params, record.admission, at, record.resumes_run
+            record.number,
+            record.trial,
+            record.params,
+            record.admission,
+            at,
+            record.resumes_run,
+            record.group,
         )
         self._each(lambda listener: listener.on_started(started))
 

@@ -29,6 +29,7 @@ from hpsearch.lifecycle._events import (
 from hpsearch.placement import Admission
 from hpsearch.study import StudyHandle
 from hpsearch.tracking import (
+    FUSED_GROUP_TAG,
     RESUMES_RUN_TAG,
     STUDY_TAG,
     TRIAL_NUMBER_TAG,
@@ -96,6 +97,7 @@ class MlflowMirror(TrialListener):
                 "hpsearch.mps": "on" if self._mps else "off",
                 **_placement_tags(event.admission),
                 **({RESUMES_RUN_TAG: event.resumes_run} if event.resumes_run else {}),
+                **({FUSED_GROUP_TAG: str(event.group)} if event.group is not None else {}),
             },
             parent_run_id=self._parent,
         )

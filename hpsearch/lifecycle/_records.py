@@ -29,6 +29,7 @@ class OpenTrial:
         resumes_run: the MLflow run of the interrupted attempt it re-runs.
         alone_retry_of: the trial it re-runs alone on a whole GPU, if any.
         waited_for_whole_gpu: why it waited for a whole GPU (empty: it did not).
+        group: the fused group it trains in (its first trial's number; ``None``: alone).
     """
 
     number: int
@@ -41,6 +42,7 @@ class OpenTrial:
     resumes_run: str | None = None
     alone_retry_of: int | None = None
     waited_for_whole_gpu: str = ""
+    group: int | None = None
     announced: bool = False
     started_at: float | None = None
     measured_at: float | None = None

@@ -38,6 +38,11 @@ class StudyWrites:
         trial.set_user_attr(attrs.CHECKPOINT_DIR, checkpoint_dir)
 
     @staticmethod
+    def group(trial: optuna.Trial, group: int, size: int) -> None:
+        """The fused group the trial trains in: its first trial's number, and its size."""
+        trial.set_user_attr(attrs.FUSED_GROUP, {"group": group, "members": size})
+
+    @staticmethod
     def resources(trial: optuna.Trial, resources: dict[str, Any]) -> None:
         """The resources the policy admitted the trial with, and why."""
         trial.set_user_attr(attrs.RESOURCES, resources)

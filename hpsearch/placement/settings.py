@@ -62,3 +62,41 @@ class PackingSpec(Settings):
                 f"({self.target_util:g}): a count falls only above what it was filled to"
             )
         return self
+
+
+FusionMode = Literal["off", "fixed"]
+
+
+class FusionSpec(Settings):
+    """Fused trials: several trials of one shape trained as one model in one worker.
+
+    Attributes:
+        mode: ``off``: one trial per worker; ``fixed``: ``members`` trials per
+            worker, fused by the training function ``train`` names.
+        members: the trials of each fused group (``fixed``); a group never takes
+            more trials than the budget has left.
+        max_members: the most trials one group holds.
+        train: the training function that takes the members,
+            ``package.module:function`` (see :func:`hpsearch.fused`).
+        shared: the parameters every member of a group shares (shapes and the data
+            pipeline); left out, those the function declares with ``hpsearch.fused``.
+    """
+
+    mode: FusionMode = "off"
+    members: PositiveInt = 4
+    max_members: PositiveInt = 16
+    train: str = ""
+    shared: list[str] | None = None
+
+    @model_validator(mode="after")
+    def _complete(self) -> FusionSpec:
+        if self.mode == "off":
+            return self
+        if not self.train:
+            raise ValueError(
+                "fusion needs train: the function that takes the members, e.g. "
+                "train: hpsearch.workloads.digits:train_members"
+            )
+        if self.members > self.max_members:
+            raise ValueError(f"members ({self.members}) is over max_members ({self.max_members})")
+        return self

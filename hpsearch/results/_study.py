@@ -42,6 +42,8 @@ class TrialResult:
         seed: the trial's seed (``ctx.seed``).
         checkpoint_dir: its checkpoint folder, where it saved checkpoints and they were
             kept (the best trial's are; others' are removed when they end).
+        fused_group: the fused group it trained in (its first trial's number; ``None``:
+            it trained alone).
     """
 
     study: str
@@ -58,6 +60,7 @@ class TrialResult:
     gpus: list[str] = field(default_factory=list)
     seed: int | None = None
     checkpoint_dir: str | None = None
+    fused_group: int | None = None
 
     @property
     def reason(self) -> str:
@@ -87,6 +90,7 @@ class TrialResult:
             gpus=[str(g) for g in user.get(attrs.ASSIGNED, {}).get("gpu_ids", [])],
             seed=user.get(attrs.SEED),
             checkpoint_dir=_kept_checkpoint(user.get(attrs.CHECKPOINT_DIR)),
+            fused_group=(user.get(attrs.FUSED_GROUP) or {}).get("group"),
         )
 
     def to_dict(self, metric_names: list[str] | None = None) -> dict[str, Any]:
@@ -103,6 +107,8 @@ class TrialResult:
             "seed": self.seed,
             "checkpoint_dir": self.checkpoint_dir,
         }
+        if self.fused_group is not None:
+            payload["fused_group"] = self.fused_group
         if metric_names is not None and self.values is not None:
             payload["values"] = dict(zip(metric_names, self.values, strict=True))
         return payload

@@ -90,7 +90,14 @@ class SimulatedRunner(TrialRunner):
         self._stall_s = stall_s
 
     def check(self, config: RunConfig) -> None:
-        """Refuse a config whose ``train`` is not the workload the model plays."""
+        """Refuse a config whose ``train`` is not the workload the model plays, or fused."""
+        if config.fusion.mode != "off":
+            raise ConfigError(
+                config.source,
+                "fusion.mode",
+                "the simulated runner plays one trial per worker; it does not model fused groups",
+                "run it on Ray (--runner ray), or set fusion: {mode: off}",
+            )
         wanted = self._modelled_train
         if wanted is None or config.train_target == wanted:
             return

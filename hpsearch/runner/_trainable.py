@@ -8,7 +8,9 @@ from ray.tune.execution.placement_groups import PlacementGroupFactory
 
 from hpsearch.pruning import ray_board_lookup, verdict_oracle
 from hpsearch.runner._tune_dicts import launch_of, tune_result
+from hpsearch.trial.context import PruneOracle
 from hpsearch.trial.death import captured_output
+from hpsearch.trial.group import execute_group
 from hpsearch.trial.protocol import Assignment, WorkerEvent
 from hpsearch.trial.worker import execute_trial, time_limit, use_gpu
 
@@ -31,17 +33,24 @@ def run_trial(config: dict[str, Any]) -> None:
     def send(event: WorkerEvent) -> None:
         tune.report(tune_result(event))
 
-    oracle = None
+    oracle_for = None
     if launch.settings.decision_board:
-        oracle = verdict_oracle(
-            launch.trial.number, ray_board_lookup(launch.settings.decision_board)
-        )
+        lookup = ray_board_lookup(launch.settings.decision_board)
+
+        def oracle_for(number: int) -> PruneOracle:
+            return verdict_oracle(number, lookup)
+
+    first = launch.members[0].number
     with (
         captured_output(launch.stdout_file, launch.stderr_file),
-        time_limit(launch.settings.timeout_s, launch.trial.number),
+        time_limit(launch.settings.timeout_s, first),
     ):
-        end = execute_trial(launch, assigned=assigned, send=send, oracle=oracle)
-        send(end)
+        if len(launch.members) > 1:
+            for end in execute_group(launch, assigned=assigned, send=send, oracle_for=oracle_for):
+                send(end)
+            return
+        oracle = oracle_for(first) if oracle_for is not None else None
+        send(execute_trial(launch, assigned=assigned, send=send, oracle=oracle))
 
 
 def trial_resources(config: dict[str, Any]) -> PlacementGroupFactory:

@@ -181,6 +181,12 @@ class TrialBudget:
         """How many finished trials ``count`` lacks of ``n_trials`` (0 without ``n_trials``)."""
         return 0 if self._n_trials is None else max(0, self._n_trials - count.finished)
 
+    def room(self, count: BudgetCount) -> int | None:
+        """How many more trials may start now (``None``: no ``n_trials``, no bound)."""
+        if self._n_trials is None:
+            return None
+        return max(0, self._n_trials - count.finished - count.running)
+
     def decide(self, count: BudgetCount) -> BudgetDecision:
         """Start another trial, wait for running ones, or finish."""
         if self.timed_out():

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 import optuna
@@ -82,6 +82,25 @@ class StudyHandle:
             trial = self.study.ask(fixed_distributions=distributions)
         self.stamp_alive([trial])
         return trial
+
+    @contextmanager
+    def fixed(self, params: Mapping[str, Any]) -> Iterator[None]:
+        """Trials asked in this block take ``params`` as they are; the sampler chooses the rest.
+
+        Optuna's ``PartialFixedSampler`` around the study's own sampler: a fused
+        group's members share their shapes and vary what the sampler varies.
+        """
+        if not params:
+            yield
+            return
+        own = self.study.sampler
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ExperimentalWarning)
+            self.study.sampler = optuna.samplers.PartialFixedSampler(dict(params), own)
+        try:
+            yield
+        finally:
+            self.study.sampler = own
 
     def reclaim_stale(self) -> list[FrozenTrial]:
         """Fail trials whose driver stopped stamping them; Optuna queues each again.

@@ -6,6 +6,7 @@ user runs) and ``_memory`` (:class:`MemoryTracker`: in memory, for the packing l
 """
 
 from hpsearch.tracking._base import (
+    FUSED_GROUP_TAG,
     PARENT_TAG,
     RESUMES_RUN_TAG,
     STUDY_TAG,
@@ -26,6 +27,7 @@ from hpsearch.tracking._mlflow import (
 
 __all__ = [
     "EXPERIMENT_KIND_TAG",
+    "FUSED_GROUP_TAG",
     "MODEL_DEVELOPMENT",
     "PARENT_TAG",
     "RESUMES_RUN_TAG",

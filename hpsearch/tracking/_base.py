@@ -18,6 +18,8 @@ STUDY_TAG = "optuna.study_name"
 PARENT_TAG = "mlflow.parentRunId"
 RESUMES_RUN_TAG = "hpsearch.resumes_run"
 """On the run of a re-run of an interrupted trial: the interrupted attempt's run id."""
+FUSED_GROUP_TAG = "hpsearch.fused_group"
+"""On a fused trial's run: its group, the number of the group's first trial."""
 
 
 class RunStatus(enum.StrEnum):

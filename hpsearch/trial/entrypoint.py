@@ -9,7 +9,7 @@ import inspect
 import os
 import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 from hpsearch.errors import ConfigError
@@ -32,21 +32,26 @@ def ensure_importable_from(directory: str) -> None:
         sys.path.insert(0, directory)
 
 
-def resolve_train_function(spec: str, *, source: str = "<config>") -> TrainFunction:
-    """Import ``package.module:function`` and check it can be called as ``train(params, ctx)``.
+def resolve_train_function(
+    spec: str, *, source: str = "<config>", key: str = "train", members: bool = False
+) -> TrainFunction:
+    """Import ``package.module:function`` and check it can be called as ``train(params, ctx)``
+    (or, with ``members``, as ``train(members)``: a fused group's function).
 
     Args:
         spec: the ``train`` value of a config.
         source: the config file, for error messages.
+        key: the config key that names it (``train``, or ``fusion.train``).
+        members: whether it trains fused members (one argument) instead of one trial.
 
     Raises:
-        ConfigError: naming ``train``, what went wrong and how to fix it.
+        ConfigError: naming ``key``, what went wrong and how to fix it.
     """
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
         raise ConfigError(
             source,
-            "train",
+            key,
             f"'{spec}' is not of the form package.module:function",
             "e.g. mypkg.train:train",
         )
@@ -62,14 +67,14 @@ def resolve_train_function(spec: str, *, source: str = "<config>") -> TrainFunct
             ) from None
         raise ConfigError(
             source,
-            "train",
+            key,
             f"importing '{module_name}' failed: {type(exc).__name__}: {exc}",
             "install the missing dependency",
         ) from None
     except Exception as exc:
         raise ConfigError(
             source,
-            "train",
+            key,
             f"importing '{module_name}' raised {type(exc).__name__}: {exc}",
             f"fix the error in {module_name}",
         ) from None
@@ -79,23 +84,26 @@ def resolve_train_function(spec: str, *, source: str = "<config>") -> TrainFunct
         candidates = [name for name, value in vars(module).items() if callable(value)]
         close = difflib.get_close_matches(attribute, candidates, n=1)
         fix = f"did you mean '{module_name}:{close[0]}'?" if close else "check the function name"
-        raise ConfigError(source, "train", f"module '{module_name}' has no '{attribute}'", fix)
+        raise ConfigError(source, key, f"module '{module_name}' has no '{attribute}'", fix)
     if not callable(function):
         raise ConfigError(
             source,
-            "train",
+            key,
             f"'{spec}' is a {type(function).__name__}, not a function",
             "name a function",
         )
+    arguments, usage = (
+        ((None,), "train(members)") if members else ((None, None), "train(params, ctx)")
+    )
     try:
-        inspect.signature(function).bind(None, None)
+        inspect.signature(function).bind(*arguments)
     except TypeError:
-        raise ConfigError(
-            source,
-            "train",
-            f"'{spec}' cannot be called as train(params, ctx)",
-            "give it two positional parameters: def train(params, ctx)",
-        ) from None
+        fix = (
+            "give it one positional parameter: def train_members(members)"
+            if members
+            else "give it two positional parameters: def train(params, ctx)"
+        )
+        raise ConfigError(source, key, f"'{spec}' cannot be called as {usage}", fix) from None
     except ValueError:  # no signature available (some builtins); let the call decide
         pass
     train: TrainFunction = function
@@ -134,3 +142,39 @@ def check_train(train: str, command: CommandSpec | None, source: str) -> None:
             f"program '{program}' is not on PATH",
             "install it, or give its path",
         )
+
+
+def check_fusion(
+    train: str, shared: Sequence[str] | None, space: Collection[str], source: str
+) -> tuple[str, ...]:
+    """Check ``fusion``: its function takes members; the parameters they share; return those.
+
+    Args:
+        train: ``fusion.train``.
+        shared: ``fusion.shared`` (``None``: what the function declares with ``hpsearch.fused``).
+        space: the names of the search's parameters.
+        source: the config file, for messages.
+
+    Raises:
+        ConfigError: naming the key, what is wrong and how to fix it.
+    """
+    from hpsearch.trial.members import shared_of
+
+    function = resolve_train_function(train, source=source, key="fusion.train", members=True)
+    names = tuple(shared) if shared is not None else shared_of(function)
+    if names is None:
+        raise ConfigError(
+            source,
+            "fusion.shared",
+            f"'{train}' declares no shared parameters",
+            "decorate it with @hpsearch.fused(shared=[...]), or list fusion.shared",
+        )
+    unknown = [name for name in names if name not in space]
+    if shared is not None and unknown:
+        raise ConfigError(
+            source,
+            "fusion.shared",
+            f"{unknown} are not parameters of the space",
+            f"name parameters of space: {sorted(space)}",
+        )
+    return names

@@ -80,6 +80,8 @@ class TrialSettings(_Frozen):
         workdir: the driver's working directory (a command runs there when it exists).
         gpu_memory_mb: each GPU's memory (the smallest of the search's), to turn a
             share into a memory cap and to tell a trial its GPU's size; ``None``: unknown.
+        fused_train: the function that trains a fused launch's members
+            (``fusion.train``; empty: fusion off).
     """
 
     train: str
@@ -93,6 +95,7 @@ class TrialSettings(_Frozen):
     worker_dir: str
     workdir: str
     gpu_memory_mb: float | None
+    fused_train: str
 
 
 class MemberSpec(_Frozen):

@@ -55,18 +55,23 @@ WorkerChannel = Callable[[WorkerEvent], None]
 """Where a worker's events go (Ray Tune's ``tune.report`` in a search)."""
 
 
-class _Sender:
+class Sender:
     """The context's channel in a worker: every call becomes one event; the first carries
     the assignment."""
 
-    def __init__(self, send: WorkerChannel, assigned: Assignment) -> None:
+    def __init__(
+        self, send: WorkerChannel, assigned: Assignment, member: int | None = None
+    ) -> None:
         self._send = send
         self._assigned: Assignment | None = assigned
+        self._member = member
 
     def _emit(self, event: WorkerEvent) -> None:
         if self._assigned is not None:
             event = replace(event, assigned=self._assigned)
             self._assigned = None
+        if self._member is not None:
+            event = replace(event, member=self._member)
         self._send(event)
 
     def report(self, step: int, metrics: dict[str, float]) -> None:
@@ -129,7 +134,7 @@ def execute_trial(
         send: where reports and declarations go while it runs.
         oracle: answers ``ctx.should_prune()`` for a step; ``None``: never prune.
     """
-    channel = _Sender(send, assigned)
+    channel = Sender(send, assigned)
     outcome, error, final, end = _call_train(launch, assigned, channel, oracle)
     return WorkerEvent(
         kind=EventKind.END,
@@ -152,20 +157,20 @@ class _Attempt:
 def _call_train(
     launch: TrialLaunch,
     assigned: Assignment,
-    channel: _Sender,
+    channel: Sender,
     oracle: PruneOracle | None,
 ) -> tuple[Outcome, str, dict[str, float], EndReport]:
     """The training function's outcome, error text (or prune message), final metrics, end."""
     settings, trial = launch.settings, launch.trial
     try:
         train = _train_of(settings, trial)
-        _limit_torch_threads(launch.admission.cpus)
+        limit_torch_threads(launch.admission.cpus)
     except Exception:
         return Outcome.FAIL, traceback.format_exc(), {}, EndReport()
     # A script holds the GPU in its own process: this one must not start CUDA (a
     # context costs hundreds of MiB on the GPU); the script is told its cap instead.
-    device = "cpu" if settings.command else _device(assigned)
-    cap_mb = _apply_memory_cap(launch, device)
+    device = "cpu" if settings.command else device_of(assigned)
+    cap_mb = apply_memory_cap(launch, device)
     resources = {k: v for k, v in (("CPU", assigned.cpus), ("GPU", assigned.gpus)) if v is not None}
     attempt = dict(trial.params)
     retries: list[BatchRetry] = []
@@ -225,7 +230,7 @@ def _attempt(
     try:
         seed_everything(seed)
         returned = train(params, ctx)
-        final = _final_metrics(returned, objectives)
+        final = final_metrics(returned, objectives)
     except TrialPruned as pruned:
         return _Attempt(Outcome.PRUNED, str(pruned))
     except Exception as exc:
@@ -237,7 +242,7 @@ def _attempt(
     return _Attempt(Outcome.COMPLETE, final=final)
 
 
-def _apply_memory_cap(launch: TrialLaunch, device: str) -> float | None:
+def apply_memory_cap(launch: TrialLaunch, device: str) -> float | None:
     """Hold a trial that shares a GPU to its share of the memory; return the cap in MiB.
 
     Set on every trial, whole GPU included: a reused worker keeps the previous
@@ -270,7 +275,7 @@ def _release_memory(device: str, ctx: TrialContext) -> float | None:
     return ctx.declared_memory_mb
 
 
-def _final_metrics(returned: Any, objectives: Sequence[str]) -> dict[str, float]:
+def final_metrics(returned: Any, objectives: Sequence[str]) -> dict[str, float]:
     """Metrics from the training function's return value: none, a mapping, or one number."""
     if returned is None:
         return {}
@@ -310,7 +315,7 @@ def use_gpu(index: int, assigned: Assignment) -> Assignment:
     return replace(assigned, gpu_ids=(str(index),), ray_gpu_ids=assigned.gpu_ids)
 
 
-def _device(assigned: Assignment) -> str:
+def device_of(assigned: Assignment) -> str:
     """``cuda`` when the trial has a GPU torch can use (Ray sets CUDA_VISIBLE_DEVICES)."""
     if not assigned.gpu_ids:
         return "cpu"
@@ -319,7 +324,7 @@ def _device(assigned: Assignment) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def _limit_torch_threads(cpus: float) -> None:
+def limit_torch_threads(cpus: float) -> None:
     """Keep torch's intra-op threads to the CPUs Ray reserved, so packed trials do not fight."""
     torch = sys.modules.get("torch")
     if torch is not None:

@@ -13,6 +13,7 @@ with every throughput knob of :mod:`hpsearch.torch` (``batch_size``,
 from __future__ import annotations
 
 import functools
+import math
 import time
 from typing import Any
 
@@ -20,8 +21,9 @@ import torch
 from torch import nn
 from torch.utils.data import TensorDataset
 
-from hpsearch.torch import checkpointed, configure
+from hpsearch.torch import KNOB_NAMES, checkpointed, configure
 from hpsearch.trial.context import TrialContext, TrialPruned
+from hpsearch.trial.members import Member, fused
 from hpsearch.workloads import _params
 
 DEFAULTS: dict[str, Any] = {
@@ -134,3 +136,161 @@ def train(params: dict[str, Any], ctx: TrialContext) -> None:
         )
         if ctx.should_prune():
             raise TrialPruned(f"pruned after epoch {epoch}")
+
+
+SHARED = ("epochs", "width", "depth", "batch_size", *sorted(KNOB_NAMES - {"batch_size"}))
+"""What a fused group's members share: the model's shape, the batch and every knob."""
+
+
+@fused(shared=SHARED)
+def train_members(members: list[Member]) -> None:
+    """Train a fused group (``fusion.train``): one model for all, each member its own trial.
+
+    Each member has its own learning rate, weight decay, dropout and seed (its
+    initialisation, its data order and its dropout masks, as it would alone),
+    reports its own epochs and is pruned on its own; the shared ones must agree.
+    Mixed precision is ``precision: bf16`` autocast (fp16 adds a loss scale per
+    member on CUDA); the other knobs apply to one trial only and are noted as such.
+    A member that leaves (pruned, diverged, done) leaves the stack: the others
+    train on untouched, each epoch costing only theirs.
+    """
+    group = _Group(members)
+    while group.open:
+        losses, seconds = group.train_epoch()
+        group.report_epoch(losses, seconds)
+
+
+class _Group:
+    """A fused digits group: its model, optimizer, loss scale, data orders, open members."""
+
+    def __init__(self, members: list[Member]) -> None:
+        from hpsearch.torch.fused import FusedAdamW, FusedGradScaler, MemberBatches, fuse
+
+        self.members = members
+        resolved = [resolve_params(m.params) for m in members]
+        first = resolved[0]
+        for member, p in zip(members, resolved, strict=True):
+            differs = [n for n in SHARED if p.get(n) != first.get(n)]
+            if differs:
+                trial = member.ctx.trial_number
+                raise ValueError(f"trial {trial} differs from its group in {differs}")
+        self.device = members[0].ctx.device
+        precision = str(first.get("precision") or "fp32")
+        if precision == "fp16" and self.device != "cuda":
+            precision = "fp32"  # fp16 autocast needs CUDA, as configure() decides for one trial
+        ignored = sorted(n for n in KNOB_NAMES & set(first) if n not in {"batch_size", "precision"})
+        for member in members:
+            notes = [f"{n} is not applied in a fused group" for n in ignored]
+            member.ctx.record_knobs(
+                {"batch_size": first["batch_size"], "precision": precision}, notes
+            )
+        self.autocast = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+        x_train, y_train, self.x_val, self.y_val = (t.to(self.device) for t in load_split())
+        modules, self.streams, self.orders = [], [], []
+        for member, p in zip(members, resolved, strict=True):
+            seed = _params.seed_of(p, member.ctx)
+            torch.manual_seed(seed)
+            modules.append(build_model(int(p["width"]), int(p["depth"]), float(p["dropout"])))
+            stream = torch.Generator()
+            stream.set_state(torch.get_rng_state())  # where its global stream stands alone
+            self.streams.append(stream)
+            self.orders.append(torch.Generator().manual_seed(seed))
+        self.model = fuse([m.to(self.device) for m in modules], generators=self.streams)
+        self.optimizer = FusedAdamW(
+            self.model.parameters(),
+            len(members),
+            lr=[float(p["lr"]) for p in resolved],
+            weight_decay=[float(p["weight_decay"]) for p in resolved],
+        )
+        self.scaler = FusedGradScaler(len(members), enabled=precision == "fp16")
+        self.batches = MemberBatches([x_train, y_train], int(first["batch_size"]), self.orders)
+        self.epochs = int(first["epochs"])
+        self.epoch = [self._resume(k) for k in range(len(members))]
+        self.open = list(range(len(members)))  # indices into members, in the stack's order
+        self.loss_fn = nn.CrossEntropyLoss(reduction="none")
+
+    def _autocast(self) -> Any:
+        return torch.autocast(self.device, dtype=self.autocast, enabled=self.autocast is not None)
+
+    def train_epoch(self) -> tuple[list[float], float]:
+        """One epoch of every open member; each one's mean training loss, and the seconds."""
+        from hpsearch.torch.fused import member_losses
+
+        self.model.train()
+        began = time.perf_counter()
+        totals = torch.zeros(len(self.open), device=self.device)
+        seen = 0
+        for inputs, targets in self.batches:
+            self.optimizer.zero_grad()
+            with self._autocast():
+                losses = member_losses(self.loss_fn, self.model(inputs), targets)
+            if self.scaler.enabled:
+                self.scaler.scale(losses.float()).backward()  # type: ignore[no-untyped-call]
+                self.scaler.step(self.optimizer)
+            else:
+                losses.sum().backward()  # type: ignore[no-untyped-call]
+                self.optimizer.step()
+            totals += losses.detach().float() * targets.shape[1]
+            seen += targets.shape[1]
+        self.seen = seen
+        return (totals / seen).tolist(), time.perf_counter() - began
+
+    def report_epoch(self, losses: list[float], seconds: float) -> None:
+        """Validate, checkpoint and report each open member; let those done or pruned leave."""
+        from hpsearch.torch.fused import FusedDropout, keep
+
+        self.model.eval()
+        with torch.no_grad(), self._autocast():
+            outputs = self.model(self.x_val.expand(len(self.open), *self.x_val.shape))
+            accuracy = (outputs.argmax(dim=-1) == self.y_val).float().mean(dim=1).tolist()
+        staying = []
+        for position, index in enumerate(self.open):
+            member, step = self.members[index], self.epoch[index]
+            self.epoch[index] = step + 1
+            if not math.isfinite(losses[position]):
+                member.prune(f"diverged at epoch {step} (train_loss {losses[position]})")
+                continue
+            member.ctx.save_checkpoint(self._state(position, index), step)
+            member.ctx.report(
+                step,
+                val_accuracy=accuracy[position],
+                train_loss=losses[position],
+                epoch_seconds=seconds,
+                # Its own samples over the group's wall time: its share of the group's speed.
+                samples_per_sec=self.seen / seconds,
+            )
+            if member.ctx.should_prune():
+                member.prune(f"pruned after epoch {step}")
+            elif step + 1 >= self.epochs:
+                member.complete()
+            else:
+                staying.append(position)
+        if len(staying) < len(self.open):
+            self.open = [self.open[p] for p in staying]
+            if self.open:
+                dropouts = [m for m in self.model.modules() if isinstance(m, FusedDropout)]
+                keep(staying, self.model, self.optimizer, self.scaler, self.batches, *dropouts)
+
+    def _state(self, position: int, index: int) -> dict[str, Any]:
+        """What a member's checkpoint holds: its model and optimizer state, its two streams."""
+        model = self.model.member_state_dict(position)
+        return {
+            "model": {k: v.detach().cpu().clone() for k, v in model.items()},
+            "fused_optimizer": self.optimizer.member_state(position),
+            "order": self.orders[index].get_state(),
+            "dropout": self.streams[index].get_state(),
+        }
+
+    def _resume(self, index: int) -> int:
+        """Restore member ``index``'s checkpoint, if an interrupted run left one; its epoch."""
+        saved = self.members[index].ctx.load_checkpoint()
+        if saved is None:
+            return 0
+        state = saved.load()
+        if "fused_optimizer" not in state:
+            return 0  # a checkpoint of the trial run alone: it starts over, fused
+        self.model.load_member_state_dict(index, state["model"])
+        self.optimizer.load_member_state(index, state["fused_optimizer"])
+        self.orders[index].set_state(state["order"])
+        self.streams[index].set_state(state["dropout"])
+        return int(saved.step) + 1

@@ -41,8 +41,12 @@ class FusedOptimizer:
             self._shadow({n: _nth(v, k, members) for n, v in hyper.items()}) for k in range(members)
         ]
         self.steps = torch.zeros(members, dtype=torch.float64)
+        self._uniform_steps: int | None = 0
+        """Every member's step count while they are all equal (no member was ever skipped)."""
         self.state: list[dict[str, torch.Tensor]] = [{} for _ in self.params]
         self._shadows_stepped = False
+        self._raw: tuple[tuple[Any, ...], ...] = ()
+        self._hyper: dict[str, _Value] = {}
 
     @staticmethod
     def _shadow(values: dict[str, Any]) -> torch.optim.Optimizer:
@@ -59,6 +63,24 @@ class FusedOptimizer:
     def hyper(self, name: str) -> torch.Tensor:
         """Hyperparameter ``name`` of every member, as a float64 tensor of shape ``[K]``."""
         return torch.tensor([s.param_groups[0][name] for s in self._shadows], dtype=torch.float64)
+
+    def _read(self) -> dict[str, _Value]:
+        """Every hyperparameter of every member, re-read only when a shadow's value changed."""
+        raw = tuple(
+            tuple(shadow.param_groups[0][name] for name in self.hyper_names)
+            for shadow in self._shadows
+        )
+        if raw != self._raw:
+            self._raw = raw
+            columns = zip(*raw, strict=True)
+            self._hyper = {n: _Value.of(c) for n, c in zip(self.hyper_names, columns, strict=True)}
+        return self._hyper
+
+    def _step_counts(self) -> _Value:
+        """Each member's step count (after this step's increment)."""
+        if self._uniform_steps is not None:
+            return _Value(float(self._uniform_steps), None)
+        return _Value(None, self.steps.clone())
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Clear every member's gradients."""
@@ -85,8 +107,14 @@ class FusedOptimizer:
             for shadow in self._shadows:
                 shadow.step()
             self._shadows_stepped = True
-        self.steps += 1 if mask is None else mask.to(torch.float64)
-        hyper = {name: _Value(self.hyper(name)) for name in self.hyper_names}
+        if mask is None:
+            self.steps += 1
+            if self._uniform_steps is not None:
+                self._uniform_steps += 1
+        else:
+            self.steps += mask.to(torch.float64)
+            self._uniform_steps = None
+        derived = self._derive(self._read(), self._step_counts())
         skipped = None if mask is None else (~mask).nonzero().flatten()
         for index, param in enumerate(self.params):
             if param.grad is None:
@@ -98,17 +126,21 @@ class FusedOptimizer:
                 kept = [(t, t[skipped.to(t.device)].clone()) for t in (param, *state.values())]
             elif skipped is not None:
                 kept = [(param, param[skipped.to(param.device)].clone())]
-            self._update(param, param.grad, state, hyper)
+            self._update(param, param.grad, state, derived)
             for tensor, rows in kept or ():
                 assert skipped is not None
                 tensor[skipped.to(tensor.device)] = rows
+
+    def _derive(self, hyper: Mapping[str, _Value], steps: _Value) -> dict[str, _Value]:
+        """This step's values, from the hyperparameters and step counts: once per step."""
+        raise NotImplementedError
 
     def _update(
         self,
         param: torch.Tensor,
         grad: torch.Tensor,
         state: dict[str, torch.Tensor],
-        hyper: Mapping[str, _Value],
+        values: Mapping[str, _Value],
     ) -> None:
         """Update ``param`` (all members) in place from ``grad``, as torch.optim would."""
         raise NotImplementedError
@@ -126,6 +158,8 @@ class FusedOptimizer:
         self.params = new
         self._shadows = [self._shadows[k] for k in keep]
         self.steps = self.steps.index_select(0, index)
+        self._uniform_steps = _uniform(self.steps)
+        self._raw = ()
         for state in self.state:
             for name, value in list(state.items()):
                 state[name] = value.index_select(0, index.to(value.device))
@@ -143,6 +177,7 @@ class FusedOptimizer:
     def load_member_state(self, member: int, saved: Mapping[str, Any]) -> None:
         """Restore what :meth:`member_state` saved into member ``member``."""
         self.steps[member] = float(saved["step"])
+        self._uniform_steps = _uniform(self.steps)
         self._shadows[member].param_groups[0].update(saved["hyper"])
         for index, (state, param) in enumerate(zip(self.state, self.params, strict=True)):
             for name, value in saved["state"][index].items():
@@ -159,32 +194,56 @@ def _nth(value: Any, member: int, members: int) -> Any:
     return value
 
 
-class _Value:
-    """One hyperparameter of every member: a Python float where all members share it (the
-    arithmetic is then torch.optim's own), else a ``[K]`` tensor shaped to each parameter."""
+def _uniform(steps: torch.Tensor) -> int | None:
+    """The members' common step count, or ``None`` where they differ."""
+    first = float(steps[0])
+    return int(first) if bool((steps == first).all()) else None
 
-    def __init__(self, values: torch.Tensor) -> None:
+
+class _Value:
+    """One value of every member: a Python float where all members share it (the arithmetic
+    is then torch.optim's own), else a float64 ``[K]`` tensor shaped to each parameter."""
+
+    __slots__ = ("_views", "shared", "values")
+
+    def __init__(self, shared: float | None, values: torch.Tensor | None) -> None:
+        self.shared = shared
         self.values = values
-        first = float(values[0])
-        self.shared: float | None = first if bool((values == first).all()) else None
         self._views: dict[tuple[torch.dtype, torch.device, int], torch.Tensor] = {}
+
+    @classmethod
+    def of(cls, column: Sequence[float]) -> _Value:
+        first = float(column[0])
+        if all(float(v) == first for v in column):
+            return cls(first, None)
+        return cls(None, torch.tensor([float(v) for v in column], dtype=torch.float64))
+
+    @classmethod
+    def derive(cls, fn: Any, *values: _Value) -> _Value:
+        """``fn`` of these values, member by member (floats stay floats where all are shared)."""
+        if all(v.shared is not None for v in values):
+            return cls(float(fn(*(v.shared for v in values))), None)
+        args = [v.values if v.values is not None else v.shared for v in values]
+        return cls(None, torch.as_tensor(fn(*args), dtype=torch.float64))
 
     def like(self, tensor: torch.Tensor) -> float | torch.Tensor:
         """The value to broadcast over ``tensor`` (stacked: members on axis 0)."""
         if self.shared is not None:
             return self.shared
+        assert self.values is not None
         key = (tensor.dtype, tensor.device, tensor.dim())
-        if key not in self._views:
-            self._views[key] = self.values.to(tensor.device, tensor.dtype).reshape(
+        view = self._views.get(key)
+        if view is None:
+            view = self.values.to(tensor.device, tensor.dtype).reshape(
                 -1, *(1,) * (tensor.dim() - 1)
             )
-        return self._views[key]
-
-    def map(self, fn: Any) -> _Value:
-        """A value computed from this one, member by member (in float64)."""
-        return _Value(fn(self.values))
+            self._views[key] = view
+        return view
 
     def any_nonzero(self) -> bool:
+        if self.shared is not None:
+            return self.shared != 0
+        assert self.values is not None
         return bool((self.values != 0).any())
 
 
@@ -214,29 +273,38 @@ class FusedSGD(FusedOptimizer):
         )
         self.nesterov = nesterov
 
-    def _update(self, param, grad, state, hyper):  # type: ignore[no-untyped-def]
-        weight_decay = hyper["weight_decay"]
+    def _derive(self, hyper: Mapping[str, _Value], steps: _Value) -> dict[str, _Value]:
+        first = _Value.derive(lambda t: t == 1, steps)  # a member's first step
+        return {
+            **hyper,
+            "keep": _Value.derive(lambda d: 1 - d, hyper["dampening"]),
+            "first": first,
+        }
+
+    def _update(self, param, grad, state, values):  # type: ignore[no-untyped-def]
+        weight_decay, momentum = values["weight_decay"], values["momentum"]
         d_p = grad.add(param * weight_decay.like(param)) if weight_decay.any_nonzero() else grad
-        momentum = hyper["momentum"]
         if momentum.any_nonzero():
-            if "momentum_buffer" not in state:
-                state["momentum_buffer"] = torch.zeros_like(param)
-            buf = state["momentum_buffer"]
+            buf = state.get("momentum_buffer")
+            if buf is None:
+                buf = state["momentum_buffer"] = torch.zeros_like(param)
             # A member's first step sets its buffer to its gradient, as torch does.
-            first = (self.steps == 1).nonzero().flatten()
-            buf.mul_(momentum.like(buf)).add_(
-                d_p * hyper["dampening"].map(lambda d: 1 - d).like(d_p)
-            )
-            if len(first):
-                buf[first.to(buf.device)] = d_p[first.to(buf.device)]
+            first = values["first"]
+            if first.shared is not None and first.shared:
+                buf.copy_(d_p)
+            else:
+                buf.mul_(momentum.like(buf)).add_(d_p * values["keep"].like(d_p))
+                if first.values is not None and bool(first.values.any()):
+                    rows = first.values.nonzero().flatten().to(buf.device)
+                    buf[rows] = d_p[rows]
             update = d_p.add(buf * momentum.like(buf)) if self.nesterov else buf
-            if momentum.shared is None:
+            if momentum.values is not None and bool((momentum.values == 0).any()):
                 # A member without momentum steps on its gradient alone.
                 none = (momentum.values == 0).nonzero().flatten().to(param.device)
                 update = update.clone()
                 update[none] = d_p[none]
             d_p = update
-        param.sub_(d_p * hyper["lr"].like(param))
+        param.sub_(d_p * values["lr"].like(param))
 
 
 class FusedAdam(FusedOptimizer):
@@ -266,38 +334,44 @@ class FusedAdam(FusedOptimizer):
             weight_decay=weight_decay,
         )
 
-    def _update(self, param, grad, state, hyper):  # type: ignore[no-untyped-def]
-        if "exp_avg" not in state:
-            state["exp_avg"] = torch.zeros_like(param)
+    def _derive(self, hyper: Mapping[str, _Value], steps: _Value) -> dict[str, _Value]:
+        lr, beta1, beta2 = hyper["lr"], hyper["beta1"], hyper["beta2"]
+        # Bias corrections from each member's own step count, in float64 as torch's floats.
+        correction1 = _Value.derive(lambda b, t: 1 - b**t, beta1, steps)
+        return {
+            **hyper,
+            "decay": _Value.derive(lambda a, w: 1 - a * w, lr, hyper["weight_decay"]),
+            "one_minus_beta1": _Value.derive(lambda b: 1 - b, beta1),
+            "one_minus_beta2": _Value.derive(lambda b: 1 - b, beta2),
+            "step_size": _Value.derive(lambda a, c: a / c, lr, correction1),
+            "correction2_sqrt": _Value.derive(lambda b, t: (1 - b**t) ** 0.5, beta2, steps),
+        }
+
+    def _update(self, param, grad, state, values):  # type: ignore[no-untyped-def]
+        exp_avg = state.get("exp_avg")
+        if exp_avg is None:
+            exp_avg = state["exp_avg"] = torch.zeros_like(param)
             state["exp_avg_sq"] = torch.zeros_like(param)
-        exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-        lr, weight_decay = hyper["lr"], hyper["weight_decay"]
-        if weight_decay.any_nonzero():
+        exp_avg_sq = state["exp_avg_sq"]
+        if values["weight_decay"].any_nonzero():
             if self.decoupled:
-                decay = _Value(lr.values * weight_decay.values).map(lambda v: 1 - v)
-                param.mul_(decay.like(param))
+                param.mul_(values["decay"].like(param))
             else:
-                grad = grad.add(param * weight_decay.like(param))
-        exp_avg.lerp_(grad, hyper["beta1"].map(lambda b: 1 - b).like(exp_avg))
-        beta2 = hyper["beta2"]
-        if beta2.shared is not None:
-            exp_avg_sq.mul_(beta2.shared).addcmul_(grad, grad, value=1 - beta2.shared)
+                grad = grad.add(param * values["weight_decay"].like(param))
+        exp_avg.lerp_(grad, values["one_minus_beta1"].like(exp_avg))
+        beta2, one_minus = values["beta2"], values["one_minus_beta2"]
+        if beta2.shared is not None and one_minus.shared is not None:
+            exp_avg_sq.mul_(beta2.shared).addcmul_(grad, grad, value=one_minus.shared)
         else:
-            exp_avg_sq.mul_(beta2.like(grad)).add_(
-                grad * grad * beta2.map(lambda b: 1 - b).like(grad)
-            )
-        # Bias corrections in float64 from each member's own step count, as torch's Python floats.
-        steps = self.steps.clamp(min=1)
-        step_size = _Value(lr.values / (1 - hyper["beta1"].values ** steps))
-        correction2_sqrt = _Value((1 - beta2.values**steps).sqrt())
-        denom = (exp_avg_sq.sqrt() / correction2_sqrt.like(exp_avg_sq)).add_(
-            hyper["eps"].like(exp_avg_sq)
+            exp_avg_sq.mul_(beta2.like(grad)).add_(grad * grad * one_minus.like(grad))
+        denom = (exp_avg_sq.sqrt() / values["correction2_sqrt"].like(exp_avg_sq)).add_(
+            values["eps"].like(exp_avg_sq)
         )
-        size = step_size.like(param)
+        size = values["step_size"].like(param)
         if isinstance(size, float):
             param.addcdiv_(exp_avg, denom, value=-size)
         else:
-            param.sub_(exp_avg / denom * size)
+            param.sub_(exp_avg.div(denom).mul_(size))
 
 
 class FusedAdamW(FusedAdam):

@@ -1,0 +1,163 @@
+"""Running a fused launch in a worker: one call of the members function, an end per member.
+
+:func:`execute_group` is :func:`~hpsearch.trial.worker.execute_trial` for a launch
+of several trials (``fusion``): each member gets its own context, whose events
+name it (``WorkerEvent.member``), and its own end event. Nothing after the
+ledger needs to know its trials were fused.
+
+A group that runs out of memory ends its open members pruned with the reason,
+without an OOM record: the OOM book learns what one trial of a shape needs, and
+a group's need is not a member's (it is never charged an OOM it did not cause).
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from hpsearch.oom import device_oom
+from hpsearch.trial.context import (
+    DeviceMemory,
+    PruneOracle,
+    TrialContext,
+    TrialIdentity,
+    TrialPruned,
+)
+from hpsearch.trial.entrypoint import resolve_train_function
+from hpsearch.trial.members import Member
+from hpsearch.trial.protocol import (
+    Assignment,
+    EndReport,
+    EventKind,
+    Outcome,
+    TrialLaunch,
+    WorkerEvent,
+)
+from hpsearch.trial.seeds import seed_everything
+from hpsearch.trial.worker import (
+    Sender,
+    WorkerChannel,
+    apply_memory_cap,
+    device_of,
+    final_metrics,
+    limit_torch_threads,
+)
+
+
+def execute_group(
+    launch: TrialLaunch,
+    *,
+    assigned: Assignment,
+    send: WorkerChannel,
+    oracle_for: Callable[[int], PruneOracle] | None = None,
+) -> list[WorkerEvent]:
+    """Run ``fusion.train(members)`` for the launch's trials; their end events (not yet sent).
+
+    Args:
+        launch: the fused trials and their settings, from the driver.
+        assigned: where the worker runs.
+        send: where each member's reports and declarations go while it runs.
+        oracle_for: answers ``should_prune()`` for a member's number (``None``: never).
+    """
+    settings = launch.settings
+    try:
+        train = resolve_train_function(
+            settings.fused_train, source=settings.source, key="fusion.train", members=True
+        )
+        limit_torch_threads(launch.admission.cpus)
+    except Exception:
+        error = traceback.format_exc()
+        return [_end(spec.number, Outcome.FAIL, error, {}, assigned) for spec in launch.members]
+    device = device_of(assigned)
+    cap_mb = apply_memory_cap(launch, device)
+    resources = {k: v for k, v in (("CPU", assigned.cpus), ("GPU", assigned.gpus)) if v is not None}
+    members = [
+        Member(
+            dict(spec.params),
+            TrialContext(
+                trial=TrialIdentity(spec.number, spec.seed, spec.checkpoint_dir),
+                device=device,
+                channel=Sender(send, assigned, member=spec.number),
+                prune_oracle=oracle_for(spec.number) if oracle_for is not None else None,
+                resources=resources,
+                memory=DeviceMemory(settings.gpu_memory_mb if assigned.gpu_ids else None, cap_mb),
+            ),
+        )
+        for spec in launch.members
+    ]
+    returned = _call(train, members, launch.members[0].seed)
+    return [
+        _member_end(member, spec.number, value, settings.objectives, assigned)
+        for member, spec, value in zip(members, launch.members, returned, strict=True)
+    ]
+
+
+def _call(train: Callable[..., Any], members: list[Member], seed: int) -> list[Any]:
+    """Call the members function; what each member returned (``None`` each, by default).
+
+    An exception ends every member still open: pruned (the group's own
+    ``TrialPruned``, or out of memory), else failed with the traceback.
+    """
+    try:
+        seed_everything(seed)
+        returned = train(members)
+    except TrialPruned as pruned:
+        for member in members:
+            member.prune(str(pruned))
+        return [None] * len(members)
+    except Exception as exc:
+        kind = device_oom(exc)
+        if kind is not None:
+            message = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+            for member in members:
+                member.prune(f"the fused group of {len(members)} ran out of memory: {message}")
+        else:
+            error = traceback.format_exc()
+            for member in members:
+                member.fail(error)
+        return [None] * len(members)
+    if returned is None:
+        return [None] * len(members)
+    if not isinstance(returned, Sequence) or len(returned) != len(members):
+        error = (
+            f"the members function returned {type(returned).__name__}; return None, or one "
+            f"value per member ({len(members)}), in the members' order"
+        )
+        for member in members:
+            member.fail(error)
+        return [None] * len(members)
+    return list(returned)
+
+
+def _member_end(
+    member: Member,
+    number: int,
+    returned: Any,
+    objectives: Sequence[str],
+    assigned: Assignment,
+) -> WorkerEvent:
+    """The end event of one member: as it ended itself, or complete with what was returned."""
+    if member.active:
+        try:
+            member.complete(**final_metrics(returned, objectives))
+        except (TypeError, ValueError):
+            member.fail(traceback.format_exc())
+    assert member.outcome is not None
+    metrics = {**member.final}
+    return _end(number, member.outcome, member.reason, metrics, assigned)
+
+
+def _end(
+    number: int, outcome: Outcome, reason: str, metrics: dict[str, float], assigned: Assignment
+) -> WorkerEvent:
+    pruned = outcome is Outcome.PRUNED
+    return WorkerEvent(
+        kind=EventKind.END,
+        member=number,
+        outcome=outcome,
+        error="" if pruned else reason,
+        metrics=metrics,
+        assigned=assigned,
+        end=EndReport(reason=reason) if pruned and reason else EndReport(),
+    )
