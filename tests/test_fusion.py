@@ -12,7 +12,7 @@ import hpsearch
 from hpsearch import attrs
 from hpsearch.config import load_config
 from hpsearch.study import open_study
-from hpsearch.workloads import digits
+from hpsearch.workloads import digits, simulated_gpu
 from tests.conftest import cli, mlflow_client
 
 pytestmark = [pytest.mark.process, pytest.mark.usefixtures("ray_one_gpu", "seeded_store")]
@@ -88,3 +88,78 @@ def test_fusion_is_checked_before_anything_runs(project: Path) -> None:
     done = cli("validate", str(path))
     assert done.returncode == 2
     assert "fusion.shared: ['hidden'] are not parameters of the space" in done.stderr
+
+
+SIMULATED: dict[str, Any] = {
+    "study": {"name": "front", "n_trials": 8, "sampler": {"type": "random", "seed": 5}},
+    "objectives": [
+        {"metric": "val_accuracy", "direction": "maximize"},
+        {"metric": "samples_per_sec", "direction": "maximize"},
+    ],
+    "train": "hpsearch.workloads.simulated_gpu:train",
+    "space": {
+        "width": [64, 512],
+        "batch_size": [32, 256],
+        "lr": {"type": "float", "low": 1e-4, "high": 3e-2, "log": True},
+        "epochs": 2,
+        "steps_per_epoch": 5,
+        "time_scale": 0.2,
+    },
+    "telemetry": {"backend": "simulated"},
+    "packing": {"mode": "off"},
+    "execution": {"max_concurrent": 1},
+}
+
+
+def _front(values: dict[tuple[Any, ...], tuple[float, float]]) -> set[tuple[Any, ...]]:
+    """Trials no other beats in accuracy and in speed by more than the noise of a timing (5%)."""
+
+    def beats(a: tuple[float, float], b: tuple[float, float]) -> bool:
+        return a[0] >= b[0] and a[1] >= 0.95 * b[1] and (a[0] > b[0] or a[1] > 1.05 * b[1])
+
+    return {k for k, v in values.items() if not any(beats(w, v) for w in values.values())}
+
+
+def test_a_fused_searchs_front_is_the_one_the_same_trials_make_unfused(project: Path) -> None:
+    fused = {
+        **SIMULATED,
+        "fusion": {
+            "mode": "fixed",
+            "members": 4,
+            "train": "hpsearch.workloads.simulated_gpu:train_members",
+        },
+    }
+    path = project / "fused.yaml"
+    path.write_text(yaml.safe_dump(fused))
+    hpsearch.run(path)
+    fused_trials = open_study(load_config(path)).study.get_trials()
+    assert {t.user_attrs[attrs.FUSED_GROUP]["members"] for t in fused_trials} == {4}
+
+    # The same trials, one per worker.
+    alone = project / "alone.yaml"
+    alone.write_text(
+        yaml.safe_dump({**SIMULATED, "study": {**SIMULATED["study"], "name": "alone"}})
+    )
+    queued = open_study(load_config(alone)).study
+    for trial in fused_trials:
+        queued.enqueue_trial(trial.params)
+    hpsearch.run(alone)
+    alone_trials = open_study(load_config(alone)).study.get_trials()
+
+    def by_params(trials: list[Any]) -> dict[tuple[Any, ...], tuple[float, float]]:
+        return {tuple(sorted(t.params.items())): (t.values[0], t.values[1]) for t in trials}
+
+    fused_values, alone_values = by_params(fused_trials), by_params(alone_trials)
+    assert set(fused_values) == set(alone_values)
+    # A member's speed objective is its configuration's alone (the solo twin), not its
+    # share of the group's: a fused member measured a fraction of it.
+    for key, (accuracy, speed) in fused_values.items():
+        assert accuracy == alone_values[key][0]
+        assert speed == pytest.approx(alone_values[key][1], rel=0.05)
+    assert _front(fused_values) == _front(alone_values)
+    for trial in fused_trials:
+        # Exactly the model's solo figure for the configuration; what the member measured,
+        # its share of the group's, is less.
+        solo = simulated_gpu.plan({**SIMULATED["space"], **trial.params}).epochs[-1]
+        assert trial.values[1] == pytest.approx(solo.metrics["samples_per_sec"], rel=1e-9)
+        assert trial.user_attrs[attrs.METRICS]["samples_per_sec"] < trial.values[1]

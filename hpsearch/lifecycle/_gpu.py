@@ -16,7 +16,13 @@ from hpsearch.lifecycle._events import (
     TrialReported,
 )
 from hpsearch.lifecycle._mlflow import MlflowMirror
-from hpsearch.telemetry import SPEED_SHARE, ClusterGpuMetrics, is_speed, solo_metrics
+from hpsearch.telemetry import (
+    SPEED_SHARE,
+    ClusterGpuMetrics,
+    is_speed,
+    solo_metrics,
+    solo_name,
+)
 from hpsearch.tracking import Tracker
 
 GPU_FLUSH_S = 5.0
@@ -66,8 +72,9 @@ class GpuSeries(TrialListener):
 
     def on_measured(self, event: Measured) -> None:
         """Each speed metric's solo equivalent, from how shared the GPU was while it measured."""
-        if not any(is_speed(name) for name in event.metrics):
-            return
+        speeds = [name for name in event.metrics if is_speed(name)]
+        if not speeds or all(solo_name(name) in event.metrics for name in speeds):
+            return  # no speed, or the trial gave every twin itself (a fused member's)
         share = self._gpu.speed_share(event.number, event.since, event.at)
         if share is None:
             return

@@ -160,6 +160,27 @@ def train_members(members: list[Member]) -> None:
         group.report_epoch(losses, seconds)
 
 
+SOLO_PROBE_EPOCHS = 2
+"""Epochs of the shape trained alone to measure its solo speed (the last one's is kept)."""
+
+
+def solo_samples_per_sec(params: dict[str, Any], device: str) -> float:
+    """What one trial of this shape measures alone on ``device``: the speed twin of a fused
+    member. Measured once per shape and device in a worker (a few epochs of :func:`train`,
+    with its meter), then cached."""
+    shape = tuple((name, params.get(name)) for name in SHARED)
+    key = (shape, device)
+    if key not in _SOLO_SPEEDS:
+        probe = {name: value for name, value in shape if value is not None}
+        ctx = TrialContext.local(device=device)
+        train({**probe, "epochs": SOLO_PROBE_EPOCHS}, ctx)
+        _SOLO_SPEEDS[key] = float(ctx.history[-1].metrics["samples_per_sec"])
+    return _SOLO_SPEEDS[key]
+
+
+_SOLO_SPEEDS: dict[tuple[Any, str], float] = {}
+
+
 class _Group:
     """A fused digits group: its model, optimizer, loss scale, data orders, open members."""
 
@@ -207,6 +228,7 @@ class _Group:
         self.epochs = int(first["epochs"])
         self.epoch = [self._resume(k) for k in range(len(members))]
         self.open = list(range(len(members)))  # indices into members, in the stack's order
+        self.solo_samples_per_sec = solo_samples_per_sec(first, self.device)
         self.loss_fn = nn.CrossEntropyLoss(reduction="none")
 
     def _autocast(self) -> Any:
@@ -256,8 +278,10 @@ class _Group:
                 val_accuracy=accuracy[position],
                 train_loss=losses[position],
                 epoch_seconds=seconds,
-                # Its own samples over the group's wall time: its share of the group's speed.
+                # Its own samples over the group's wall time: its share of the group's speed;
+                # the twin is what its configuration does alone (objectives read the twin).
                 samples_per_sec=self.seen / seconds,
+                samples_per_sec_solo=self.solo_samples_per_sec,
             )
             if member.ctx.should_prune():
                 member.prune(f"pruned after epoch {step}")

@@ -42,8 +42,9 @@ from typing import Any
 
 from hpsearch.oom import OomReport
 from hpsearch.simulation import CUDA_CONTEXT_MB, PlannedEpoch, TrialPlan
-from hpsearch.telemetry import GpuLoad
+from hpsearch.telemetry import GpuLoad, solo_name
 from hpsearch.trial.context import TrialContext, TrialPruned
+from hpsearch.trial.members import Member, fused
 from hpsearch.workloads import _params
 
 DEFAULTS: dict[str, Any] = {
@@ -230,3 +231,68 @@ def train(params: dict[str, Any], ctx: TrialContext) -> None:
         ctx.report(epoch, **{**metrics, "epoch_seconds": time.perf_counter() - started})
         if ctx.should_prune():
             raise TrialPruned(f"pruned after epoch {epoch}")
+
+
+SHARED = (*(name for name in DEFAULTS if name not in {"lr", "seed"}), "num_workers")
+"""What a fused group's members share: every parameter but the learning rate and seed."""
+
+FUSED_MEMBER_COST = 0.05
+"""What each member more adds to a fused step that leaves the GPU idle, as a share of one
+member's step: launches and the optimizer's per-member work (the CPU measurement of
+``scripts/bench_fusion.py``: 16 members of a width-32 MLP in 1.8x one member's step)."""
+
+
+def fused_slowdown(members: int, utilization_pct: float) -> float:
+    """A fused step of ``members`` over one member's step, on a GPU one member keeps busy
+    ``utilization_pct`` of the time: the members' compute fills the idle time first (one
+    context, one stream: no switching), then adds up; the floor grows by
+    :data:`FUSED_MEMBER_COST` a member."""
+    busy = members * max(0.0, min(100.0, utilization_pct)) / 100.0
+    return max(1.0 + FUSED_MEMBER_COST * (members - 1), busy)
+
+
+@fused(shared=SHARED)
+def train_members(members: list[Member]) -> None:
+    """Play a fused group's modelled epochs in real time (``fusion.train``).
+
+    The group holds one CUDA context and its members' weights and activations;
+    it runs out of memory, as one, when that exceeds the GPU's. Each epoch takes
+    the solo epoch times :func:`fused_slowdown`. Each member reports its
+    measured speed (its share of the group's) and the solo twin of every speed
+    metric (``samples_per_sec_solo``: what its configuration does alone, the
+    model's own figure), so an objective on speed compares trials as if each
+    had run alone.
+    """
+    plans = [plan(m.params, m.ctx.gpu_memory_mb, m.ctx.memory_cap_mb) for m in members]
+    load = plans[0].load
+    context = float(resolve_params(members[0].params)["context_mb"])
+    if load is not None:
+        memory = context + sum((p.load.memory_mb if p.load else context) - context for p in plans)
+        limit = _least(members[0].ctx.gpu_memory_mb, members[0].ctx.memory_cap_mb)
+        utilization = min(100.0, len(members) * load.utilization_pct)
+        members[0].ctx.simulate_gpu_load(
+            utilization, memory, sm_share=load.sm_share, cpus=load.cpus
+        )
+        if any(p.oom is not None for p in plans) or (limit is not None and memory > limit):
+            import torch
+
+            raise torch.cuda.OutOfMemoryError(
+                f"CUDA out of memory (simulated: a fused group of {len(members)} needs "
+                f"{memory:.0f} MiB, {limit} MiB available)"
+            )
+    slowdown = fused_slowdown(len(members), load.utilization_pct if load else 100.0)
+    for epoch in range(len(plans[0].epochs)):
+        open_members = [(m, p) for m, p in zip(members, plans, strict=True) if m.active]
+        if not open_members:
+            return
+        solo = open_members[0][1].epochs[epoch]
+        started = time.perf_counter()
+        spent = _play(solo.seconds * slowdown, members[0].ctx.simulated_speed_share)
+        took = time.perf_counter() - started
+        for member, planned in open_members:
+            mine = planned.epochs[epoch]
+            metrics = mine.slowed(spent)
+            twins = {solo_name(name): mine.metrics[name] for name in mine.speeds + mine.durations}
+            member.ctx.report(epoch, **{**metrics, **twins, "epoch_seconds": took})
+            if member.ctx.should_prune():
+                member.prune(f"pruned after epoch {epoch}")
