@@ -43,6 +43,7 @@ from hpsearch.lifecycle import (
 from hpsearch.oom import OomBook
 from hpsearch.placement import (
     AdmissionRequest,
+    FusionSizer,
     PackingAdmission,
     PackingObserver,
     PackingPolicy,
@@ -112,6 +113,7 @@ class SearchParts:
         board: where pruning verdicts go (``None``: no pruner).
         placing: the packing policy's admission, when GPUs are packed.
         budget: when the search stops (the scheduler's).
+        fusion: fused launches (``None``: one trial per launch).
     """
 
     ledger: TrialLedger
@@ -122,6 +124,7 @@ class SearchParts:
     board: VerdictBoard | None = None
     placing: PackingAdmission | None = None
     budget: TrialBudget | None = None
+    fusion: FusionPlan | None = None
 
 
 def run(
@@ -393,7 +396,9 @@ def build_search(
         shared = check_fusion(
             config.fusion.train, config.fusion.shared, config.space, config.source
         )
-        fusion = FusionPlan(members=config.fusion.members, shared=shared)
+        auto = config.fusion.mode == "auto"
+        most = config.fusion.max_members if auto else config.fusion.members
+        fusion = FusionPlan(shared, FusionSizer(most, grow=auto, clock=session.clock))
     launches = Launches(
         settings,
         study=config.study.name,
@@ -428,7 +433,9 @@ def build_search(
     max_pending = execution.max_concurrent or max(
         1, math.floor(session.capacity().cpus / execution.cpus_per_trial)
     )
-    return SearchParts(ledger, scheduler, running, view, max_pending, board, placing, budget)
+    return SearchParts(
+        ledger, scheduler, running, view, max_pending, board, placing, budget, fusion
+    )
 
 
 PACE_FILE = "simulated-gpu-pace.json"
@@ -475,6 +482,8 @@ def close_out(
         parent.record_gpu_report(monitor)
     if parts.placing is not None:
         parent.record_packing(parts.placing.decisions, parts.placing.policy.settings.mode)
+    if parts.fusion is not None:
+        parent.record_fusion(parts.fusion.sizer.decisions)
     parent.record_analysis(StudyResults(handle.study))
     return interrupted
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -163,3 +164,80 @@ def test_a_fused_searchs_front_is_the_one_the_same_trials_make_unfused(project: 
         solo = simulated_gpu.plan({**SIMULATED["space"], **trial.params}).epochs[-1]
         assert trial.values[1] == pytest.approx(solo.metrics["samples_per_sec"], rel=1e-9)
         assert trial.user_attrs[attrs.METRICS]["samples_per_sec"] < trial.values[1]
+
+
+@pytest.mark.parametrize(
+    ("utilization", "settled"),
+    [(10.0, 4), (100.0, 1)],
+    ids=["idle-gpu-grows", "busy-gpu-declines"],
+)
+def test_auto_fusion_measures_each_doubling_and_keeps_what_pays(
+    project: Path, utilization: float, settled: int
+) -> None:
+    config = {
+        **SIMULATED,
+        "study": {"name": "auto", "n_trials": 10, "sampler": {"type": "random", "seed": 1}},
+        "space": {**SIMULATED["space"], "width": 64, "utilization_pct": utilization},
+        "fusion": {
+            "mode": "auto",
+            "max_members": 4,
+            "train": "hpsearch.workloads.simulated_gpu:train_members",
+        },
+    }
+    path = project / "auto.yaml"
+    path.write_text(yaml.safe_dump(config))
+    outcome = hpsearch.run(path)
+    trials = open_study(load_config(path)).study.get_trials()
+    assert [t.state.name for t in trials] == ["COMPLETE"] * 10
+    groups: dict[int, int] = {}
+    for trial in trials:
+        group = trial.user_attrs.get(attrs.FUSED_GROUP, {"group": trial.number, "members": 1})
+        groups[group["group"]] = group["members"]
+    sizes = list(groups.values())
+    # Groups start at 2; a group launched before the last one's measure came keeps its size.
+    assert sizes[0] == 2
+    if settled == 1:
+        assert sizes[-1] == 1
+        assert 4 not in sizes
+    else:
+        assert 4 in sizes
+        assert 1 not in sizes
+    # Each decision, with its reason, on the parent run.
+    client = mlflow_client(project)
+    assert outcome.mlflow_parent_run_id is not None
+    run_id = outcome.mlflow_parent_run_id
+    text = client.download_artifacts(run_id, "fusion_decisions.json", str(project))
+    decisions = json.loads(Path(text).read_text())
+    assert decisions[-1]["members"] == settled
+    assert decisions[-1]["reason"].startswith("settled")
+
+
+def test_a_group_out_of_memory_is_split_and_its_shape_capped(project: Path) -> None:
+    # One member holds 900 MiB beyond the 500 MiB context: 4 need 4100 of 3000, 2 fit.
+    config = {
+        **SIMULATED,
+        "study": {"name": "split", "n_trials": 6, "sampler": {"type": "random", "seed": 2}},
+        "space": {**SIMULATED["space"], "width": 64, "batch_size": 32, "memory_mb": 1400},
+        "telemetry": {"backend": "simulated", "simulated": {"memory_total_mb": 3000}},
+        "fusion": {
+            "mode": "fixed",
+            "members": 4,
+            "train": "hpsearch.workloads.simulated_gpu:train_members",
+        },
+    }
+    path = project / "split.yaml"
+    path.write_text(yaml.safe_dump(config))
+    outcome = hpsearch.run(path)
+    trials = open_study(load_config(path)).study.get_trials()
+    # Split in the worker, the first group's members all complete, uncharged.
+    assert [t.state.name for t in trials] == ["COMPLETE"] * 6
+    assert [t.user_attrs[attrs.FUSED_GROUP]["members"] for t in trials] == [4] * 4 + [2] * 2
+    assert not any(attrs.OOM in t.user_attrs for t in trials)
+    client = mlflow_client(project)
+    assert outcome.mlflow_parent_run_id is not None
+    text = client.download_artifacts(
+        outcome.mlflow_parent_run_id, "fusion_decisions.json", str(project)
+    )
+    [decision] = json.loads(Path(text).read_text())
+    assert decision["members"] == 2
+    assert decision["reason"] == "a group of 4 ran out of memory: at most 2"

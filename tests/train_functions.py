@@ -150,11 +150,17 @@ def chatty(params: dict[str, Any], ctx: TrialContext) -> None:
 @hpsearch.fused(shared=("steps",))
 def members_quick(members: list[hpsearch.Member]) -> list[dict[str, float]] | None:
     """Fused members: each reports ``x * step``; one with ``x > 0.8`` prunes itself at
-    step 1; one asked to prune stops; ``fail`` fails them all; ``oom`` raises a CUDA OOM."""
+    step 1; one asked to prune stops; ``fail`` fails them all; ``oom`` raises a CUDA OOM
+    in a group (alone too with ``oom_alone``), ``oom_late`` after a first report."""
     steps = int(members[0].params.get("steps", 3))
     if members[0].params.get("fail"):
         raise RuntimeError("the group broke")
-    if members[0].params.get("oom"):
+    if any(m.params.get("oom") for m in members) and (
+        len(members) > 1 or members[0].params.get("oom_alone")
+    ):
+        raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+    if members[0].params.get("oom_late"):
+        members[0].ctx.report(0, score=0.0)
         raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
     for step in range(steps):
         for member in members:

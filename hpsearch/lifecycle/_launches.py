@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hpsearch.placement import Admission
+from hpsearch.placement import Admission, FusionSizer
 from hpsearch.trial.checkpoints import trial_folder
 from hpsearch.trial.death import output_file, stderr_file
 from hpsearch.trial.protocol import MemberSpec, TrialLaunch, TrialSettings
@@ -15,10 +15,24 @@ from hpsearch.trial.seeds import trial_seed
 
 @dataclass(frozen=True)
 class FusionPlan:
-    """Fused launches: how many trials each holds, and the parameters they share."""
+    """Fused launches: how many trials each holds, and the parameters they share.
 
-    members: int
+    Attributes:
+        shared: the parameters a group's members share.
+        sizer: the member count per shape (fixed, or measured: ``fusion.mode: auto``),
+            capped where a group ran out of memory.
+    """
+
     shared: tuple[str, ...]
+    sizer: FusionSizer
+
+    def shape(self, params: Mapping[str, Any]) -> tuple[Any, ...]:
+        """What a group's members share, as values: the shape of a group."""
+        return tuple(params.get(name) for name in self.shared)
+
+    def members_for(self, params: Mapping[str, Any]) -> int:
+        """The members of a group whose first trial has ``params``."""
+        return self.sizer.members(self.shape(params))
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ parent run) is a listener the composition root subscribes.
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
@@ -39,6 +40,7 @@ from hpsearch.placement import Admission
 from hpsearch.pruning import KEEP, PruneJudge, forget_intermediate
 from hpsearch.space import SearchSpace
 from hpsearch.study import StudyHandle
+from hpsearch.telemetry import solo_name
 from hpsearch.trial.protocol import (
     Assignment,
     EventKind,
@@ -46,6 +48,9 @@ from hpsearch.trial.protocol import (
     TrialLaunch,
     WorkerEvent,
 )
+
+SPEED_METRIC = "samples_per_sec"
+"""What ``fusion: auto`` measures a group by: its members' speed, and their solo twin's."""
 
 STOPPED_EARLY = "the search stopped before train returned"
 """Why a trial still open when its search stopped was interrupted, unless told otherwise."""
@@ -125,7 +130,8 @@ class TrialLedger:
         first = self._held.pop(0) if self._held else self._ask(admission)
         records = [first]
         plan = self._launches.fusion
-        members = 1 if plan is None else min(plan.members, most or plan.members)
+        members = 1 if plan is None else plan.members_for(first.params)
+        members = min(members, most or members)
         shared = () if plan is None else plan.shared
         fixed = {name: first.params[name] for name in shared if name in first.params}
         if members > 1 and not first.inherits_seed:
@@ -244,7 +250,9 @@ class TrialLedger:
     def _close(self, launch_id: str, crash: str | None, interrupted: str) -> list[Outcome]:
         """End a launch's trials; ``interrupted``: why, when one ends without an outcome."""
         outcomes = []
-        for number in self._launched.pop(launch_id, ()):
+        numbers = self._launched.pop(launch_id, ())
+        self._size_measured([self._open[n] for n in numbers if n in self._open])
+        for number in numbers:
             record = self._open.pop(number)
             end = record.end
             if end is not None and end.outcome is not None:
@@ -262,6 +270,25 @@ class TrialLedger:
                 ending = self._ending(record, Outcome.INTERRUPTED, interrupted)
             outcomes.append(self._finish(record, ending))
         return outcomes
+
+    def _size_measured(self, records: list[OpenTrial]) -> None:
+        """Tell ``fusion: auto``'s sizer what a group's members measured together."""
+        plan = self._launches.fusion
+        if plan is None:
+            return
+        split = [r.end.end.fused_oom_at for r in records if r.end and r.end.end]
+        ran_out = max((size for size in split if size is not None), default=None)
+        if ran_out is not None:
+            plan.sizer.ran_out(plan.shape(records[0].params), ran_out)
+        if len(records) < 2:
+            return
+        speeds = [r.metrics.get(SPEED_METRIC) for r in records]
+        solos = [r.metrics.get(solo_name(SPEED_METRIC)) for r in records]
+        measured = [s for s in speeds if s is not None]
+        twins = [s for s in solos if s is not None]
+        aggregate = len(records) * statistics.median(measured) if measured else None
+        solo = statistics.median(twins) if twins else None
+        plan.sizer.measured(plan.shape(records[0].params), len(records), aggregate, solo)
 
     def interrupt_open(self, reason: str | None = None) -> int:
         """End every trial still open when the search stops; return how many were interrupted.

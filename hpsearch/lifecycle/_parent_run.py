@@ -124,6 +124,10 @@ class ParentRun(TrialListener):
         )
         self.tracker.set_tags(self.run_id, {"hpsearch.packing_mode": mode})
 
+    def record_fusion(self, decisions: list[dict[str, object]]) -> None:
+        """Every ``fusion: auto`` decision of the search: a shape's member count and why."""
+        self.tracker.log_text(self.run_id, json.dumps(decisions, indent=2), "fusion_decisions.json")
+
     def record_analysis(self, results: StudyResults) -> None:
         """Optuna's figures of the study (``analysis/``), and with several objectives the
         Pareto front as CSV (``pareto/``)."""

@@ -26,7 +26,12 @@ from hpsearch.placement._base import (
     RunningTrial,
 )
 from hpsearch.placement._capacity import MIN_GAIN, Fit, fit
-from hpsearch.placement._fusion import FusionChoice, FusionReading, choose_members
+from hpsearch.placement._fusion import (
+    FusionChoice,
+    FusionReading,
+    FusionSizer,
+    choose_members,
+)
 from hpsearch.placement._packing import PackingPolicy
 from hpsearch.placement._static import StaticPolicy
 from hpsearch.placement._views import (
@@ -61,6 +66,7 @@ __all__ = [
     "Fit",
     "FusionChoice",
     "FusionReading",
+    "FusionSizer",
     "GpuDecision",
     "GpuKey",
     "GpuView",

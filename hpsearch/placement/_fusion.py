@@ -9,7 +9,8 @@ answer stays one member: the trial runs unfused.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
 from hpsearch.placement._capacity import MIN_GAIN
@@ -75,3 +76,81 @@ def choose_members(
         gain = kept.samples_per_sec / base.samples_per_sec
         reason = f"{kept.members} member(s): {gain:.2f}x one member's throughput"
     return FusionChoice(kept.members, reason, kept.samples_per_sec / base.samples_per_sec)
+
+
+class FusionSizer:
+    """How many members the next fused group of each shape gets.
+
+    Per shape (the shared parameters' values). With ``grow`` (``fusion.mode:
+    auto``), groups start at two members; a group that ends says what its
+    members measured together (the aggregate of their ``samples_per_sec``) and
+    what one of them does alone (their solo twin). The next group of that shape
+    doubles while each doubling pays (by :func:`choose_members`), and settles
+    where one stops paying, at one member (unfused) where fusion never did.
+    Without it (``fixed``), every group starts at ``max_members``. Either way, a
+    group that ran out of memory caps its shape below its size. Each change is
+    a decision with its reason.
+
+    Args:
+        max_members: the most members a group holds (``fusion.max_members``, or
+            ``fusion.members`` when fixed).
+        grow: measure and double (``auto``), or hold ``max_members`` (``fixed``).
+        clock: Unix time, for the decisions' timestamps.
+    """
+
+    def __init__(
+        self, max_members: int, *, grow: bool = True, clock: Callable[[], float] = time.time
+    ) -> None:
+        self._max = max_members
+        self._grow = grow
+        self._caps: dict[Hashable, int] = {}
+        self._clock = clock
+        self._readings: dict[Hashable, dict[int, FusionReading]] = {}
+        self._next: dict[Hashable, int] = {}
+        self._settled: dict[Hashable, int] = {}
+        self.decisions: list[dict[str, object]] = []
+        """Every decision, in order: the shape, the member count and why."""
+
+    def members(self, shape: Hashable) -> int:
+        """The member count of the next group of ``shape``."""
+        if shape in self._settled:
+            wanted = self._settled[shape]
+        elif not self._grow:
+            wanted = self._max
+        else:
+            wanted = self._next.get(shape, min(2, self._max))
+        return min(wanted, self._caps.get(shape, wanted))
+
+    def ran_out(self, shape: Hashable, members: int) -> None:
+        """A group of ``members`` of ``shape`` ran out of memory: later ones hold fewer."""
+        cap = max(1, members // 2)
+        if cap < self._caps.get(shape, members):
+            self._caps[shape] = cap
+            self._record(shape, cap, f"a group of {members} ran out of memory: at most {cap}")
+
+    def measured(
+        self, shape: Hashable, members: int, samples_per_sec: float | None, solo: float | None
+    ) -> None:
+        """A group of ``members`` of ``shape`` ended, its members' aggregate speed measured."""
+        if shape in self._settled or members < 2 or not self._grow:
+            return
+        if samples_per_sec is None or solo is None or solo <= 0:
+            self._decide(shape, 1, "the members reported no samples_per_sec and solo twin")
+            return
+        readings = self._readings.setdefault(shape, {1: FusionReading(1, solo)})
+        readings[members] = FusionReading(members, samples_per_sec)
+        choice = choose_members(list(readings.values()), max_members=self._max)
+        if choice.members < members or members * 2 > self._max:
+            self._decide(shape, choice.members, choice.reason)
+        elif members * 2 > self._next.get(shape, 0):
+            self._next[shape] = members * 2
+            self._record(shape, members * 2, f"trying {members * 2}: {choice.reason}")
+
+    def _decide(self, shape: Hashable, members: int, reason: str) -> None:
+        self._settled[shape] = members
+        self._record(shape, members, f"settled: {reason}")
+
+    def _record(self, shape: Hashable, members: int, reason: str) -> None:
+        self.decisions.append(
+            {"at": self._clock(), "shape": repr(shape), "members": members, "reason": reason}
+        )

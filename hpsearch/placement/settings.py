@@ -64,7 +64,7 @@ class PackingSpec(Settings):
         return self
 
 
-FusionMode = Literal["off", "fixed"]
+FusionMode = Literal["off", "fixed", "auto"]
 
 
 class FusionSpec(Settings):
@@ -72,7 +72,10 @@ class FusionSpec(Settings):
 
     Attributes:
         mode: ``off``: one trial per worker; ``fixed``: ``members`` trials per
-            worker, fused by the training function ``train`` names.
+            worker, fused by the training function ``train`` names; ``auto``: per
+            shape, groups of 2, then 4, ... while the members' aggregate speed
+            (their ``samples_per_sec``) pays for each doubling over one member's
+            alone (their ``samples_per_sec_solo``); one member where fusion does not pay.
         members: the trials of each fused group (``fixed``); a group never takes
             more trials than the budget has left.
         max_members: the most trials one group holds.

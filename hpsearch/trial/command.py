@@ -19,8 +19,9 @@ for its re-run when it is interrupted; resume from what is there),
 ``HPSEARCH_PARAMS`` (the parameters as JSON), ``HPSEARCH_METRICS_FILE`` and
 ``CUDA_VISIBLE_DEVICES`` (the GPU placement chose; empty on CPU), and
 ``HPSEARCH_GPU_MEMORY_CAP_MB`` when it shares its GPU (its share, for the script
-to pass to ``torch.cuda.set_per_process_memory_fraction``). A pruned trial's
-process group gets SIGTERM, then SIGKILL after ``stop_grace``; a script that
+to pass to ``torch.cuda.set_per_process_memory_fraction``). However the trial
+ends, the script's process group gets SIGTERM, and what is left of it SIGKILL
+after ``stop_grace``; a script that
 exits non-zero fails the trial with its last stderr lines, or is pruned as out
 of memory when they say CUDA ran out.
 """
@@ -166,10 +167,10 @@ def run_command(
     ]
     try:
         final = _follow(process, lines, ctx, metrics_file if spec.metrics == "file-jsonl" else None)
-    except BaseException:
-        _stop(process, spec.stop_grace)
-        raise
     finally:
+        # However the trial ends (the script done, pruned, failed, stopped), nothing it
+        # started outlives it: what is left of its process group goes too.
+        _stop(process, spec.stop_grace)
         for reader in readers:
             reader.join(timeout=5)
     if process.returncode != 0:
@@ -304,17 +305,32 @@ def _thread(target: Callable[..., None], *args: Any) -> threading.Thread:
 
 
 def _stop(process: subprocess.Popen[bytes], grace_s: float) -> None:
-    """SIGTERM the script's process group, SIGKILL it after ``grace_s``."""
-    if process.poll() is not None:
-        return
+    """SIGTERM the script's process group; SIGKILL what is left of it after ``grace_s``.
+
+    The group is killed even when the script itself ended in time: a child it
+    started that ignores SIGTERM would outlive the trial otherwise.
+    """
+    deadline = time.monotonic() + grace_s
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGTERM)
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         process.wait(timeout=grace_s)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+    while _group_alive(process.pid) and time.monotonic() < deadline:
+        time.sleep(_POLL_S)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def _group_alive(group: int) -> bool:
+    """Whether any process of process group ``group`` is left."""
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _failure(returncode: int, stderr: list[str]) -> str:

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
-from hpsearch.oom import device_oom
+from hpsearch.oom import OomReport, device_oom
 from hpsearch.trial.context import (
     DeviceMemory,
     PruneOracle,
@@ -42,6 +43,7 @@ from hpsearch.trial.worker import (
     device_of,
     final_metrics,
     limit_torch_threads,
+    release_memory,
 )
 
 
@@ -86,39 +88,86 @@ def execute_group(
         )
         for spec in launch.members
     ]
-    returned = _call(train, members, launch.members[0].seed)
+    values: dict[int, Any] = {}
+    _call(train, members, list(launch.members), values, device)
     return [
-        _member_end(member, spec.number, value, settings.objectives, assigned)
-        for member, spec, value in zip(members, launch.members, returned, strict=True)
+        _member_end(member, spec.number, values.get(spec.number), settings.objectives, assigned)
+        for member, spec in zip(members, launch.members, strict=True)
     ]
 
 
-def _call(train: Callable[..., Any], members: list[Member], seed: int) -> list[Any]:
-    """Call the members function; what each member returned (``None`` each, by default).
+def _call(
+    train: Callable[..., Any],
+    members: list[Member],
+    specs: list[Any],
+    values: dict[int, Any],
+    device: str,
+) -> None:
+    """Call the members function; put what it returned per member's number in ``values``.
 
-    An exception ends every member still open: pruned (the group's own
-    ``TrialPruned``, or out of memory), else failed with the traceback.
+    A ``TrialPruned`` of the function prunes every open member; out of memory is
+    :func:`_out_of_memory`'s; another exception fails every open member with
+    the traceback.
     """
     try:
-        seed_everything(seed)
+        seed_everything(specs[0].seed)
         returned = train(members)
     except TrialPruned as pruned:
         for member in members:
             member.prune(str(pruned))
-        return [None] * len(members)
+        return
     except Exception as exc:
         kind = device_oom(exc)
-        if kind is not None:
-            message = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
-            for member in members:
-                member.prune(f"the fused group of {len(members)} ran out of memory: {message}")
-        else:
+        if kind is None:
             error = traceback.format_exc()
             for member in members:
                 member.fail(error)
-        return [None] * len(members)
+            return
+        message = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        del exc  # its traceback holds the failed frames' tensors
+        release_memory(device)
+        _out_of_memory(train, members, specs, values, device=device, oom=OomReport(kind, message))
+        return
+    _take(returned, members, specs, values)
+
+
+def _out_of_memory(
+    train: Callable[..., Any],
+    members: list[Member],
+    specs: list[Any],
+    values: dict[int, Any],
+    *,
+    device: str,
+    oom: OomReport,
+) -> None:
+    """A group ran out of memory: split it, or end its members pruned.
+
+    Before any member reported, the group is split in two halves, run one after
+    the other, down to single members; its members carry its size
+    (``Member.fused_oom_at``) for the driver to learn the shape's limit. A member
+    alone that runs out is charged, as a trial is. A group that runs out later
+    ends its open members pruned, not charged (the OOM book learns what one
+    trial of a shape needs, and a group's need is not a member's).
+    """
+    if len(members) == 1:
+        member = members[0]
+        member.oom = replace(oom, step=member.ctx.last_step)
+        member.prune(f"out of memory: {oom.message}")
+    elif all(m.active and m.ctx.last_step is None for m in members):
+        half = len(members) // 2
+        for part in (slice(0, half), slice(half, None)):
+            _call(train, members[part], specs[part], values, device)
+        for member in members:
+            member.fused_oom_at = max(len(members), member.fused_oom_at or 0)
+    else:
+        for member in members:
+            member.prune(f"the fused group of {len(members)} ran out of memory: {oom.message}")
+
+
+def _take(returned: Any, members: list[Member], specs: list[Any], values: dict[int, Any]) -> None:
+    """What the function returned: ``None``, or one value per member, in their order."""
     if returned is None:
-        return [None] * len(members)
+        return
     if not isinstance(returned, Sequence) or len(returned) != len(members):
         error = (
             f"the members function returned {type(returned).__name__}; return None, or one "
@@ -126,8 +175,9 @@ def _call(train: Callable[..., Any], members: list[Member], seed: int) -> list[A
         )
         for member in members:
             member.fail(error)
-        return [None] * len(members)
-    return list(returned)
+        return
+    for spec, value in zip(specs, returned, strict=True):
+        values[spec.number] = value
 
 
 def _member_end(
@@ -145,11 +195,22 @@ def _member_end(
             member.fail(traceback.format_exc())
     assert member.outcome is not None
     metrics = {**member.final}
-    return _end(number, member.outcome, member.reason, metrics, assigned)
+    end = EndReport(
+        reason=member.reason if member.outcome is Outcome.PRUNED else "",
+        oom=member.oom,
+        fused_oom_at=member.fused_oom_at,
+    )
+    return _end(number, member.outcome, member.reason, metrics, assigned, end=end)
 
 
 def _end(
-    number: int, outcome: Outcome, reason: str, metrics: dict[str, float], assigned: Assignment
+    number: int,
+    outcome: Outcome,
+    reason: str,
+    metrics: dict[str, float],
+    assigned: Assignment,
+    *,
+    end: EndReport | None = None,
 ) -> WorkerEvent:
     pruned = outcome is Outcome.PRUNED
     return WorkerEvent(
@@ -159,5 +220,5 @@ def _end(
         error="" if pruned else reason,
         metrics=metrics,
         assigned=assigned,
-        end=EndReport(reason=reason) if pruned and reason else EndReport(),
+        end=end or EndReport(reason=reason if pruned else ""),
     )

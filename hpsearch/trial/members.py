@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from hpsearch.oom import OomReport
 from hpsearch.trial.context import TrialContext, as_metric_value
 from hpsearch.trial.protocol import Outcome
 
@@ -62,6 +63,9 @@ class Member:
         outcome: how it ended (``None`` while it trains).
         reason: why it was pruned, or the error that failed it.
         final: the metrics it completed with.
+        fused_oom_at: the size of the group that ran out of memory before it was split
+            off into a smaller one (``None``: none did).
+        oom: set when it ran out of memory alone (it ends pruned, charged as a trial is).
     """
 
     params: dict[str, Any]
@@ -69,6 +73,8 @@ class Member:
     outcome: Outcome | None = None
     reason: str = ""
     final: dict[str, float] = field(default_factory=dict)
+    fused_oom_at: int | None = None
+    oom: OomReport | None = None
 
     @property
     def active(self) -> bool:

@@ -226,11 +226,14 @@ class EndReport:
         reason: the trial's own ``TrialPruned`` message, when it pruned itself.
         oom: set when it ran out of memory (it ends PRUNED).
         retries: the smaller-batch retries made before the end.
+        fused_oom_at: the size of the fused group that ran out of memory before this
+            member's group was split (``None``: none did).
     """
 
     reason: str = ""
     oom: OomReport | None = None
     retries: tuple[BatchRetry, ...] = ()
+    fused_oom_at: int | None = None
 
 
 @dataclass(frozen=True)

@@ -264,15 +264,21 @@ def apply_memory_cap(launch: TrialLaunch, device: str) -> float | None:
 
 def _release_memory(device: str, ctx: TrialContext) -> float | None:
     """Free what the failed attempt left; return its peak memory in MiB (``None`` if unknown)."""
-    gc.collect()
-    if device == "cuda":
-        import torch
+    peak = release_memory(device)
+    return peak if device == "cuda" else ctx.declared_memory_mb
 
-        peak = torch.cuda.max_memory_allocated() / 2**20
-        torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats()
-        return peak
-    return ctx.declared_memory_mb
+
+def release_memory(device: str) -> float | None:
+    """Free what a failed attempt left; its CUDA peak in MiB (``None`` off CUDA)."""
+    gc.collect()
+    if device != "cuda":
+        return None
+    import torch
+
+    peak = torch.cuda.max_memory_allocated() / 2**20
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    return float(peak)
 
 
 def final_metrics(returned: Any, objectives: Sequence[str]) -> dict[str, float]:

@@ -53,13 +53,37 @@ def test_a_group_that_raises_fails_every_open_member_with_the_traceback() -> Non
     assert all("RuntimeError: the group broke" in e.error for e in ends.values())
 
 
-def test_a_group_out_of_memory_prunes_its_members_without_charging_them() -> None:
-    _, ends = _run([{"x": 0.1, "oom": True}, {"x": 0.2, "oom": True}])
+def test_a_group_out_of_memory_is_split_down_to_members_alone_then_charged() -> None:
+    # Before any report: split in halves, run one after the other; alone, each is charged.
+    too_big = {"oom": True, "oom_alone": True}
+    _, ends = _run([{"x": 0.1, **too_big}, {"x": 0.2, **too_big}])
     for end in ends.values():
         assert end.outcome is Outcome.PRUNED
         assert end.end is not None
-        assert end.end.oom is None  # the OOM book learns one trial's need, not a group's
+        assert end.end.fused_oom_at == 2  # the driver learns the shape's limit
+        assert end.end.oom is not None
+        assert end.end.oom.message.startswith("CUDA out of memory")
+
+
+def test_a_group_out_of_memory_after_reporting_is_not_charged_to_its_members() -> None:
+    _, ends = _run([{"x": 0.1, "oom_late": True}, {"x": 0.2, "oom_late": True}])
+    for end in ends.values():
+        assert end.outcome is Outcome.PRUNED
+        assert end.end is not None
+        assert end.end.oom is None
         assert end.end.reason.startswith("the fused group of 2 ran out of memory: CUDA out")
+
+
+def test_only_the_members_that_ran_out_alone_are_charged_after_a_split() -> None:
+    # Member 11 fits alone; member 10 does not.
+    _, ends = _run([{"x": 0.1, "oom": True, "oom_alone": True}, {"x": 0.2, "oom": True}])
+    assert ends[10].outcome is Outcome.PRUNED
+    assert ends[10].end is not None
+    assert ends[10].end.oom is not None
+    assert ends[11].outcome is Outcome.COMPLETE
+    assert ends[11].end is not None
+    assert ends[11].end.oom is None
+    assert ends[11].end.fused_oom_at == 2
 
 
 def test_one_value_per_member_is_asked_of_what_the_function_returns() -> None:
