@@ -82,12 +82,15 @@ class TrialOpened:
         admission: its resources, GPU and share.
         alone_retry_of: when it re-runs, alone on a whole GPU, a trial that ran out
             of memory under a shared cap: that trial's number.
+        group: the fused group it trains in (its first trial's number; ``None``: alone).
+            A group's members share one launch's resources.
     """
 
     number: int
     params: dict[str, Any]
     admission: Admission
     alone_retry_of: int | None = None
+    group: int | None = None
 
 
 @dataclass(frozen=True)

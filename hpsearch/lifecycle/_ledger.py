@@ -183,7 +183,9 @@ class TrialLedger:
         return self._launches.launch(members, kept[0].admission)
 
     def _opened(self, record: OpenTrial) -> None:
-        opened = TrialOpened(record.number, record.sampled, record.admission, record.alone_retry_of)
+        opened = TrialOpened(
+            record.number, record.sampled, record.admission, record.alone_retry_of, record.group
+        )
         self._each(lambda listener: listener.on_opened(opened))
 
     def _admitted(self, record: OpenTrial) -> bool:

@@ -56,8 +56,10 @@ class RunningTrials(TrialListener):
                 self._measured.add(done.params)
         self._ran_out = ran_out
         self._clock = clock
-        self._trials: dict[int, RunningTrial] = {}
+        self._trials: dict[int, RunningTrial] = {}  # by the launch's first trial
         self._params: dict[int, dict[str, Any]] = {}
+        self._holder: dict[int, int] = {}  # a trial: the first trial of its launch
+        self._members: dict[int, set[int]] = {}  # a launch's first trial: its trials open
 
     def running(self) -> list[RunningTrial]:
         """Trials holding resources now, with where they run and how far they got."""
@@ -66,7 +68,13 @@ class RunningTrials(TrialListener):
     def on_opened(self, event: TrialOpened) -> None:
         admission = event.admission
         self._params[event.number] = event.params
-        self._trials[event.number] = RunningTrial(
+        # A fused group's members hold one launch's resources, until the last ends.
+        holder = event.number if event.group is None else event.group
+        self._holder[event.number] = holder
+        self._members.setdefault(holder, set()).add(event.number)
+        if holder in self._trials:
+            return
+        self._trials[holder] = RunningTrial(
             event.number,
             admission.cpus,
             admission.gpus,
@@ -95,10 +103,16 @@ class RunningTrials(TrialListener):
             self._ran_out(admission.gpu_index, admission.node or "", event.at, event.sharing)
 
     def on_ended(self, event: TrialEnded) -> None:
-        self._trials.pop(event.number, None)
         self._params.pop(event.number, None)
+        holder = self._holder.pop(event.number, event.number)
+        members = self._members.get(holder, set())
+        members.discard(event.number)
+        if not members:
+            self._members.pop(holder, None)
+            self._trials.pop(holder, None)
 
     def _update(self, number: int, **changes: Any) -> None:
-        trial = self._trials.get(number)
+        holder = self._holder.get(number, number)
+        trial = self._trials.get(holder)
         if trial is not None:
-            self._trials[number] = replace(trial, **changes)
+            self._trials[holder] = replace(trial, **changes)
