@@ -10,13 +10,13 @@ parent run) is a listener the composition root subscribes.
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 
 import optuna
 
+from hpsearch.lifecycle._asking import TrialAsker, fuse
 from hpsearch.lifecycle._base import TrialListener
 from hpsearch.lifecycle._events import (
     Ending,
@@ -24,12 +24,10 @@ from hpsearch.lifecycle._events import (
     KnobsReported,
     Measured,
     Opening,
-    TrialOpened,
     TrialOutOfMemory,
     TrialPlaced,
     TrialPruned,
     TrialReported,
-    TrialStarted,
 )
 from hpsearch.lifecycle._launches import Launches
 from hpsearch.lifecycle._objectives import ObjectiveValues
@@ -37,10 +35,9 @@ from hpsearch.lifecycle._records import OpenTrial, worker_died
 from hpsearch.lifecycle._tell import StudyWrites
 from hpsearch.lifecycle._upkeep import Upkeep
 from hpsearch.placement import Admission
-from hpsearch.pruning import KEEP, PruneJudge, forget_intermediate
+from hpsearch.pruning import KEEP, PruneJudge
 from hpsearch.space import SearchSpace
 from hpsearch.study import StudyHandle
-from hpsearch.telemetry import solo_name
 from hpsearch.trial.protocol import (
     Assignment,
     EventKind,
@@ -48,9 +45,6 @@ from hpsearch.trial.protocol import (
     TrialLaunch,
     WorkerEvent,
 )
-
-SPEED_METRIC = "samples_per_sec"
-"""What ``fusion: auto`` measures a group by: its members' speed, and their solo twin's."""
 
 STOPPED_EARLY = "the search stopped before train returned"
 """Why a trial still open when its search stopped was interrupted, unless told otherwise."""
@@ -94,7 +88,7 @@ class TrialLedger:
         self._open: dict[int, OpenTrial] = {}
         self._launched: dict[str, tuple[int, ...]] = {}  # the runner's id: its trials
         self._waiting: list[OpenTrial] = []
-        self._held: list[OpenTrial] = []  # asked for a group it could not join: launched next
+        self._asker = TrialAsker(handle, space, launches)
         self.finished = 0
         """Trials this ledger ended complete, pruned or failed (not interrupted)."""
         self._upkeep = Upkeep(handle, self._each)
@@ -115,45 +109,14 @@ class TrialLedger:
         admission: Admission,
         most: int | None = None,
     ) -> TrialLaunch | None:
-        """Ask Optuna for a new trial (or a fused group) and return what the runner launches.
-
-        With fusion (``Launches.fusion``), a group's first trial is asked as any
-        other; the others, up to the plan's members and ``most`` in all, are asked
-        with its shared parameters fixed (the sampler chooses the rest), each its
-        own Optuna trial. A trial that re-runs an interrupted one with other shared
-        parameters waits for the next launch.
+        """Ask Optuna for a new trial, or a fused group of at most ``most`` (see
+        :class:`~hpsearch.lifecycle._asking.TrialAsker`); what the runner launches.
 
         Returns ``None`` when a listener held every suggestion back: it needs at
         least the memory of one that ran out (recorded as pruned, not launched),
         or more than its share (it waits for a whole GPU: :meth:`open_waiting`).
         """
-        first = self._held.pop(0) if self._held else self._ask(admission)
-        records = [first]
-        plan = self._launches.fusion
-        members = 1 if plan is None else plan.members_for(first.params)
-        members = min(members, most or members)
-        shared = () if plan is None else plan.shared
-        fixed = {name: first.params[name] for name in shared if name in first.params}
-        if members > 1 and not first.inherits_seed:
-            with self._handle.fixed(fixed):
-                while len(records) < members:
-                    record = self._ask(admission)
-                    if any(record.params.get(k) != v for k, v in fixed.items()):
-                        self._held.append(record)  # a re-run of another shape: alone, next
-                        break
-                    records.append(record)
-        for record in records:
-            record.admission = admission
-            if not record.inherits_seed:
-                self._writes.opened(record.trial, record.seed, record.checkpoint_dir)
-        return self._launch(launch_id, records)
-
-    def _ask(self, admission: Admission) -> OpenTrial:
-        trial = self._handle.ask()
-        sampled = self._space.suggest(trial)
-        forget_intermediate(trial, trial.user_attrs)
-        params = self._space.trial_params(sampled)
-        return OpenTrial.asked(trial, sampled, params, admission, self._launches)
+        return self._launch(launch_id, self._asker.ask(admission, most))
 
     @property
     def waiting(self) -> int:
@@ -171,22 +134,12 @@ class TrialLedger:
         kept = [record for record in records if self._admitted(record)]
         if not kept:
             return None
-        if len(kept) > 1:
-            for record in kept:
-                record.group = kept[0].number
-                self._writes.group(record.trial, record.group, len(kept))
-        for record in kept:
-            self._open[record.number] = record
-            self._opened(record)
+        fuse(kept)
+        self._open.update((record.number, record) for record in kept)
+        for opened in [record.opened() for record in kept]:
+            self._each(lambda listener, event=opened: listener.on_opened(event))  # type: ignore[misc]
         self._launched[launch_id] = tuple(record.number for record in kept)
-        members = [record.member(self._launches) for record in kept]
-        return self._launches.launch(members, kept[0].admission)
-
-    def _opened(self, record: OpenTrial) -> None:
-        opened = TrialOpened(
-            record.number, record.sampled, record.admission, record.alone_retry_of, record.group
-        )
-        self._each(lambda listener: listener.on_opened(opened))
+        return self._launches.launch([r.member(self._launches) for r in kept], kept[0].admission)
 
     def _admitted(self, record: OpenTrial) -> bool:
         """Whether the trial launches now; else it waits for a whole GPU or ends, pruned."""
@@ -253,7 +206,7 @@ class TrialLedger:
         """End a launch's trials; ``interrupted``: why, when one ends without an outcome."""
         outcomes = []
         numbers = self._launched.pop(launch_id, ())
-        self._size_measured([self._open[n] for n in numbers if n in self._open])
+        self._asker.ended([self._open[n] for n in numbers if n in self._open])
         for number in numbers:
             record = self._open.pop(number)
             end = record.end
@@ -273,25 +226,6 @@ class TrialLedger:
             outcomes.append(self._finish(record, ending))
         return outcomes
 
-    def _size_measured(self, records: list[OpenTrial]) -> None:
-        """Tell ``fusion: auto``'s sizer what a group's members measured together."""
-        plan = self._launches.fusion
-        if plan is None:
-            return
-        split = [r.end.end.fused_oom_at for r in records if r.end and r.end.end]
-        ran_out = max((size for size in split if size is not None), default=None)
-        if ran_out is not None:
-            plan.sizer.ran_out(plan.shape(records[0].params), ran_out)
-        if len(records) < 2:
-            return
-        speeds = [r.metrics.get(SPEED_METRIC) for r in records]
-        solos = [r.metrics.get(solo_name(SPEED_METRIC)) for r in records]
-        measured = [s for s in speeds if s is not None]
-        twins = [s for s in solos if s is not None]
-        aggregate = len(records) * statistics.median(measured) if measured else None
-        solo = statistics.median(twins) if twins else None
-        plan.sizer.measured(plan.shape(records[0].params), len(records), aggregate, solo)
-
     def interrupt_open(self, reason: str | None = None) -> int:
         """End every trial still open when the search stops; return how many were interrupted.
 
@@ -300,8 +234,9 @@ class TrialLedger:
         """
         why = reason or STOPPED_EARLY
         outcomes = [o for launch in list(self._launched) for o in self._close(launch, None, why)]
-        while self._waiting or self._held:  # asked for, never launched: they run again
-            record = (self._waiting or self._held).pop(0)
+        held = self._asker.held
+        while self._waiting or held:  # asked for, never launched: they run again
+            record = (self._waiting or held).pop(0)
             reason = "the search stopped while it waited for a whole GPU"
             outcomes.append(self._finish(record, self._ending(record, Outcome.INTERRUPTED, reason)))
         return outcomes.count(Outcome.INTERRUPTED)
@@ -332,16 +267,7 @@ class TrialLedger:
         if record.announced:
             return
         record.announced = True
-        at = record.started_at if record.started_at is not None else self._clock()
-        started = TrialStarted(
-            record.number,
-            record.trial,
-            record.params,
-            record.admission,
-            at,
-            record.resumes_run,
-            record.group,
-        )
+        started = record.started(self._clock())
         self._each(lambda listener: listener.on_started(started))
 
     def _placed(self, record: OpenTrial, assigned: Assignment) -> None:
@@ -355,12 +281,8 @@ class TrialLedger:
     def _measured(
         self, record: OpenTrial, metrics: dict[str, float], since: float | None = None
     ) -> dict[str, float]:
-        """``metrics`` with what listeners derive from them (a speed's solo equivalent).
-
-        Args:
-            since: when the interval they measure began (default: the previous report,
-                or the trial's start).
-        """
+        """``metrics`` with what listeners derive from them (a speed's solo equivalent), over
+        the interval from ``since`` (default: the previous report, or the trial's start)."""
         if not metrics:
             return metrics
         now = self._clock()

@@ -8,7 +8,7 @@ from typing import Any
 import optuna
 
 from hpsearch import attrs
-from hpsearch.lifecycle._events import Ending, TrialEnded
+from hpsearch.lifecycle._events import Ending, TrialEnded, TrialOpened, TrialStarted
 from hpsearch.lifecycle._launches import Launches
 from hpsearch.placement import Admission
 from hpsearch.trial.death import node_lost, stderr_file, worker_death, worker_exit
@@ -91,6 +91,19 @@ class OpenTrial:
     def member(self, launches: Launches) -> MemberSpec:
         """The trial as a launch runs it."""
         return launches.member(self.number, self.params, self.seed, self.checkpoint_dir)
+
+    def opened(self) -> TrialOpened:
+        """What listeners are told when it is launched."""
+        return TrialOpened(
+            self.number, self.sampled, self.admission, self.alone_retry_of, self.group
+        )
+
+    def started(self, now: float) -> TrialStarted:
+        """What listeners are told when its worker started (``now`` if it has not yet)."""
+        at = self.started_at if self.started_at is not None else now
+        return TrialStarted(
+            self.number, self.trial, self.params, self.admission, at, self.resumes_run, self.group
+        )
 
     def resources(self) -> dict[str, Any]:
         """What it runs with and why (the ``hpsearch.resources`` attr)."""
