@@ -259,7 +259,7 @@ class _Group:
 
     def report_epoch(self, losses: list[float], seconds: float) -> None:
         """Validate, checkpoint and report each open member; let those done or pruned leave."""
-        from hpsearch.torch.fused import FusedDropout, keep
+        from hpsearch.torch.fused import keep
 
         self.model.eval()
         with torch.no_grad(), self._autocast():
@@ -291,9 +291,8 @@ class _Group:
                 staying.append(position)
         if len(staying) < len(self.open):
             self.open = [self.open[p] for p in staying]
-            if self.open:
-                dropouts = [m for m in self.model.modules() if isinstance(m, FusedDropout)]
-                keep(staying, self.model, self.optimizer, self.scaler, self.batches, *dropouts)
+            if self.open:  # the model's dropout layers keep their members' streams themselves
+                keep(staying, self.model, self.optimizer, self.scaler, self.batches)
 
     def _state(self, position: int, index: int) -> dict[str, Any]:
         """What a member's checkpoint holds: its model and optimizer state, its two streams."""

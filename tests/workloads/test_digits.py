@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 
 from hpsearch import TrialContext, TrialPruned
-from hpsearch.workloads.digits import DEFAULTS, load_split, resolve_params, train
+from hpsearch.trial.members import Member
+from hpsearch.trial.protocol import Outcome
+from hpsearch.workloads.digits import DEFAULTS, load_split, resolve_params, train, train_members
 
 
 def test_learns_digits_and_reports_each_epoch() -> None:
@@ -100,3 +102,60 @@ def test_the_trial_seed_decides_the_run() -> None:
         train({"epochs": 1, "width": 32}, ctx)
     losses = [ctx.history[-1].metrics["train_loss"] for ctx in runs]
     assert losses[0] == losses[1] != losses[2]
+
+
+def _members(lrs: list[float], **shape: object) -> list[Member]:
+    return [
+        Member({"epochs": 2, "width": 16, "depth": 1, "lr": lr, **shape}, TrialContext.local(**kw))
+        for lr, kw in zip(
+            lrs, [{"trial_number": k, "seed": k} for k in range(len(lrs))], strict=True
+        )
+    ]
+
+
+def test_fused_members_train_as_each_would_alone() -> None:
+    members = _members([1e-3, 3e-3, 1e-2], batch_size=64, dropout=0.2)
+    train_members(members)
+    for k, member in enumerate(members):
+        alone = TrialContext.local(trial_number=k, seed=k)
+        train({**member.params}, alone)
+        fused = [h.metrics["val_accuracy"] for h in member.ctx.history]
+        assert fused == pytest.approx([h.metrics["val_accuracy"] for h in alone.history], rel=1e-5)
+        metrics = member.ctx.history[-1].metrics
+        # Its share of the group's speed, and its shape's alone (what objectives read).
+        assert metrics["samples_per_sec"] > 0
+        assert metrics["samples_per_sec_solo"] > 0
+        assert member.outcome is Outcome.COMPLETE
+
+
+def test_a_pruned_member_leaves_and_the_others_finish() -> None:
+    members = _members([1e-3, 3e-3], batch_size=64)
+    members[0] = Member(members[0].params, TrialContext.local(trial_number=0, prune_at=0))
+    train_members(members)
+    assert members[0].outcome is Outcome.PRUNED
+    assert [h.step for h in members[0].ctx.history] == [0]
+    assert members[1].outcome is Outcome.COMPLETE
+    assert [h.step for h in members[1].ctx.history] == [0, 1]
+
+
+def test_a_fused_member_resumes_from_its_own_checkpoint(tmp_path: Path) -> None:
+    def group(epochs: int) -> list[Member]:
+        return [
+            Member(
+                {"epochs": epochs, "width": 16, "depth": 1, "lr": lr, "batch_size": 64},
+                TrialContext.local(trial_number=k, seed=k, checkpoint_dir=str(tmp_path / str(k))),
+            )
+            for k, lr in enumerate([1e-3, 1e-2])
+        ]
+
+    train_members(group(2))
+    resumed = group(3)
+    train_members(resumed)
+    assert [[h.step for h in m.ctx.history] for m in resumed] == [[2], [2]]
+
+
+def test_members_of_another_shape_are_refused() -> None:
+    members = _members([1e-3, 1e-2], batch_size=64)
+    members[1] = Member({**members[1].params, "width": 32}, members[1].ctx)
+    with pytest.raises(ValueError, match=r"trial 1 differs from its group in \['width'\]"):
+        train_members(members)

@@ -69,7 +69,7 @@ def keep(
     members: Sequence[int],
     model: FusedModule,
     optimizer: FusedOptimizer | None = None,
-    *others: FusedGradScaler | MemberBatches | FusedDropout,
+    *others: FusedGradScaler | MemberBatches,
 ) -> None:
     """Keep only ``members`` (positions, in order): the others leave the model, its optimizer,
     and any scaler or data order passed.
