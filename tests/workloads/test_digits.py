@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from hpsearch import TrialContext, TrialPruned
+from hpsearch.trial.context import LocalTrialContext
 from hpsearch.trial.members import Member
 from hpsearch.trial.protocol import Outcome
 from hpsearch.workloads.digits import DEFAULTS, load_split, resolve_params, train, train_members
@@ -106,11 +108,19 @@ def test_the_trial_seed_decides_the_run() -> None:
 
 def _members(lrs: list[float], **shape: object) -> list[Member]:
     return [
-        Member({"epochs": 2, "width": 16, "depth": 1, "lr": lr, **shape}, TrialContext.local(**kw))
-        for lr, kw in zip(
-            lrs, [{"trial_number": k, "seed": k} for k in range(len(lrs))], strict=True
+        Member(
+            {"epochs": 2, "width": 16, "depth": 1, "lr": lr, **shape},
+            TrialContext.local(trial_number=k, seed=k),
         )
+        for k, lr in enumerate(lrs)
     ]
+
+
+def _history(member: Member) -> list[Any]:
+    """The reports of a member whose context is a local one."""
+    ctx = member.ctx
+    assert isinstance(ctx, LocalTrialContext)
+    return ctx.history
 
 
 def test_fused_members_train_as_each_would_alone() -> None:
@@ -119,9 +129,9 @@ def test_fused_members_train_as_each_would_alone() -> None:
     for k, member in enumerate(members):
         alone = TrialContext.local(trial_number=k, seed=k)
         train({**member.params}, alone)
-        fused = [h.metrics["val_accuracy"] for h in member.ctx.history]
+        fused = [h.metrics["val_accuracy"] for h in _history(member)]
         assert fused == pytest.approx([h.metrics["val_accuracy"] for h in alone.history], rel=1e-5)
-        metrics = member.ctx.history[-1].metrics
+        metrics = _history(member)[-1].metrics
         # Its share of the group's speed, and its shape's alone (what objectives read).
         assert metrics["samples_per_sec"] > 0
         assert metrics["samples_per_sec_solo"] > 0
@@ -133,9 +143,9 @@ def test_a_pruned_member_leaves_and_the_others_finish() -> None:
     members[0] = Member(members[0].params, TrialContext.local(trial_number=0, prune_at=0))
     train_members(members)
     assert members[0].outcome is Outcome.PRUNED
-    assert [h.step for h in members[0].ctx.history] == [0]
+    assert [h.step for h in _history(members[0])] == [0]
     assert members[1].outcome is Outcome.COMPLETE
-    assert [h.step for h in members[1].ctx.history] == [0, 1]
+    assert [h.step for h in _history(members[1])] == [0, 1]
 
 
 def test_a_fused_member_resumes_from_its_own_checkpoint(tmp_path: Path) -> None:
@@ -151,7 +161,7 @@ def test_a_fused_member_resumes_from_its_own_checkpoint(tmp_path: Path) -> None:
     train_members(group(2))
     resumed = group(3)
     train_members(resumed)
-    assert [[h.step for h in m.ctx.history] for m in resumed] == [[2], [2]]
+    assert [[h.step for h in _history(m)] for m in resumed] == [[2], [2]]
 
 
 def test_members_of_another_shape_are_refused() -> None:

@@ -5,7 +5,16 @@ from __future__ import annotations
 import pytest
 
 from hpsearch import TrialContext, TrialPruned
-from hpsearch.workloads.simulated_gpu import final_accuracy, gpu_profile, train
+from hpsearch.trial.context import LocalTrialContext
+from hpsearch.trial.members import Member
+from hpsearch.workloads.simulated_gpu import (
+    final_accuracy,
+    fused_slowdown,
+    gpu_profile,
+    plan,
+    train,
+    train_members,
+)
 
 
 def test_bigger_batches_and_models_use_the_gpu_more() -> None:
@@ -61,3 +70,46 @@ def test_train_prunes_and_rejects_unknown_params() -> None:
         train({"epochs": 5, "time_scale": 0.0}, TrialContext.local(prune_at=1))
     with pytest.raises(ValueError, match=r"no parameter\(s\) \['dropout'\]"):
         train({"dropout": 0.1}, TrialContext.local())
+
+
+def test_a_fused_group_reports_each_members_share_and_its_solo_twin() -> None:
+    members = [
+        Member({"lr": lr, "epochs": 2, "time_scale": 0.001}, TrialContext.local(trial_number=k))
+        for k, lr in enumerate([1e-3, 1e-2])
+    ]
+    train_members(members)
+    solo = plan({"epochs": 2, "time_scale": 0.001}).epochs[-1].metrics["samples_per_sec"]
+    for member in members:
+        ctx = member.ctx
+        assert isinstance(ctx, LocalTrialContext)
+        last = ctx.history[-1].metrics
+        assert last["samples_per_sec_solo"] == pytest.approx(solo)
+        assert last["samples_per_sec"] < solo  # its share of the group's, slowed
+    # Each its own learning rate: its own accuracy.
+    accuracies = [
+        m.ctx.history[-1].metrics["val_accuracy"]
+        for m in members
+        if isinstance(m.ctx, LocalTrialContext)
+    ]
+    assert len(set(accuracies)) == 2
+
+
+def test_a_fused_group_runs_out_of_the_memory_its_members_hold_together() -> None:
+    import torch
+
+    members = [
+        Member(
+            {"memory_mb": 1400, "time_scale": 0.001},
+            TrialContext.local(trial_number=k, gpu_memory_mb=3000.0),
+        )
+        for k in range(4)
+    ]
+    with pytest.raises(torch.cuda.OutOfMemoryError, match="a fused group of 4 needs 4100 MiB"):
+        train_members(members)
+    train_members(members[:2])  # 2300 MiB: fits
+
+
+def test_a_fused_step_fills_idle_time_before_it_grows() -> None:
+    assert fused_slowdown(1, 11.0) == 1.0
+    assert fused_slowdown(4, 11.0) == pytest.approx(1.15)  # the per-member floor
+    assert fused_slowdown(4, 100.0) == 4.0  # a busy GPU: the members' compute adds up
