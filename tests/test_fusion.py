@@ -203,11 +203,7 @@ def test_auto_fusion_measures_each_doubling_and_keeps_what_pays(
         assert 4 in sizes
         assert 1 not in sizes
     # Each decision, with its reason, on the parent run.
-    client = mlflow_client(project)
-    assert outcome.mlflow_parent_run_id is not None
-    run_id = outcome.mlflow_parent_run_id
-    text = client.download_artifacts(run_id, "fusion_decisions.json", str(project))
-    decisions = json.loads(Path(text).read_text())
+    decisions = _fusion_decisions(project, outcome)
     assert decisions[-1]["members"] == settled
     assert decisions[-1]["reason"].startswith("settled")
 
@@ -233,11 +229,16 @@ def test_a_group_out_of_memory_is_split_and_its_shape_capped(project: Path) -> N
     assert [t.state.name for t in trials] == ["COMPLETE"] * 6
     assert [t.user_attrs[attrs.FUSED_GROUP]["members"] for t in trials] == [4] * 4 + [2] * 2
     assert not any(attrs.OOM in t.user_attrs for t in trials)
-    client = mlflow_client(project)
-    assert outcome.mlflow_parent_run_id is not None
-    text = client.download_artifacts(
-        outcome.mlflow_parent_run_id, "fusion_decisions.json", str(project)
-    )
-    [decision] = json.loads(Path(text).read_text())
+    [decision] = _fusion_decisions(project, outcome)
     assert decision["members"] == 2
     assert decision["reason"] == "a group of 4 ran out of memory: at most 2"
+
+
+def _fusion_decisions(project: Path, outcome: hpsearch.RunOutcome) -> list[dict[str, Any]]:
+    """The ``fusion_decisions.json`` of the search's parent run."""
+    assert outcome.mlflow_parent_run_id is not None
+    text = mlflow_client(project).download_artifacts(
+        outcome.mlflow_parent_run_id, "fusion_decisions.json", str(project)
+    )
+    decisions: list[dict[str, Any]] = json.loads(Path(text).read_text())
+    return decisions

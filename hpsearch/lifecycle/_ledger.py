@@ -137,7 +137,7 @@ class TrialLedger:
         fuse(kept)
         self._open.update((record.number, record) for record in kept)
         for opened in [record.opened() for record in kept]:
-            self._each(lambda listener, event=opened: listener.on_opened(event))  # type: ignore[misc]
+            self._each(lambda listener: listener.on_opened(opened))  # noqa: B023 - called at once
         self._launched[launch_id] = tuple(record.number for record in kept)
         return self._launches.launch([r.member(self._launches) for r in kept], kept[0].admission)
 

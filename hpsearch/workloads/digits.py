@@ -156,8 +156,7 @@ def train_members(members: list[Member]) -> None:
     """
     group = _Group(members)
     while group.open:
-        losses, seconds = group.train_epoch()
-        group.report_epoch(losses, seconds)
+        group.report_epoch(*group.train_epoch())
 
 
 SOLO_PROBE_EPOCHS = 2
@@ -234,8 +233,9 @@ class _Group:
     def _autocast(self) -> Any:
         return torch.autocast(self.device, dtype=self.autocast, enabled=self.autocast is not None)
 
-    def train_epoch(self) -> tuple[list[float], float]:
-        """One epoch of every open member; each one's mean training loss, and the seconds."""
+    def train_epoch(self) -> tuple[list[float], int, float]:
+        """One epoch of every open member: each one's mean training loss, the samples each
+        trained on, and the seconds."""
         from hpsearch.torch.fused import member_losses
 
         self.model.train()
@@ -254,10 +254,9 @@ class _Group:
                 self.optimizer.step()
             totals += losses.detach().float() * targets.shape[1]
             seen += targets.shape[1]
-        self.seen = seen
-        return (totals / seen).tolist(), time.perf_counter() - began
+        return (totals / seen).tolist(), seen, time.perf_counter() - began
 
-    def report_epoch(self, losses: list[float], seconds: float) -> None:
+    def report_epoch(self, losses: list[float], seen: int, seconds: float) -> None:
         """Validate, checkpoint and report each open member; let those done or pruned leave."""
         from hpsearch.torch.fused import keep
 
@@ -280,7 +279,7 @@ class _Group:
                 epoch_seconds=seconds,
                 # Its own samples over the group's wall time: its share of the group's speed;
                 # the twin is what its configuration does alone (objectives read the twin).
-                samples_per_sec=self.seen / seconds,
+                samples_per_sec=seen / seconds,
                 samples_per_sec_solo=self.solo_samples_per_sec,
             )
             if member.ctx.should_prune():

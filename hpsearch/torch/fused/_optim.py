@@ -60,10 +60,6 @@ class FusedOptimizer:
         """Member ``member``'s hyperparameters, as an optimizer an LR scheduler can drive."""
         return self._shadows[member]
 
-    def hyper(self, name: str) -> torch.Tensor:
-        """Hyperparameter ``name`` of every member, as a float64 tensor of shape ``[K]``."""
-        return torch.tensor([s.param_groups[0][name] for s in self._shadows], dtype=torch.float64)
-
     def _read(self) -> dict[str, _Value]:
         """Every hyperparameter of every member, re-read only when a shadow's value changed."""
         raw = tuple(
