@@ -13,7 +13,14 @@ reached, then checks the targets:
 * ``auto`` never more than 3% slower than ``off``;
 * on the idle 11% workload, ``auto`` at least 5× faster than ``off`` (max 8 per GPU).
 
+With ``--fusion``, trials of one shape may also train fused (``fusion``, the
+sharing model's fused groups): ``auto`` is packing auto with fusion auto (up to
+16 members), and the oracle covers fused counts × process counts (``fixedPxM``:
+P processes per GPU of M members each; M = 1 is unfused). Target: ``auto``
+within 10% of that oracle on every workload.
+
     python scripts/bench_packing.py          # benchmarks/results/packing-<date>-simulated.json
+    python scripts/bench_packing.py --fusion # packing-fusion-<date>-simulated.json
     python scripts/bench_packing.py --workloads rtx4050-idle --gpus 1 --trials 40
     python scripts/bench_packing.py --real   # an NVIDIA GPU: off against auto, wall time
 """
@@ -46,6 +53,9 @@ EPOCH_S = 15.0
 STEP_S = 0.0036  # the simulated workload's step at batch 64, width 256, depth 1
 CPUS_PER_GPU = 16
 FIXED = tuple(range(1, 9))
+FUSED = (1, 2, 4, 8, 16)
+"""The member counts of the fused lab's oracle grid (1: unfused)."""
+MEMBERS_TRAIN = "hpsearch.workloads.simulated_gpu:train_members"
 
 
 @dataclass(frozen=True)
@@ -95,8 +105,14 @@ WORKLOADS: dict[str, LabWorkload] = {
 }
 
 
-def lab_config(name: str, mode: str, trials: int, gpus: int) -> dict[str, Any]:
-    """One lab search: the workload's trials on ``gpus`` simulated GPUs, packed per ``mode``."""
+def lab_config(
+    name: str, mode: str, trials: int, gpus: int, fusion: bool = False
+) -> dict[str, Any]:
+    """One lab search: the workload's trials on ``gpus`` simulated GPUs, packed per ``mode``.
+
+    With ``fusion``, ``auto`` fuses by measurement too and ``fixedPxM`` runs P
+    processes per GPU of M fused members each.
+    """
     workload = WORKLOADS[name]
     scripted = "utilization_pct" in workload.space
     space: dict[str, Any] = {
@@ -111,8 +127,16 @@ def lab_config(name: str, mode: str, trials: int, gpus: int) -> dict[str, Any]:
         **workload.space,
     }
     packing: dict[str, Any] = {"mode": mode}
+    members = 1
     if mode.startswith("fixed"):
-        packing = {"mode": "fixed", "trials_per_gpu": int(mode.removeprefix("fixed"))}
+        per_gpu, _, fused = mode.removeprefix("fixed").partition("x")
+        packing = {"mode": "fixed", "trials_per_gpu": int(per_gpu)}
+        members = int(fused or 1)
+    fusing: dict[str, Any] = {"mode": "off"}
+    if fusion and mode == "auto":
+        fusing = {"mode": "auto", "max_members": max(FUSED), "train": MEMBERS_TRAIN}
+    elif members > 1:
+        fusing = {"mode": "fixed", "members": members, "train": MEMBERS_TRAIN}
     return {
         "study": {
             "name": f"lab-{name}-{gpus}gpu-{mode}",
@@ -128,6 +152,7 @@ def lab_config(name: str, mode: str, trials: int, gpus: int) -> dict[str, Any]:
         "space": space,
         "execution": {"num_cpus": CPUS_PER_GPU * gpus},
         "packing": packing,
+        "fusion": fusing,
         "telemetry": {
             "backend": "simulated",
             "interval_s": 5,
@@ -204,8 +229,12 @@ def run(config: dict[str, Any], *, simulated: bool) -> dict[str, Any]:
             wall = time.perf_counter() - started
             if tracker is not None:
                 decisions = _memory_decisions(tracker, outcome.mlflow_parent_run_id)
+                fused = _memory_decisions(
+                    tracker, outcome.mlflow_parent_run_id, "fusion_decisions.json"
+                )
             else:
                 decisions = _decisions(folder, outcome.mlflow_parent_run_id)
+                fused = []
             study = outcome.results.study
         finally:
             os.chdir(previous)
@@ -220,13 +249,16 @@ def run(config: dict[str, Any], *, simulated: bool) -> dict[str, Any]:
         "best_val_accuracy": max((t.value for t in complete if t.value is not None), default=None),
         "most_trials_allowed_per_gpu": max((d["limit"] for d in decisions), default=None),
         "decisions": len(decisions),
+        **({"fusion_decisions": [d["reason"] for d in fused]} if fused else {}),
     }
 
 
-def _memory_decisions(tracker: MemoryTracker, run_id: str | None) -> list[dict[str, Any]]:
+def _memory_decisions(
+    tracker: MemoryTracker, run_id: str | None, name: str = "packing_decisions.json"
+) -> list[dict[str, Any]]:
     if run_id is None:
         return []
-    text = tracker.runs[run_id].artifacts.get("packing_decisions.json")
+    text = tracker.runs[run_id].artifacts.get(name)
     decisions: list[dict[str, Any]] = json.loads(text) if text else []
     return decisions
 
@@ -272,6 +304,9 @@ def main() -> None:
     parser.add_argument("--gpus", default="1,2", help="comma-separated GPU counts (the lab)")
     parser.add_argument("--modes", help="comma-separated subset of off,auto,fixed1..fixed8")
     parser.add_argument("--mps", action="store_true", help="--real: with an MPS daemon")
+    parser.add_argument(
+        "--fusion", action="store_true", help="the lab with fused groups: fused counts x processes"
+    )
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     if args.real:
@@ -281,6 +316,8 @@ def main() -> None:
     if args.workloads:
         names = [n for n in names if n in args.workloads.split(",")]
     modes = ["off", "auto", *(f"fixed{n}" for n in FIXED)]
+    if args.fusion:
+        modes = ["off", "auto", *(f"fixed{p}x{m}" for m in FUSED for p in FIXED)]
     if args.modes:
         modes = [m for m in modes if m in args.modes.split(",")]
     results: dict[str, Any] = {}
@@ -289,9 +326,11 @@ def main() -> None:
             key = f"{name}-{gpus}gpu"
             per_mode = {}
             for mode in modes:
-                per_mode[mode] = run(lab_config(name, mode, args.trials, gpus), simulated=True)
+                config = lab_config(name, mode, args.trials, gpus, args.fusion)
+                per_mode[mode] = run(config, simulated=True)
                 print(key, mode, per_mode[mode], flush=True)
-            verdict = judge(name, per_mode) if {"off", "auto", "fixed1"} <= set(per_mode) else {}
+            fixed = any(m.startswith("fixed") for m in per_mode)
+            verdict = judge(name, per_mode) if fixed and {"off", "auto"} <= set(per_mode) else {}
             results[key] = {"workload": WORKLOADS[name].what, "modes": per_mode, **verdict}
             print(key, verdict, flush=True)
     payload = {
@@ -299,9 +338,11 @@ def main() -> None:
         "device": "the packing lab: simulated GPUs that slow trials sharing them, simulated time",
         "cpu_count": os.cpu_count(),
         "trials": args.trials,
+        "fusion": args.fusion,
         "results": results,
     }
-    write_with_targets(args.out or result_path("packing", None), payload)
+    kind = "packing-fusion" if args.fusion else "packing"
+    write_with_targets(args.out or result_path(kind, None), payload)
 
 
 def real(args: argparse.Namespace) -> None:

@@ -174,10 +174,16 @@ def test_a_fused_searchs_front_is_the_one_the_same_trials_make_unfused(project: 
 def test_auto_fusion_measures_each_doubling_and_keeps_what_pays(
     project: Path, utilization: float, settled: int
 ) -> None:
+    # Busy: kernels on every SM all the time (a GPU busy 100% on a few SMs still gains).
     config = {
         **SIMULATED,
         "study": {"name": "auto", "n_trials": 10, "sampler": {"type": "random", "seed": 1}},
-        "space": {**SIMULATED["space"], "width": 64, "utilization_pct": utilization},
+        "space": {
+            **SIMULATED["space"],
+            "width": 64,
+            "utilization_pct": utilization,
+            "sm_share": 1.0 if utilization == 100.0 else None,
+        },
         "fusion": {
             "mode": "auto",
             "max_members": 4,

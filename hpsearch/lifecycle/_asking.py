@@ -4,7 +4,10 @@ A group's first trial is asked as any other; the others, up to the fusion
 plan's count for its shape, are asked with its shared parameters fixed (the
 sampler chooses the rest), each its own Optuna trial. A trial that re-runs an
 interrupted one with other shared parameters is held and opens the next launch.
-When a group ends, what its members measured goes back to the plan's sizer.
+What a group measured goes back to the plan's sizer once every member has
+reported its first step (a doubling then waits one report, not a whole
+trial), or when it ends, whichever comes first; that it ran out of memory,
+when it ends.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ class TrialAsker:
         self._launches = launches
         self.held: list[OpenTrial] = []
         """Trials asked for a group they could not join: the next launch opens with them."""
+        self._measured: set[int] = set()
+        """The groups (their first trial's number) whose speed the sizer already has."""
 
     def ask(self, admission: Admission, most: int | None = None) -> list[OpenTrial]:
         """The trials of the next launch: one, or a group of at most ``most``."""
@@ -65,18 +70,31 @@ class TrialAsker:
         params = self._space.trial_params(sampled)
         return OpenTrial.asked(trial, sampled, params, admission, self._launches)
 
+    def reported(self, records: Sequence[OpenTrial]) -> None:
+        """A launch's trial reported: once each of a group's members has, what they measured."""
+        if len(records) > 1 and all(r.last_step is not None for r in records):
+            self._measure(records)
+
     def ended(self, records: Sequence[OpenTrial]) -> None:
         """A launch's trials ended: what a group measured, or that it ran out, to the sizer."""
         plan = self._launches.fusion
         if plan is None or not records:
             return
-        shape = plan.shape(records[0].params)
         split = [r.end.end.fused_oom_at for r in records if r.end and r.end.end]
         ran_out = max((size for size in split if size is not None), default=None)
         if ran_out is not None:
-            plan.sizer.ran_out(shape, ran_out)
-        if len(records) < 2:
+            plan.sizer.ran_out(plan.shape(records[0].params), ran_out)
+        if len(records) > 1:
+            self._measure(records)
+        self._measured.discard(records[0].number)
+
+    def _measure(self, records: Sequence[OpenTrial]) -> None:
+        """The group's aggregate speed and one member's alone, to the sizer (once a group)."""
+        plan = self._launches.fusion
+        if plan is None or records[0].number in self._measured:
             return
+        self._measured.add(records[0].number)
+        shape = plan.shape(records[0].params)
         speeds = [r.metrics[SPEED_METRIC] for r in records if SPEED_METRIC in r.metrics]
         twin = solo_name(SPEED_METRIC)
         solos = [r.metrics[twin] for r in records if twin in r.metrics]

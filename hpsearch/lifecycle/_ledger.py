@@ -188,6 +188,7 @@ class TrialLedger:
             record.end = event
         elif event.kind is EventKind.REPORT and event.step is not None:
             self._reported(record, event.step, event.metrics)
+            self._asker.reported(self._records(launch_id))
 
     def ended(self, launch_id: str, crash: str | None = None) -> Outcome | None:
         """The runner is done with a launch: finish its trials in Optuna, tell the listeners.

@@ -10,6 +10,13 @@ on a discrete-event clock. Hundreds of trials take seconds.
 Use it as ``hpsearch.run(config, runner=SimulatedRunner())`` with a config
 whose ``train`` is the simulated GPU workload (its plan is the default model)
 and whose telemetry is ``simulated``.
+
+A fused launch (``fusion``) is played as ``trial.group`` runs one in a worker:
+one process whose members' plans make a :class:`~hpsearch.simulation.GroupPlan`
+(one context, the sharing model's fused slowdown for the members still
+training); members that are pruned leave it, and a group that runs out of
+memory before any report is split in halves, played one after the other.
+Every member ends when the whole launch does, as in a worker.
 """
 
 from __future__ import annotations
@@ -25,17 +32,26 @@ from typing import Any
 
 from hpsearch.config import ExecutionSpec, RunConfig
 from hpsearch.errors import ConfigError, HpsearchError
-from hpsearch.oom import BatchRetry, retry_smaller
+from hpsearch.oom import BatchRetry, OomReport, retry_smaller
 from hpsearch.placement import ClusterCapacity, NodeGpus
 from hpsearch.pruning import LocalVerdictBoard, VerdictBoard
 from hpsearch.runner._base import RunnerSession, TrialEvents, TrialRunner, TrialSource
 from hpsearch.scheduler import Hold
-from hpsearch.simulation import SharingModel, SimulatedSpec, TrialModel, TrialPlan, cpu_rate
-from hpsearch.telemetry import GpuDemand, GpuMonitor
+from hpsearch.simulation import (
+    CUDA_CONTEXT_MB,
+    GroupPlan,
+    SharingModel,
+    SimulatedSpec,
+    TrialModel,
+    TrialPlan,
+    cpu_rate,
+)
+from hpsearch.telemetry import GpuDemand, GpuMonitor, solo_name
 from hpsearch.trial.protocol import (
     Assignment,
     EndReport,
     EventKind,
+    MemberSpec,
     Outcome,
     TrialLaunch,
     WorkerEvent,
@@ -47,6 +63,8 @@ ELSEWHERE_POLL_S = 0.5
 """Wall seconds between looks, while only trials running elsewhere can end."""
 MODELLED_TRAIN = "hpsearch.workloads.simulated_gpu:train"
 """The workload whose trials the simulated runner plays by default (its ``plan`` is the model)."""
+MODELLED_MEMBERS = "hpsearch.workloads.simulated_gpu:train_members"
+"""That workload's members function, for fused searches (its members' plans are the model)."""
 
 
 class VirtualClock:
@@ -90,24 +108,26 @@ class SimulatedRunner(TrialRunner):
         self._stall_s = stall_s
 
     def check(self, config: RunConfig) -> None:
-        """Refuse a config whose ``train`` is not the workload the model plays, or fused."""
-        if config.fusion.mode != "off":
+        """Refuse a config whose ``train`` (or ``fusion.train``) is not the workload modelled."""
+        wanted = self._modelled_train
+        if wanted is None:
+            return
+        if config.train_target != wanted:
+            train = config.train_target or "a training script"
             raise ConfigError(
                 config.source,
-                "fusion.mode",
-                "the simulated runner plays one trial per worker; it does not model fused groups",
-                "run it on Ray (--runner ray), or set fusion: {mode: off}",
+                "train",
+                f"the simulated runner plays modelled trials of {wanted}, not {train}",
+                f"run it on Ray (--runner ray), or set train: {wanted}",
             )
-        wanted = self._modelled_train
-        if wanted is None or config.train_target == wanted:
-            return
-        train = config.train_target or "a training script"
-        raise ConfigError(
-            config.source,
-            "train",
-            f"the simulated runner plays modelled trials of {wanted}, not {train}",
-            f"run it on Ray (--runner ray), or set train: {wanted}",
-        )
+        if config.fusion.mode != "off" and config.fusion.train != MODELLED_MEMBERS:
+            raise ConfigError(
+                config.source,
+                "fusion.train",
+                f"the simulated runner plays fused groups of {MODELLED_MEMBERS}, "
+                f"not {config.fusion.train}",
+                f"run it on Ray (--runner ray), or set fusion.train: {MODELLED_MEMBERS}",
+            )
 
     @contextmanager
     def connect(
@@ -127,14 +147,43 @@ class SimulatedRunner(TrialRunner):
 
 
 @dataclass
+class _Member:
+    """One trial of a fused launch being played: its plan, and how it ended."""
+
+    spec: MemberSpec
+    plan: TrialPlan | None = None
+    outcome: Outcome | None = None
+    reason: str = ""
+    oom: OomReport | None = None
+    fused_oom_at: int | None = None
+    reported: bool = False
+    placed: bool = False
+
+    @property
+    def active(self) -> bool:
+        return self.outcome is None
+
+    def end(self, outcome: Outcome, reason: str = "") -> None:
+        if self.outcome is None:
+            self.outcome, self.reason = outcome, reason
+
+
+@dataclass
 class _Trial:
-    """A trial being played: its plan, and how far into its current phase it is."""
+    """A launch being played (a trial, or a fused group): its plan, and how far into its
+    current phase it is."""
 
     trial_id: str
     launch: TrialLaunch
     assigned: Assignment
     params: dict[str, Any]
     plan: TrialPlan | None = None
+    # A fused launch: its members, the parts still to run (halves after an out of
+    # memory), the part running now and its plan.
+    members: list[_Member] = field(default_factory=list)
+    parts: list[list[_Member]] = field(default_factory=list)
+    part: list[_Member] = field(default_factory=list)
+    group: GroupPlan | None = None
     next_epoch: int = 0
     last_step: int | None = None
     retries: list[BatchRetry] = field(default_factory=list)
@@ -282,10 +331,16 @@ class _SimulatedSession(RunnerSession):
             node_id=SIMULATED_NODE,
             pid=next(self._pids),
         )
-        trial = _Trial(launch_id, launch, assigned, dict(launch.trial.params))
+        first = launch.members[0]
+        trial = _Trial(launch_id, launch, assigned, dict(first.params))
         self._running[launch_id] = trial
         self._live().started(launch_id)
-        self._begin(trial, trial.params)
+        if len(launch.members) > 1:
+            trial.members = [_Member(spec) for spec in launch.members]
+            trial.parts = [list(trial.members)]
+            self._next_part(trial)
+        else:
+            self._begin(trial, trial.params)
 
     def _gpu_ids(self, launch: TrialLaunch) -> tuple[str, ...]:
         """The policy's GPU; else, as Ray fills a node's GPUs, the first with room for its share.
@@ -382,6 +437,120 @@ class _SimulatedSession(RunnerSession):
         self._live().ended(trial.trial_id)
         self._rerate()  # the others run faster now
 
+    # -- fused launches --------------------------------------------------------------
+
+    def _send_member(self, trial: _Trial, member: _Member, event: WorkerEvent) -> None:
+        if not member.placed:  # each member's first event carries the placement
+            event = replace(event, assigned=trial.assigned)
+            member.placed = True
+        self._live().event(trial.trial_id, replace(event, member=member.spec.number))
+
+    def _next_part(self, trial: _Trial) -> None:
+        """Play the launch's next part (the whole group, or a half after an OOM), or end it."""
+        if not trial.parts:
+            self._end_group(trial)
+            return
+        part = trial.part = trial.parts.pop(0)
+        try:
+            left, cap = self._memory_left(trial), trial.launch.memory_cap_mb
+            plans = tuple(self._model(dict(m.spec.params), left, cap) for m in part)
+        except Exception:
+            error = traceback.format_exc()
+            for member in part:
+                member.end(Outcome.FAIL, error)
+            self._next_part(trial)
+            return
+        for member, planned in zip(part, plans, strict=True):
+            member.plan = planned
+        context = float(part[0].spec.params.get("context_mb", CUDA_CONTEXT_MB))
+        limit = _least(self._memory_left(trial), trial.launch.memory_cap_mb)
+        group = trial.group = GroupPlan(plans, limit, context, self._gpus.sharing)
+        trial.plan = TrialPlan(load=group.load(), cpus=group.cpus)
+        if trial.plan.load is not None:
+            load_event = WorkerEvent(kind=EventKind.GPU_LOAD, gpu_load=trial.plan.load)
+            self._send_member(trial, part[0], load_event)
+        if group.oom is not None:
+            self._phase(trial, group.oom_after_s, lambda: self._group_ran_out(trial))
+        elif plans[0].epochs:
+            self._group_phase(trial, 0)
+        else:
+            self._next_part(trial)
+
+    def _group_phase(self, trial: _Trial, epoch: int) -> None:
+        """Play the part's ``epoch`` at the fused speed of the members still training."""
+        assert trial.group is not None
+        assert trial.plan is not None
+        training = sum(m.active for m in trial.part)
+        trial.plan = replace(trial.plan, load=trial.group.load(training))
+        solo = trial.group.plans[0].epochs[epoch].seconds
+        seconds = solo * trial.group.slowdown(training)
+        self._phase(trial, seconds, lambda: self._group_epoch(trial, epoch))
+
+    def _group_epoch(self, trial: _Trial, epoch: int) -> None:
+        """Each training member reports the epoch (slowed as the group was), then the next."""
+        took = self._now() - trial.started
+        for member in trial.part:
+            if not member.active or member.plan is None:
+                continue
+            mine = member.plan.epochs[epoch]
+            twins = {solo_name(name): mine.metrics[name] for name in mine.speeds + mine.durations}
+            metrics = {**mine.slowed(took), **twins}
+            report = WorkerEvent(kind=EventKind.REPORT, step=epoch, metrics=metrics)
+            self._send_member(trial, member, report)
+            member.reported = True
+            if self._board.verdict(member.spec.number, epoch):
+                member.end(Outcome.PRUNED, f"pruned after epoch {epoch}")
+        assert trial.group is not None
+        if any(m.active for m in trial.part) and epoch + 1 < len(trial.group.plans[0].epochs):
+            self._group_phase(trial, epoch + 1)
+            return
+        for member in trial.part:
+            member.end(Outcome.COMPLETE)
+        self._next_part(trial)
+
+    def _group_ran_out(self, trial: _Trial) -> None:
+        """The part ran out of memory: split it before any report, else prune its members."""
+        assert trial.group is not None
+        assert trial.group.oom is not None
+        oom, part = trial.group.oom, trial.part
+        if len(part) == 1:
+            part[0].oom = oom
+            part[0].end(Outcome.PRUNED, f"out of memory: {oom.message}")
+        elif not any(m.reported for m in part):
+            half = len(part) // 2
+            trial.parts[:0] = [part[:half], part[half:]]
+            for member in part:
+                member.fused_oom_at = max(len(part), member.fused_oom_at or 0)
+        else:
+            for member in part:
+                member.end(
+                    Outcome.PRUNED,
+                    f"the fused group of {len(part)} ran out of memory: {oom.message}",
+                )
+        self._next_part(trial)
+
+    def _end_group(self, trial: _Trial) -> None:
+        """Every member's end, as a worker sends them when the members function returns."""
+        for member in trial.members:
+            outcome = member.outcome or Outcome.COMPLETE
+            pruned = outcome is Outcome.PRUNED
+            end = EndReport(
+                reason=member.reason if pruned else "",
+                oom=member.oom,
+                fused_oom_at=member.fused_oom_at,
+            )
+            ended = WorkerEvent(
+                kind=EventKind.END,
+                outcome=outcome,
+                error="" if pruned else member.reason,
+                end=end,
+            )
+            self._send_member(trial, member, ended)
+        trial.done = None
+        del self._running[trial.trial_id]
+        self._live().ended(trial.trial_id)
+        self._rerate()
+
     # -- how fast each trial runs ----------------------------------------------------
 
     def _phase(self, trial: _Trial, solo_seconds: float, done: Callable[[], None]) -> None:
@@ -442,6 +611,11 @@ class _SimulatedGpus:
             for trial, rate in zip(here, self.sharing.gpu_rates(demands), strict=True):
                 rates[trial.trial_id] = rate * host
         return rates
+
+
+def _least(*limits: float | None) -> float | None:
+    known = [limit for limit in limits if limit is not None]
+    return min(known) if known else None
 
 
 def _demand(trial: _Trial) -> GpuDemand:

@@ -9,7 +9,7 @@ backends: constant readings, a replayed trace, or a load model driven by the
 running trials), ``_traces`` (the traces shipped with hpsearch), ``_pace`` (the
 shared speed of trials that play in real time, in other processes), ``_plan``
 (a modelled trial: its load and its reports, which the simulated-time runner
-plays on a virtual clock).
+plays on a virtual clock), ``_group`` (a modelled fused group of such trials).
 """
 
 from hpsearch.simulation._backends import (
@@ -18,9 +18,16 @@ from hpsearch.simulation._backends import (
     TraceBackend,
     simulated_backend,
 )
+from hpsearch.simulation._group import GroupPlan
 from hpsearch.simulation._pace import PacePublisher, PaceReader, SharedGpus
 from hpsearch.simulation._plan import PlannedEpoch, TrialModel, TrialPlan
-from hpsearch.simulation._sharing import CUDA_CONTEXT_MB, SharingModel, cpu_rate
+from hpsearch.simulation._sharing import (
+    CUDA_CONTEXT_MB,
+    FusedDemand,
+    SharingModel,
+    cpu_rate,
+    fused_memory_mb,
+)
 from hpsearch.simulation._traces import BUILTIN_TRACES, trace_path
 from hpsearch.simulation.spec import SharingSpec, SimulatedSpec, parse_simulate
 
@@ -28,6 +35,8 @@ __all__ = [
     "BUILTIN_TRACES",
     "CUDA_CONTEXT_MB",
     "ConstantBackend",
+    "FusedDemand",
+    "GroupPlan",
     "LoadModelBackend",
     "PacePublisher",
     "PaceReader",
@@ -40,6 +49,7 @@ __all__ = [
     "TrialModel",
     "TrialPlan",
     "cpu_rate",
+    "fused_memory_mb",
     "parse_simulate",
     "simulated_backend",
     "trace_path",

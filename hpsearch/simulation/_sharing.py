@@ -23,6 +23,20 @@ speed. The model says how fast each trial runs when others share the GPU:
   :data:`CUDA_CONTEXT_MB`, from the few hundred MiB PyTorch's CUDA context costs
   before the first tensor). An allocation past the GPU's free memory, or past
   the trial's cap, runs out of memory.
+* **Fused groups** (``fusion``): K trials of one shape train as one process,
+  with one context and one stream. Their kernels run as one wider kernel,
+  which fills the SMs one member leaves idle before it takes longer: a fused
+  step's kernels take ``u · max(1 + c·(K-1), K·s)`` of a solo step (``s``
+  the member's SM share, ``c`` the per-member floor ``fused_member_cost``).
+  The host's loop runs once per step and grows by ``c`` a member; it overlaps
+  the kernels, so the step takes ``max(1 + c·(K-1), kernels)``. The group's
+  duty cycle, kernels over step, thus grows less than linearly with K, and
+  not at all while the members' host work dominates. ``c`` = 0.05 is the CPU
+  measurement (``scripts/bench_fusion.py``: 16 members of a width-32 MLP in
+  1.8× one member's step); the HFTA paper's 15.1× over one job per GPU for
+  small models would need a smaller one, so the model is the conservative
+  side of both. Memory: one context, and each member's own weights and
+  activations.
 * **Host CPU**: trials whose CPU demand (the training loop and its DataLoader
   workers) exceeds the node's cores slow in proportion: ``min(1, cores / Σcpus)``.
 
@@ -102,6 +116,36 @@ class SharingModel:
         for demand, rate in zip(demands, rates, strict=True):
             idle *= 1.0 - min(1.0, max(0.0, demand.utilization_pct) * rate / 100.0)
         return 100.0 * (1.0 - idle)
+
+    def fused(self, demand: GpuDemand, members: int) -> FusedDemand:
+        """What a fused group of ``members`` trials of ``demand`` asks of its GPU (one process)."""
+        if members <= 1:
+            return FusedDemand(demand, 1.0)
+        floor = 1.0 + self.spec.fused_member_cost * (members - 1)
+        share = _share(demand.sm_share)
+        kernels = max(0.0, min(100.0, demand.utilization_pct)) / 100.0 * max(floor, members * share)
+        step = max(floor, kernels)
+        grouped = GpuDemand(100.0 * kernels / step, min(1.0, members * share))
+        return FusedDemand(grouped, step)
+
+
+@dataclass(frozen=True)
+class FusedDemand:
+    """A fused group as one process on its GPU.
+
+    Attributes:
+        demand: the group's duty cycle and SM share.
+        slowdown: its step over one member's step alone.
+    """
+
+    demand: GpuDemand
+    slowdown: float
+
+
+def fused_memory_mb(memory_mb: float, members: int, context_mb: float = CUDA_CONTEXT_MB) -> float:
+    """A fused group's memory: one process's (its context included), and each other member's
+    own weights and activations."""
+    return memory_mb + max(0, members - 1) * max(0.0, memory_mb - context_mb)
 
 
 def cpu_rate(cores: float, demands: Sequence[float]) -> float:

@@ -22,12 +22,16 @@ class SharingSpec(Settings):
         mps: the GPU runs an MPS daemon (kernels of different trials overlap).
         mps_switch_cost: the speed each trial loses per extra process under MPS.
         mps_max_speedup: the most MPS gains over time-slicing, in aggregate.
+        fused_member_cost: what each member more adds to a fused group's step, as a
+            share of one member's step: the host's per-member work (its batches, the
+            optimizer's per-member values) and the kernels' per-member floor.
     """
 
     switch_cost: float = Field(default=0.03, ge=0, lt=1)
     mps: bool = False
     mps_switch_cost: float = Field(default=0.01, ge=0, lt=1)
     mps_max_speedup: float = Field(default=2.7, ge=1)
+    fused_member_cost: float = Field(default=0.05, ge=0, lt=1)
 
 
 class SimulatedSpec(Settings):

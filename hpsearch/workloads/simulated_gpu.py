@@ -41,7 +41,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from hpsearch.oom import OomReport
-from hpsearch.simulation import CUDA_CONTEXT_MB, PlannedEpoch, TrialPlan
+from hpsearch.simulation import CUDA_CONTEXT_MB, GroupPlan, PlannedEpoch, TrialPlan
 from hpsearch.telemetry import GpuLoad, solo_name
 from hpsearch.trial.context import TrialContext, TrialPruned
 from hpsearch.trial.members import Member, fused
@@ -236,20 +236,6 @@ def train(params: dict[str, Any], ctx: TrialContext) -> None:
 SHARED = (*(name for name in DEFAULTS if name not in {"lr", "seed"}), "num_workers")
 """What a fused group's members share: every parameter but the learning rate and seed."""
 
-FUSED_MEMBER_COST = 0.05
-"""What each member more adds to a fused step that leaves the GPU idle, as a share of one
-member's step: launches and the optimizer's per-member work (the CPU measurement of
-``scripts/bench_fusion.py``: 16 members of a width-32 MLP in 1.8x one member's step)."""
-
-
-def fused_slowdown(members: int, utilization_pct: float) -> float:
-    """A fused step of ``members`` over one member's step, on a GPU one member keeps busy
-    ``utilization_pct`` of the time: the members' compute fills the idle time first (one
-    context, one stream: no switching), then adds up; the floor grows by
-    :data:`FUSED_MEMBER_COST` a member."""
-    busy = members * max(0.0, min(100.0, utilization_pct)) / 100.0
-    return max(1.0 + FUSED_MEMBER_COST * (members - 1), busy)
-
 
 @fused(shared=SHARED)
 def train_members(members: list[Member]) -> None:
@@ -257,34 +243,34 @@ def train_members(members: list[Member]) -> None:
 
     The group holds one CUDA context and its members' weights and activations;
     it runs out of memory, as one, when that exceeds the GPU's. Each epoch takes
-    the solo epoch times :func:`fused_slowdown`. Each member reports its
+    the solo epoch times the sharing model's fused slowdown for the members
+    still training (:class:`~hpsearch.simulation.GroupPlan`). Each member reports its
     measured speed (its share of the group's) and the solo twin of every speed
     metric (``samples_per_sec_solo``: what its configuration does alone, the
     model's own figure), so an objective on speed compares trials as if each
     had run alone.
     """
-    plans = [plan(m.params, m.ctx.gpu_memory_mb, m.ctx.memory_cap_mb) for m in members]
-    load = plans[0].load
-    context = float(resolve_params(members[0].params)["context_mb"])
+    first = members[0].ctx
+    group = GroupPlan(
+        tuple(plan(m.params, m.ctx.gpu_memory_mb, m.ctx.memory_cap_mb) for m in members),
+        limit_mb=_least(first.gpu_memory_mb, first.memory_cap_mb),
+        context_mb=float(resolve_params(members[0].params)["context_mb"]),
+    )
+    load = group.load()
     if load is not None:
-        memory = context + sum((p.load.memory_mb if p.load else context) - context for p in plans)
-        limit = _least(members[0].ctx.gpu_memory_mb, members[0].ctx.memory_cap_mb)
-        utilization = min(100.0, len(members) * load.utilization_pct)
-        members[0].ctx.simulate_gpu_load(
-            utilization, memory, sm_share=load.sm_share, cpus=load.cpus
+        first.simulate_gpu_load(
+            load.utilization_pct, load.memory_mb, sm_share=load.sm_share, cpus=load.cpus
         )
-        if any(p.oom is not None for p in plans) or (limit is not None and memory > limit):
-            import torch
+    if group.oom is not None:
+        import torch
 
-            raise torch.cuda.OutOfMemoryError(
-                f"CUDA out of memory (simulated: a fused group of {len(members)} needs "
-                f"{memory:.0f} MiB, {limit} MiB available)"
-            )
-    slowdown = fused_slowdown(len(members), load.utilization_pct if load else 100.0)
-    for epoch in range(len(plans[0].epochs)):
-        open_members = [(m, p) for m, p in zip(members, plans, strict=True) if m.active]
+        time.sleep(group.oom_after_s)
+        raise torch.cuda.OutOfMemoryError(group.oom.message)
+    for epoch in range(len(group.plans[0].epochs)):
+        open_members = [(m, p) for m, p in zip(members, group.plans, strict=True) if m.active]
         if not open_members:
             return
+        slowdown = group.slowdown(len(open_members))
         solo = open_members[0][1].epochs[epoch]
         started = time.perf_counter()
         spent = _play(solo.seconds * slowdown, members[0].ctx.simulated_speed_share)

@@ -477,3 +477,90 @@ def test_a_trial_whose_model_raises_fails_with_its_traceback_and_the_search_goes
     trials = outcome.results.study.trials
     assert [t.state.name for t in trials] == ["COMPLETE", "FAIL", "COMPLETE"]
     assert "ValueError: odd width 7" in trials[1].user_attrs[attrs.ERROR]
+
+
+MEMBERS_TRAIN = "hpsearch.workloads.simulated_gpu:train_members"
+
+
+def _fused_search(members: int, trials: int, **space: Any) -> dict[str, Any]:
+    config = load_search(util=11, memory=1400, trials=trials, seconds=8)
+    config["space"].update(space)
+    config["packing"] = {"mode": "off"}
+    config["fusion"] = {"mode": "fixed", "members": members, "train": MEMBERS_TRAIN}
+    return config
+
+
+def test_a_fused_group_plays_as_one_process_its_members_slowed_by_the_fused_rule(
+    write_config: ConfigWriter,
+) -> None:
+    from hpsearch.simulation import GroupPlan
+
+    config = _fused_search(members=4, trials=8)
+    path = write_config(config)
+
+    outcome = _run(path)
+
+    trials = outcome.results.study.trials
+    assert [t.state.name for t in trials] == ["COMPLETE"] * 8
+    assert [t.user_attrs[attrs.FUSED_GROUP]["members"] for t in trials] == [4] * 8
+    assert len({t.user_attrs[attrs.FUSED_GROUP]["group"] for t in trials}) == 2
+    space = {k: v for k, v in config["space"].items() if v is not None and not isinstance(v, dict)}
+    for trial in trials:
+        alone = plan({**space, **trial.params}, 6141.0)
+        group = GroupPlan((alone,) * 4)
+        solo = alone.epochs[-1].metrics["samples_per_sec"]
+        # Each member measured its share of the group's speed; its twin is its own alone.
+        measured = trial.user_attrs[attrs.METRICS]
+        assert measured["samples_per_sec"] == pytest.approx(solo / group.slowdown(4))
+        assert measured["samples_per_sec_solo"] == pytest.approx(solo)
+        assert trial.value == pytest.approx(alone.epochs[-1].metrics["val_accuracy"])
+    # One group after the other, each four epochs at the group's pace: 2 x 8 s x slowdown.
+    slowdown = GroupPlan((plan(space, 6141.0),) * 4).slowdown(4)
+    assert outcome.elapsed_s == pytest.approx(2 * 8 * slowdown, rel=0.02)
+
+
+def test_a_fused_group_out_of_memory_is_split_in_halves_as_in_a_worker(
+    write_config: ConfigWriter, project: Path
+) -> None:
+    # 1400 MiB a member, 900 of it beyond the context: four need 4100 of 3000, two fit.
+    config = _fused_search(members=4, trials=6)
+    config["telemetry"]["simulated"]["memory_total_mb"] = 3000
+    path = write_config(config)
+
+    outcome = _run(path)
+
+    trials = outcome.results.study.trials
+    assert [t.state.name for t in trials] == ["COMPLETE"] * 6
+    assert [t.user_attrs[attrs.FUSED_GROUP]["members"] for t in trials] == [4] * 4 + [2] * 2
+    assert not any(attrs.OOM in t.user_attrs for t in trials)  # no member is charged
+    client = mlflow_client(project)
+    assert outcome.mlflow_parent_run_id is not None
+    local = client.download_artifacts(
+        outcome.mlflow_parent_run_id, "fusion_decisions.json", str(project)
+    )
+    [decision] = json.loads(Path(local).read_text())
+    assert decision["reason"] == "a group of 4 ran out of memory: at most 2"
+
+
+def test_a_member_alone_out_of_memory_is_charged_as_a_trial_is(write_config: ConfigWriter) -> None:
+    config = _fused_search(members=2, trials=2)
+    config["telemetry"]["simulated"]["memory_total_mb"] = 1000  # one member needs 1400
+    path = write_config(config)
+
+    trials = _run(path).results.study.trials
+
+    assert [t.state.name for t in trials] == ["PRUNED"] * 2
+    for trial in trials:
+        assert trial.user_attrs[attrs.OOM]["peak_mb"] == pytest.approx(1000)
+
+
+def test_the_simulated_runner_refuses_a_members_function_it_does_not_model(
+    write_config: ConfigWriter,
+) -> None:
+    config = _fused_search(members=2, trials=2)
+    config["fusion"]["train"] = "hpsearch.workloads.digits:train_members"
+    path = write_config(config)
+
+    with pytest.raises(HpsearchError, match=r"fusion\.train") as raised:
+        _run(path)
+    assert MEMBERS_TRAIN in str(raised.value)

@@ -55,3 +55,35 @@ def test_host_cpus_slow_every_trial_of_an_oversubscribed_node() -> None:
     assert cpu_rate(8, [3, 3]) == 1.0
     assert cpu_rate(8, [4, 4, 4]) == pytest.approx(8 / 12)
     assert cpu_rate(8, []) == 1.0
+
+
+def test_a_fused_group_fills_idle_time_and_idle_sms_before_its_step_grows() -> None:
+    seeds = GpuDemand(11.0, sm_share=0.2)  # the seeds' 11% on a fifth of the SMs
+    assert TIME_SLICED.fused(seeds, 1).slowdown == 1.0
+    # Four members: one wider kernel on 80% of the SMs, the host's 5% a member.
+    four = TIME_SLICED.fused(seeds, 4)
+    assert four.slowdown == pytest.approx(1.15)
+    assert four.demand.sm_share == pytest.approx(0.8)
+    assert four.demand.utilization_pct == pytest.approx(11.0)  # not 44%: less than linear
+    # Sixteen: the kernels outgrow the SMs (3.2 of them), still under the host's floor.
+    sixteen = TIME_SLICED.fused(seeds, 16)
+    assert sixteen.slowdown == pytest.approx(1.75)
+    assert sixteen.demand.utilization_pct == pytest.approx(100 * 0.11 * 3.2 / 1.75)
+    assert 16 / sixteen.slowdown > 9  # aggregate, in solo trials
+
+
+def test_a_gpu_filling_member_gains_only_the_idle_time_it_leaves() -> None:
+    busy = GpuDemand(95.0)
+    for members in (2, 4, 8):
+        group = TIME_SLICED.fused(busy, members)
+        assert group.slowdown == pytest.approx(0.95 * members)
+        assert members / group.slowdown == pytest.approx(1 / 0.95)
+        assert group.demand.utilization_pct == pytest.approx(100.0)
+
+
+def test_a_fused_group_holds_one_context_and_each_members_own_memory() -> None:
+    from hpsearch.simulation import fused_memory_mb
+
+    assert fused_memory_mb(1400.0, 4, context_mb=500.0) == 1400 + 3 * 900
+    assert fused_memory_mb(167.0, 8, context_mb=500.0) == 167.0  # the seeds' tiny process
+    assert fused_memory_mb(1400.0, 1) == 1400.0

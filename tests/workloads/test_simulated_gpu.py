@@ -9,7 +9,6 @@ from hpsearch.trial.context import LocalTrialContext
 from hpsearch.trial.members import Member
 from hpsearch.workloads.simulated_gpu import (
     final_accuracy,
-    fused_slowdown,
     gpu_profile,
     plan,
     train,
@@ -107,9 +106,3 @@ def test_a_fused_group_runs_out_of_the_memory_its_members_hold_together() -> Non
     with pytest.raises(torch.cuda.OutOfMemoryError, match="a fused group of 4 needs 4100 MiB"):
         train_members(members)
     train_members(members[:2])  # 2300 MiB: fits
-
-
-def test_a_fused_step_fills_idle_time_before_it_grows() -> None:
-    assert fused_slowdown(1, 11.0) == 1.0
-    assert fused_slowdown(4, 11.0) == pytest.approx(1.15)  # the per-member floor
-    assert fused_slowdown(4, 100.0) == 4.0  # a busy GPU: the members' compute adds up
