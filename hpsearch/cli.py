@@ -16,22 +16,19 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
-from rich.console import Console
-from rich.table import Table
 
-from hpsearch.config import (
-    DEFAULT_ARTIFACT_LOCATION,
-    DEFAULT_TRACKING_URI,
-    RunConfig,
-    load_config,
-)
 from hpsearch.errors import ConfigError, HpsearchError
 from hpsearch.interrupts import EXIT_TERMINATED, terminated
-from hpsearch.placement import TARGET_UTIL_PCT
 from hpsearch.storage_faults import Stores, storage_fault
+
+if TYPE_CHECKING:
+    # Each command imports what it needs: `hpsearch --help` loads click and nothing else.
+    from rich.console import Console
+
+    from hpsearch.config import RunConfig
 
 UI_PORT = 5000
 """Where ``hpsearch ui`` serves MLflow's UI unless told otherwise."""
@@ -48,6 +45,8 @@ UNWRAPPED_WIDTH = 100_000
 
 def _console() -> Console:
     """Rich console for stdout: a terminal's width, or, piped, one line per event, uncut."""
+    from rich.console import Console
+
     console = Console()
     return console if console.is_terminal else Console(width=UNWRAPPED_WIDTH)
 
@@ -58,6 +57,8 @@ _stores: list[Stores] = []
 
 def _note_stores(config: Path) -> RunConfig:
     """Load ``config``, remembering where it keeps its records (for :func:`storage_fault`)."""
+    from hpsearch.config import load_config
+
     loaded = load_config(config)
     _stores[:] = [Stores(str(config), loaded.study.storage, loaded.tracking.uri)]
     return loaded
@@ -197,7 +198,11 @@ def validate(config: Path) -> None:
     """Check CONFIG without running anything.
 
     Checks the schema, the search space, the training function, the sampler and the pruner.
+    The training function is checked from its module's source where that tells
+    enough (it exists, takes (params, ctx), and the packages its module imports
+    are installed); `hpsearch run` imports the module before any trial starts.
     """
+    from hpsearch.config import load_config
     from hpsearch.pruning import check_pruner
     from hpsearch.samplers import make_sampler
     from hpsearch.trial.entrypoint import check_train, ensure_importable_from
@@ -209,7 +214,7 @@ def validate(config: Path) -> None:
     ensure_importable_from(os.getcwd())
     problems: list[str] = []
     for check in (
-        lambda: check_train(loaded.train_target, loaded.command, loaded.source),
+        lambda: check_train(loaded.train_target, loaded.command, loaded.source, run_module=False),
         lambda: _check_fusion(loaded),
         lambda: make_sampler(loaded.study.sampler, loaded.source, loaded.search_space),
         lambda: check_pruner(loaded.study.pruner, loaded.source),
@@ -329,7 +334,10 @@ def rerun(config: Path, number: int) -> None:
     storage, its MLflow run beside the original's; both runs' metrics are shown
     side by side.
     """
+    from rich.table import Table
+
     from hpsearch.api import run as run_search
+    from hpsearch.config import load_config
     from hpsearch.results import load, trial_config, write_trial_config
 
     loaded = _note_stores(config)
@@ -381,6 +389,8 @@ def trials(config: Path, number: int | None, states: tuple[str, ...], as_json: b
     Each trial: its number, state, duration, objective values, why it was pruned or
     failed, its GPUs and its MLflow run.
     """
+    from rich.table import Table
+
     from hpsearch.results import load
 
     _note_stores(config)
@@ -458,6 +468,7 @@ def _print_trial(record: dict[str, Any]) -> None:
 )
 def ui(config: Path | None, host: str, port: int, allowed_hosts: str | None) -> None:
     """Start the MLflow UI on the store CONFIG writes to (default: mlruns/mlflow.db)."""
+    from hpsearch.config import DEFAULT_ARTIFACT_LOCATION, DEFAULT_TRACKING_URI, load_config
     from hpsearch.tracking import resolve_artifact_location, resolve_tracking_uri
 
     uri, artifacts = DEFAULT_TRACKING_URI, DEFAULT_ARTIFACT_LOCATION
@@ -548,9 +559,8 @@ def _this_machines_hosts() -> list[str]:
 @click.option(
     "--target-util",
     type=click.FloatRange(1, 100),
-    default=TARGET_UTIL_PCT,
-    show_default=True,
-    help="Predicted busy share (%) the packing estimate fills a GPU up to.",
+    help="Predicted busy share (%) the packing estimate fills a GPU up to "
+    "[default: the packing policy's target].",
 )
 def monitor(
     config: Path | None,
@@ -559,7 +569,7 @@ def monitor(
     interval: float | None,
     csv_path: Path | None,
     simulate: str | None,
-    target_util: float,
+    target_util: float | None,
 ) -> None:
     """Watch the GPUs, then report how well they were used and what to change.
 
@@ -568,9 +578,10 @@ def monitor(
     per GPU: utilisation, memory and power, readings dropped as measurement
     errors, a verdict, and recommendations with their arithmetic.
     """
-    from hpsearch.config import TelemetrySpec
+    from hpsearch.config import TelemetrySpec, load_config
     from hpsearch.gpu_telemetry import open_backend
     from hpsearch.monitoring import watch
+    from hpsearch.placement import TARGET_UTIL_PCT
     from hpsearch.simulation import parse_simulate
 
     spec = load_config(config).telemetry if config is not None else TelemetrySpec()
@@ -594,7 +605,7 @@ def monitor(
             interval_s=interval or spec.interval_s,
             csv_path=csv_path,
             console=console,
-            target_util_pct=target_util,
+            target_util_pct=TARGET_UTIL_PCT if target_util is None else target_util,
         )
     finally:
         backend.close()
@@ -604,6 +615,8 @@ def monitor(
 
 
 def _print_best(console: Console, results: Any, config: str) -> None:
+    from rich.table import Table
+
     from hpsearch.errors import ResultsError
 
     try:
@@ -626,6 +639,8 @@ def _print_best(console: Console, results: Any, config: str) -> None:
 
 
 def _print_oom(trials: list[Any], as_json: bool) -> None:
+    from rich.table import Table
+
     if as_json:
         payload = [
             {

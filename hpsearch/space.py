@@ -29,17 +29,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from decimal import Decimal
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-import optuna
-from optuna.distributions import (
-    BaseDistribution,
-    CategoricalDistribution,
-    FloatDistribution,
-    IntDistribution,
-)
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
+
+if TYPE_CHECKING:  # Optuna is imported where a distribution is made: a config loads without it
+    import optuna
+    from optuna.distributions import BaseDistribution
 
 CategoricalChoice = None | bool | int | float | str
 
@@ -128,6 +125,8 @@ class FloatParam(_ParamModel):
 
     def distribution(self) -> BaseDistribution:
         """The equivalent Optuna distribution."""
+        from optuna.distributions import FloatDistribution
+
         return FloatDistribution(self.low, self.high, log=self.log, step=self.step)
 
 
@@ -147,6 +146,8 @@ class IntParam(_ParamModel):
 
     def distribution(self) -> BaseDistribution:
         """The equivalent Optuna distribution."""
+        from optuna.distributions import IntDistribution
+
         return IntDistribution(self.low, self.high, log=self.log, step=self.step)
 
 
@@ -169,6 +170,8 @@ class CategoricalParam(_ParamModel):
 
     def distribution(self) -> BaseDistribution:
         """The equivalent Optuna distribution."""
+        from optuna.distributions import CategoricalDistribution
+
         return CategoricalDistribution(tuple(self.choices))
 
 

@@ -84,3 +84,31 @@ def test_the_config_is_pure_data_and_imports_no_telemetry_and_no_policy() -> Non
     assert composed <= reached
     readers = ("hpsearch.telemetry", "hpsearch.placement", "hpsearch.oom", "hpsearch.simulation")
     assert [m for m in reached - composed if m.startswith(readers)] == []
+
+
+@pytest.mark.parametrize("package", ["hpsearch.oom", "hpsearch.placement", "hpsearch.simulation"])
+def test_a_lazy_package_exports_every_name_it_declares_and_no_other(package: str) -> None:
+    import importlib
+
+    module = importlib.import_module(package)
+    for name in module.__all__:
+        assert getattr(module, name) is not None, name
+        assert name in dir(module)
+    with pytest.raises(AttributeError, match="has no attribute 'nothing_here'"):
+        _ = module.nothing_here
+
+
+@pytest.mark.process
+def test_the_command_line_and_the_config_load_no_heavy_library() -> None:
+    import subprocess
+    import sys
+
+    heavy = {"optuna", "numpy", "torch", "ray", "mlflow", "pandas", "plotly"}
+    probe = (
+        "import sys, hpsearch.cli, hpsearch.config; "
+        f"print(sorted({{m.split('.')[0] for m in sys.modules}} & set({sorted(heavy)!r})))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout
+    assert loaded.strip() == "[]"

@@ -12,46 +12,55 @@ per GPU, or CPU only), ``_views`` (what the packing policy reads and answers),
 resource policy).
 """
 
-from hpsearch.placement._admission import (
-    SERIES_INTERVAL_S,
-    AdmissionRequest,
-    PackingAdmission,
-    PackingObserver,
-)
-from hpsearch.placement._base import (
-    Admission,
-    ClusterCapacity,
-    NodeGpus,
-    ResourcePolicy,
-    RunningTrial,
-)
-from hpsearch.placement._capacity import MIN_GAIN, Fit, fit
-from hpsearch.placement._fusion import (
-    FusionChoice,
-    FusionReading,
-    FusionSizer,
-    choose_members,
-)
-from hpsearch.placement._packing import PackingPolicy
-from hpsearch.placement._static import StaticPolicy
-from hpsearch.placement._views import (
-    GpuDecision,
-    GpuKey,
-    GpuView,
-    OomEvent,
-    PackingView,
-    Placement,
-    TrialOnGpu,
-    TrialProfile,
-)
-from hpsearch.placement.settings import (
-    MEMORY_HEADROOM,
-    MOST_TRIALS_PER_GPU,
-    SATURATION_UTIL_PCT,
-    TARGET_UTIL_PCT,
-    PackingMode,
-    PackingSpec,
-)
+from typing import TYPE_CHECKING
+
+from hpsearch._lazy import lazy_exports
+
+# Imported on first use (hpsearch._lazy): the config reads this package's settings
+# without paying for what its policies import.
+if TYPE_CHECKING:
+    from hpsearch.placement._admission import (
+        SERIES_INTERVAL_S,
+        AdmissionRequest,
+        PackingAdmission,
+        PackingObserver,
+    )
+    from hpsearch.placement._base import (
+        Admission,
+        ClusterCapacity,
+        NodeGpus,
+        ResourcePolicy,
+        RunningTrial,
+    )
+    from hpsearch.placement._capacity import MIN_GAIN, Fit, fit
+    from hpsearch.placement._fusion import (
+        FusionChoice,
+        FusionReading,
+        FusionSizer,
+        choose_members,
+    )
+    from hpsearch.placement._packing import PackingPolicy
+    from hpsearch.placement._static import StaticPolicy
+    from hpsearch.placement._views import (
+        GpuDecision,
+        GpuKey,
+        GpuView,
+        OomEvent,
+        PackingView,
+        Placement,
+        TrialOnGpu,
+        TrialProfile,
+    )
+    from hpsearch.placement.settings import (
+        MEMORY_HEADROOM,
+        MOST_TRIALS_PER_GPU,
+        SATURATION_UTIL_PCT,
+        TARGET_UTIL_PCT,
+        PackingMode,
+        PackingSpec,
+    )
+
+__getattr__, __dir__ = lazy_exports(__name__)
 
 __all__ = [
     "MEMORY_HEADROOM",

@@ -12,24 +12,33 @@ shared speed of trials that play in real time, in other processes), ``_plan``
 plays on a virtual clock), ``_group`` (a modelled fused group of such trials).
 """
 
-from hpsearch.simulation._backends import (
-    ConstantBackend,
-    LoadModelBackend,
-    TraceBackend,
-    simulated_backend,
-)
-from hpsearch.simulation._group import GroupPlan
-from hpsearch.simulation._pace import PacePublisher, PaceReader, SharedGpus
-from hpsearch.simulation._plan import PlannedEpoch, TrialModel, TrialPlan
-from hpsearch.simulation._sharing import (
-    CUDA_CONTEXT_MB,
-    FusedDemand,
-    SharingModel,
-    cpu_rate,
-    fused_memory_mb,
-)
-from hpsearch.simulation._traces import BUILTIN_TRACES, trace_path
-from hpsearch.simulation.spec import SharingSpec, SimulatedSpec, parse_simulate
+from typing import TYPE_CHECKING
+
+from hpsearch._lazy import lazy_exports
+
+# Imported on first use (hpsearch._lazy): the config reads this package's spec
+# without paying for what its backends import.
+if TYPE_CHECKING:
+    from hpsearch.simulation._backends import (
+        ConstantBackend,
+        LoadModelBackend,
+        TraceBackend,
+        simulated_backend,
+    )
+    from hpsearch.simulation._group import GroupPlan
+    from hpsearch.simulation._pace import PacePublisher, PaceReader, SharedGpus
+    from hpsearch.simulation._plan import PlannedEpoch, TrialModel, TrialPlan
+    from hpsearch.simulation._sharing import (
+        CUDA_CONTEXT_MB,
+        FusedDemand,
+        SharingModel,
+        cpu_rate,
+        fused_memory_mb,
+    )
+    from hpsearch.simulation._traces import BUILTIN_TRACES, trace_path
+    from hpsearch.simulation.spec import SharingSpec, SimulatedSpec, parse_simulate
+
+__getattr__, __dir__ = lazy_exports(__name__)
 
 __all__ = [
     "BUILTIN_TRACES",

@@ -3,13 +3,16 @@ program of a training script."""
 
 from __future__ import annotations
 
+import ast
 import difflib
 import importlib
+import importlib.util
 import inspect
 import os
 import shutil
 import sys
 from collections.abc import Callable, Collection, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hpsearch.errors import ConfigError
@@ -110,19 +113,24 @@ def resolve_train_function(
     return train
 
 
-def check_train(train: str, command: CommandSpec | None, source: str) -> None:
+def check_train(
+    train: str, command: CommandSpec | None, source: str, *, run_module: bool = True
+) -> None:
     """Check a config's ``train``: the function imports, or the script's program is found.
 
     Args:
         train: the training function, ``package.module:function`` (ignored with ``command``).
         command: the training script, when ``train`` is one.
         source: the config file, for messages.
+        run_module: import the function's module; else read its source where that tells
+            enough (``hpsearch validate``: no torch to learn that a function exists).
 
     Raises:
         ConfigError: naming ``train``, what is missing and how to fix it.
     """
     if command is None:
-        resolve_train_function(train, source=source)
+        if run_module or not _checked_from_source(train, source):
+            resolve_train_function(train, source=source)
         return
     program = command.arguments[0]
     if "{" in program:
@@ -142,6 +150,88 @@ def check_train(train: str, command: CommandSpec | None, source: str) -> None:
             f"program '{program}' is not on PATH",
             "install it, or give its path",
         )
+
+
+def _checked_from_source(spec: str, source: str) -> bool:
+    """Check ``train`` from its module's source, without running it; whether that sufficed.
+
+    ``hpsearch validate`` should not pay for torch to learn that ``train(params,
+    ctx)`` exists. The module is found (not imported), parsed, and each package
+    it imports at its top level must be installed; the function must be a
+    top-level ``def``, undecorated, that takes two positional arguments. Anything
+    the source cannot tell (a decorated or re-exported function, a compiled
+    module) answers ``False``, and the caller imports the module as a run would.
+
+    Raises:
+        ConfigError: as :func:`resolve_train_function` would, for what the source shows.
+    """
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        return False
+    try:
+        found = importlib.util.find_spec(module_name)
+    except (ImportError, ValueError):
+        return False  # a parent package failed to import: the import names why
+    if found is None or not found.origin or not found.origin.endswith(".py"):
+        return False
+    try:
+        tree = ast.parse(Path(found.origin).read_text(encoding="utf-8"), found.origin)
+    except (OSError, SyntaxError, ValueError):
+        return False
+    for name in _top_level_imports(tree):
+        if name not in sys.modules and importlib.util.find_spec(name) is None:
+            raise ConfigError(
+                source,
+                "train",
+                f"importing '{module_name}' failed: ModuleNotFoundError: No module named '{name}'",
+                "install the missing dependency",
+            )
+    defined = [
+        node
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == attribute
+    ]
+    if len(defined) != 1 or defined[0].decorator_list or _assigned(tree, attribute):
+        return False
+    arguments = defined[0].args
+    positional = [*arguments.posonlyargs, *arguments.args]
+    required = len(positional) - len(arguments.defaults)
+    keyword_required = any(d is None for d in arguments.kw_defaults)
+    takes_two = required <= 2 and (len(positional) >= 2 or arguments.vararg is not None)
+    if not takes_two or keyword_required:
+        raise ConfigError(
+            source,
+            "train",
+            f"'{spec}' cannot be called as train(params, ctx)",
+            "give it two positional parameters: def train(params, ctx)",
+        )
+    return True
+
+
+def _top_level_imports(tree: ast.Module) -> list[str]:
+    """The packages a module imports when it loads (not those imported inside functions)."""
+    names: list[str] = []
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            names.extend(alias.name.partition(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.append(node.module.partition(".")[0])
+    return [name for name in dict.fromkeys(names) if name != "__future__"]
+
+
+def _assigned(tree: ast.Module, name: str) -> bool:
+    """Whether the module also binds ``name`` another way (the last binding would win)."""
+    for node in tree.body:
+        bound: list[str] = []
+        if isinstance(node, ast.Assign):
+            bound = [t.id for t in node.targets if isinstance(t, ast.Name)]
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            bound = [alias.asname or alias.name for alias in node.names]
+        elif isinstance(node, ast.ClassDef):
+            bound = [node.name]
+        if name in bound:
+            return True
+    return False
 
 
 def check_fusion(
