@@ -48,3 +48,30 @@ def test_user_project_on_sys_path(project: Path) -> None:
     (project / "userpkg.py").write_text("def train(params, ctx):\n    return 1.0\n")
     ensure_importable_from(str(project))
     assert resolve_train_function("userpkg:train")({}, None) == 1.0
+
+
+def test_validate_reads_a_train_module_without_running_it(project: Path) -> None:
+    import sys
+
+    from hpsearch.trial.entrypoint import check_train
+
+    # Running this module would fail: validate reads it, and says what the source shows.
+    (project / "unrun.py").write_text(
+        "import json\nraise RuntimeError('ran')\n\ndef train(params, ctx):\n    return 1.0\n"
+    )
+    (project / "twoless.py").write_text("def train(params):\n    return 1.0\n")
+    (project / "missing.py").write_text("import not_installed_dependency\n\ndef train(p, c): ...\n")
+    ensure_importable_from(str(project))
+
+    check_train("unrun:train", None, "c.yaml", run_module=False)
+    assert "unrun" not in sys.modules
+    with pytest.raises(ConfigError, match=r"cannot be called as train\(params, ctx\)"):
+        check_train("twoless:train", None, "c.yaml", run_module=False)
+    with pytest.raises(ConfigError, match="No module named 'not_installed_dependency'"):
+        check_train("missing:train", None, "c.yaml", run_module=False)
+    # What the source cannot tell, the import does (a typo, with its suggestion).
+    with pytest.raises(ConfigError, match="did you mean 'twoless:train'"):
+        check_train("twoless:trian", None, "c.yaml", run_module=False)
+    # hpsearch run imports the module: its error is the config's.
+    with pytest.raises(ConfigError, match="importing 'unrun' raised RuntimeError: ran"):
+        check_train("unrun:train", None, "c.yaml")
