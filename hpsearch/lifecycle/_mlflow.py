@@ -29,6 +29,7 @@ from hpsearch.lifecycle._events import (
 from hpsearch.placement import Admission
 from hpsearch.study import StudyHandle
 from hpsearch.tracking import (
+    FLUSH_S,
     FUSED_GROUP_TAG,
     RESUMES_RUN_TAG,
     STUDY_TAG,
@@ -168,6 +169,10 @@ class MlflowMirror(TrialListener):
             tags.update({f"hpsearch.oom.{k}": v for k, v in event.oom.to_dict().items()})
         self._tracker.set_tags(run_id, tags)
         self._tracker.end_run(run_id, status)
+
+    def on_tick(self, now: float) -> None:
+        # A running trial's records go out within a second or two, even while it is quiet.
+        self._tracker.flush(FLUSH_S)
 
     def on_reclaimed(self, event: TrialsReclaimed) -> None:
         end_reclaimed_runs(self._tracker, event.trials)

@@ -145,7 +145,8 @@ class ParentRun(TrialListener):
             logger.warning("no analysis figures on the parent run: %s", exc)
 
     def end(self, status: RunStatus) -> None:
-        """End the parent run."""
+        """End the parent run, with what every run still has waiting written."""
+        self.tracker.flush()
         self.tracker.end_run(self.run_id, status)
 
 

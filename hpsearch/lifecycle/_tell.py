@@ -15,7 +15,7 @@ from optuna.trial import TrialState
 from hpsearch import attrs
 from hpsearch.lifecycle._events import Ending
 from hpsearch.pruning import PruneJudge
-from hpsearch.study import StudyHandle
+from hpsearch.study import StudyHandle, set_user_attrs
 from hpsearch.trial.protocol import Assignment, KnobReport, Outcome
 
 
@@ -34,8 +34,7 @@ class StudyWrites:
     @staticmethod
     def opened(trial: optuna.Trial, seed: int, checkpoint_dir: str) -> None:
         """A new trial's seed and checkpoint folder (its re-runs inherit them)."""
-        trial.set_user_attr(attrs.SEED, seed)
-        trial.set_user_attr(attrs.CHECKPOINT_DIR, checkpoint_dir)
+        set_user_attrs(trial, {attrs.SEED: seed, attrs.CHECKPOINT_DIR: checkpoint_dir})
 
     @staticmethod
     def group(trial: optuna.Trial, group: int, size: int) -> None:
@@ -67,17 +66,20 @@ class StudyWrites:
     ) -> str:
         """Record how the trial ended and tell Optuna; the prune reason recorded (or ``""``)."""
         trial, outcome = ending.trial, ending.outcome
-        trial.set_user_attr(attrs.METRICS, metrics)
-        trial.set_user_attr(attrs.OUTCOME, outcome.value)
-        trial.set_user_attr(attrs.DURATION, round(duration_s, 3))
+        written: dict[str, Any] = {
+            attrs.METRICS: metrics,
+            attrs.OUTCOME: outcome.value,
+            attrs.DURATION: round(duration_s, 3),
+        }
         if ending.error:
-            trial.set_user_attr(attrs.ERROR, ending.error)
+            written[attrs.ERROR] = ending.error
         reason = ""
         if outcome is Outcome.PRUNED:
             reason = _prune_reason(ending)
-            trial.set_user_attr(attrs.PRUNE_REASON, reason)
+            written[attrs.PRUNE_REASON] = reason
             if ending.pruned_at is not None:
-                trial.set_user_attr(attrs.PRUNED_AT, ending.pruned_at)
+                written[attrs.PRUNED_AT] = ending.pruned_at
+        set_user_attrs(trial, written)
         self._tell(trial, outcome, values)
         return reason
 

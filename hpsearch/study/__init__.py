@@ -4,9 +4,11 @@ The tree: ``_storage`` (:func:`open_study`: storage, sampler and pruner, created
 or continued), ``_handle`` (:class:`StudyHandle`: ask, the queue, the lock of a
 shared study, the driver's heartbeat), ``_heartbeat`` (when a driver's trials
 are lost, and their re-queueing), ``_budget`` (which trials count toward
-``n_trials``, and when the search stops).
+``n_trials``, and when the search stops), ``_attrs`` (a trial's user attributes
+written in one transaction).
 """
 
+from hpsearch.study._attrs import set_user_attrs
 from hpsearch.study._budget import (
     BudgetCount,
     BudgetDecision,
@@ -45,4 +47,5 @@ __all__ = [
     "open_study",
     "prepare_storage_url",
     "retried_numbers",
+    "set_user_attrs",
 ]

@@ -6,6 +6,7 @@ user runs) and ``_memory`` (:class:`MemoryTracker`: in memory, for the packing l
 """
 
 from hpsearch.tracking._base import (
+    FLUSH_S,
     FUSED_GROUP_TAG,
     PARENT_TAG,
     RESUMES_RUN_TAG,
@@ -27,6 +28,7 @@ from hpsearch.tracking._mlflow import (
 
 __all__ = [
     "EXPERIMENT_KIND_TAG",
+    "FLUSH_S",
     "FUSED_GROUP_TAG",
     "MODEL_DEVELOPMENT",
     "PARENT_TAG",

@@ -22,6 +22,10 @@ FUSED_GROUP_TAG = "hpsearch.fused_group"
 """On a fused trial's run: its group, the number of the group's first trial."""
 
 
+FLUSH_S = 1.0
+"""How long a run's params, tags and metrics may wait to be written with its next ones."""
+
+
 class RunStatus(enum.StrEnum):
     """Terminal run statuses used by hpsearch (MLflow's names)."""
 
@@ -84,6 +88,9 @@ class Tracker(Protocol):
 
     def end_run(self, run_id: str, status: RunStatus) -> None:
         """End a run with ``status``."""
+
+    def flush(self, older_than_s: float = 0.0) -> None:
+        """Write what waits to be written (only what has waited ``older_than_s`` or more)."""
 
     def running_run_ids(self) -> set[str]:
         """The experiment's runs still RUNNING (a live driver's, or a dead one's)."""

@@ -80,6 +80,7 @@ def test_complete_trial_in_optuna_and_mlflow(
     assert [(m.step, m.value) for m in history] == [(0, 0.5), (1, 0.75)]
     assert "trial 0 COMPLETE score=0.75 (4.0s)" in d.printed
     assert d.parts.running.running() == []
+    d.tracker.flush()  # the parent's records wait a second for the next ones (FLUSH_S)
     parent_metrics = d.tracker.client.get_run(d.parent.run_id).data.metrics
     assert parent_metrics["best_score"] == 0.75
     assert parent_metrics["trials_complete"] == 1
@@ -216,7 +217,8 @@ def test_pruner_verdicts_reach_the_board_and_the_reason_the_records(
     d.launch("bad")
     d.ledger.event("bad", report(0, score=0.1))
     assert board.verdict(1, 0) is True
-    # Shown at once, before the trial reaches its next should_prune().
+    # Shown within a second (FLUSH_S: the next upkeep writes it), while the trial runs.
+    d.tracker.flush()
     live = d.tracker.client.get_run(d.run_id(1))
     assert live.info.status == "RUNNING"
     assert live.data.tags["hpsearch.pruned_at_step"] == "0"
@@ -430,6 +432,7 @@ def test_out_of_memory_is_pruned_retried_alone_then_infeasible_and_predicted(
     run = d.tracker.client.get_run(d.run_id(2))
     assert (run.info.status, run.data.tags["hpsearch.prune_kind"]) == ("FINISHED", "predicted_oom")
 
+    d.tracker.flush()
     parent = d.tracker.client.get_run(d.parent.run_id).data.metrics
     assert parent["trials_oom"] == 2
     assert parent["trials_predicted_oom"] == 1

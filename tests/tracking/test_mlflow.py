@@ -70,3 +70,35 @@ def test_the_runs_table_sorted_by_a_metric() -> None:
     assert runs_table_url("http://h:5000", "3", "val loss", ascending=True) == (
         "http://h:5000/#/experiments/3/runs?orderByKey=metrics.%60val%20loss%60&orderByAsc=true"
     )
+
+
+def test_a_runs_records_are_written_together_within_a_second(seeded_store: Path) -> None:
+    from hpsearch.tracking import FLUSH_S, RunStatus
+
+    now = [0.0]
+    tracker = MlflowTracker(
+        "sqlite:///mlruns/mlflow.db", "test-study", "mlruns/artifacts", clock=lambda: now[0]
+    )
+    run_id = tracker.start_run("t", params={"lr": 0.1})
+    tracker.set_tags(run_id, {"hpsearch.gpu": "0"})
+    tracker.log_metrics(run_id, {"loss": 1.0}, 0)
+    waiting = tracker.client.get_run(run_id).data
+    assert (waiting.params, waiting.metrics) == ({}, {})  # nothing written yet
+
+    now[0] += FLUSH_S  # the oldest has waited a second: the next record writes them all
+    tracker.log_metrics(run_id, {"loss": 0.5}, 1)
+    written = tracker.client.get_run(run_id).data
+    assert written.params == {"lr": "0.1"}
+    assert written.tags["hpsearch.gpu"] == "0"
+    history = tracker.client.get_metric_history(run_id, "loss")
+    assert [(m.step, m.value) for m in history] == [(0, 1.0), (1, 0.5)]
+
+    tracker.log_metrics(run_id, {"loss": 0.25}, 2)
+    tracker.flush(older_than_s=FLUSH_S)  # an upkeep tick: too recent, it waits
+    assert len(tracker.client.get_metric_history(run_id, "loss")) == 2
+    tracker.set_tags(run_id, {"hpsearch.outcome": "COMPLETE"})
+    tracker.end_run(run_id, RunStatus.FINISHED)  # a run's end writes what waits, first
+    ended = tracker.client.get_run(run_id)
+    assert ended.info.status == "FINISHED"
+    assert ended.data.tags["hpsearch.outcome"] == "COMPLETE"
+    assert ended.data.metrics["loss"] == 0.25
