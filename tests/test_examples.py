@@ -158,3 +158,27 @@ def _experiment_id(client: MlflowClient) -> str:
     found = client.get_experiment_by_name("conditional-example")
     assert found is not None
     return str(found.experiment_id)
+
+
+@pytest.mark.usefixtures("ray_one_gpu", "seeded_store")
+def test_a_script_that_prints_text_is_searched_with_args_and_a_pattern(
+    examples: Path, project: Path
+) -> None:
+    done = cli("run", "examples/text-output/config.yaml", "--n-trials", "3")
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    study = optuna.load_study(study_name="text-output-example", storage=STORAGE)
+    assert [t.state.name for t in study.trials] == ["COMPLETE"] * 3
+    client = mlflow_client(project)
+    for trial in study.trials:
+        # The branch the trial has, and only it, reached the script's argparse.
+        branch = {"sgd": "momentum", "adam": "beta1"}[trial.params["optimizer"]]
+        other = {"sgd": "beta1", "adam": "momentum"}[trial.params["optimizer"]]
+        assert branch in trial.params
+        assert other not in trial.params
+        run_id = trial.user_attrs[attrs.MLFLOW_RUN]
+        history = client.get_metric_history(run_id, "test_accuracy")
+        assert sorted(m.step for m in history) == [0, 1, 2]  # one report per matching line
+        assert trial.value == history[-1].value
+        assert 0 < trial.value <= 100
+        assert client.get_metric_history(run_id, "test_loss")

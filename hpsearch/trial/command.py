@@ -46,7 +46,8 @@ from typing import IO, Any
 
 from hpsearch.oom import device_oom
 from hpsearch.trial.context import TrialContext, TrialPruned
-from hpsearch.trial.script import CommandSpec
+from hpsearch.trial.script import ARGS, CommandSpec
+from hpsearch.trial.text_metrics import TextMetrics, TextReader
 
 STDERR_KEPT_LINES = 30
 """The last stderr lines a failed script's error carries."""
@@ -94,12 +95,18 @@ def command_train(spec: CommandSpec, workdir: str, trial_dir: str) -> Callable[.
 
 
 def command_line(spec: CommandSpec, params: Mapping[str, Any]) -> list[str]:
-    """The command's arguments with ``{name}`` replaced by each parameter's value.
+    """The command's arguments with ``{name}`` replaced by each parameter's value, and an
+    argument ``{args}`` by ``--name=value`` for each parameter the trial has.
 
     A leading ``python`` (or ``python3``) is the interpreter hpsearch runs with,
     so the script sees the same environment whether or not it is activated.
     """
-    arguments = [argument.format_map(_Text(params)) for argument in spec.arguments]
+    arguments: list[str] = []
+    for argument in spec.arguments:
+        if argument == "{args}" and ARGS not in params:
+            arguments += [f"--{name}={value}" for name, value in params.items()]
+        else:
+            arguments.append(argument.format_map(_Text(params)))
     if arguments and arguments[0] in ("python", "python3"):
         arguments[0] = sys.executable
     return arguments
@@ -112,7 +119,8 @@ class _Text(dict[str, Any]):
     def __missing__(self, name: str) -> Any:
         raise KeyError(
             f"the command names {{{name}}}, which this trial does not have (a parameter of "
-            "another branch of the space); read branch parameters from HPSEARCH_PARAMS instead"
+            "another branch of the space); pass {args} (--name=value for the parameters the "
+            "trial has), or read them from HPSEARCH_PARAMS"
         )
 
 
@@ -161,8 +169,9 @@ def run_command(
         preexec_fn=_die_with_parent,  # noqa: PLW1509 - only prctl, before exec
     )
     lines = _Lines()
+    text = TextReader(spec.metrics) if isinstance(spec.metrics, TextMetrics) else None
     readers = [
-        _thread(_read_stdout, process.stdout, lines, spec.metrics == "stdout-jsonl"),
+        _thread(_read_stdout, process.stdout, lines, spec.metrics != "file-jsonl", text),
         _thread(_read_stderr, process.stderr, lines),
     ]
     try:
@@ -175,6 +184,12 @@ def run_command(
             reader.join(timeout=5)
     if process.returncode != 0:
         raise CommandFailed(_failure(process.returncode, list(lines.stderr_tail)))
+    unmatched = text.never_matched() if text is not None else []
+    if unmatched:
+        raise CommandFailed(
+            f"{' and '.join(unmatched)} never matched the script's output; compare it with "
+            "a line the script prints (the trial's stdout log has them all)"
+        )
     return final
 
 
@@ -261,12 +276,17 @@ def parse_line(text: str) -> _Report | None:
     return _Report(step, metrics) if metrics else None
 
 
-def _read_stdout(stream: IO[bytes], lines: _Lines, reports: bool) -> None:
+def _read_stdout(
+    stream: IO[bytes], lines: _Lines, reports: bool, text: TextReader | None = None
+) -> None:
     for raw in iter(stream.readline, b""):
-        text = raw.decode(errors="replace")
-        report = parse_line(text) if reports else None
+        line = raw.decode(errors="replace")
+        report = parse_line(line) if reports else None
         if report is None:
             os.write(1, raw)  # the script's own output, into the trial's stdout log
+            read = text.read(line) if text is not None else None
+            if read is not None:
+                lines.reports.put(_Report(*read))
         else:
             lines.reports.put(report)
     lines.reports.put(None)

@@ -15,6 +15,10 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from hpsearch._settings import Seconds, Settings
+from hpsearch.trial.text_metrics import TextMetrics
+
+ARGS = "args"
+"""``{args}``, an argument of its own: ``--name=value`` for each parameter the trial has."""
 
 
 class CommandSpec(Settings):
@@ -22,13 +26,17 @@ class CommandSpec(Settings):
 
     Attributes:
         command: the command line; ``{name}`` is replaced by the trial's parameter
-            ``name`` (a string is split as a shell would, without a shell; a list
-            is taken as the arguments).
+            ``name``, and an argument ``{args}`` by ``--name=value`` for each
+            parameter the trial has (W&B sweeps' ``${args}``: a conditional space's
+            branch reaches an unchanged argparse script). A string is split as a
+            shell would, without a shell; a list is taken as the arguments.
         metrics: ``stdout-jsonl``: each line the script prints that is a JSON object
             with an integer ``step`` is a report (its other numeric keys are
             metrics); a JSON object without ``step`` gives final metrics; any other
             line is the script's output. ``file-jsonl``: the same lines, read from
-            ``metrics_file`` as the script appends them.
+            ``metrics_file`` as the script appends them. Or patterns and scalars
+            read from the text it prints (:class:`~hpsearch.trial.text_metrics.TextMetrics`),
+            its JSON lines read as with ``stdout-jsonl``.
         metrics_file: the file of ``file-jsonl``, in the trial's folder unless absolute.
         stop_grace: after SIGTERM (a pruned or stopped trial), how long the script
             has to exit before SIGKILL.
@@ -36,7 +44,7 @@ class CommandSpec(Settings):
     """
 
     command: str | list[str]
-    metrics: Literal["stdout-jsonl", "file-jsonl"] = "stdout-jsonl"
+    metrics: Literal["stdout-jsonl", "file-jsonl"] | TextMetrics = "stdout-jsonl"
     metrics_file: str = Field(default="metrics.jsonl", min_length=1)
     stop_grace: Seconds = 10.0
     env: dict[str, str] = Field(default_factory=dict)
@@ -68,6 +76,13 @@ class CommandSpec(Settings):
                     "write {name} for a parameter and {{ }} for a literal brace"
                 ) from None
             for name in names:
+                if name == ARGS and name not in space:
+                    if argument != "{args}":
+                        raise ValueError(
+                            f"train.command: {{args}} inside {argument!r}; write {{args}} as "
+                            "an argument of its own (it becomes one --name=value per parameter)"
+                        )
+                    continue
                 if name not in space:
                     raise ValueError(
                         f"train.command names {{{name}}}, which is not in space; "

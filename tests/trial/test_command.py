@@ -247,3 +247,70 @@ def _alive(pid: int) -> bool:
 
 
 _ = signal  # the module is used by the scripts' text
+
+
+MNIST_LINE = (
+    r"Test set: Average loss: (?P<val_loss>[\d.]+), "
+    r"Accuracy: \d+/\d+ \((?P<val_accuracy>[\d.]+)%\)"
+)
+
+
+def test_a_script_that_prints_text_reports_through_patterns(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    ctx = TrialContext.local()
+    _run(
+        tmp_path,
+        """
+        for epoch, (loss, right) in enumerate([(0.05, 9850), (0.0339, 9890)], start=1):
+            print(f"Train Epoch: {epoch} [0/60000 (0%)]\\tLoss: 2.3", flush=True)
+            print(f"Test set: Average loss: {loss:.4f}, Accuracy: {right}/10000 "
+                  f"({100 * right / 10000:.0f}%)", flush=True)
+        """,
+        {"x": 1},
+        ctx,
+        metrics={"patterns": [MNIST_LINE]},
+    )
+    assert [(r.step, r.metrics) for r in ctx.history] == [
+        (0, {"val_loss": 0.05, "val_accuracy": 98.0}),
+        (1, {"val_loss": 0.0339, "val_accuracy": 99.0}),
+    ]
+    assert "Test set: Average loss: 0.0339" in capfd.readouterr().out  # still its output
+
+
+def test_a_pattern_that_never_matched_fails_the_trial_naming_it(tmp_path: Path) -> None:
+    with pytest.raises(CommandFailed, match=r"patterns\[1\] .* never matched the script's output"):
+        _run(
+            tmp_path,
+            'print("loss=0.5 acc=0.9")\n',
+            {"x": 1},
+            TrialContext.local(),
+            metrics={"patterns": [r"acc=(?P<acc>[\d.]+)", r"speed (?P<samples_per_sec>\d+)"]},
+        )
+
+
+def test_args_passes_exactly_the_trials_parameters_to_an_argparse_script(tmp_path: Path) -> None:
+    # A conditional space: this trial has momentum (sgd's branch), not beta (adam's).
+    script = _script(
+        tmp_path,
+        """
+        import argparse
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--optimizer")
+        parser.add_argument("--lr", type=float)
+        parser.add_argument("--momentum", type=float)
+        parser.add_argument("--beta", type=float)
+        args = parser.parse_args()
+        print(json.dumps({"step": 0, "lr": args.lr, "momentum": args.momentum,
+                          "beta_given": float(args.beta is not None)}))
+        """,
+    )
+    spec = CommandSpec(command=f"python {script} {{args}}")
+    ctx = TrialContext.local()
+    params = {"optimizer": "sgd", "lr": 0.01, "momentum": 0.9}
+    assert command_line(spec, params)[2:] == ["--optimizer=sgd", "--lr=0.01", "--momentum=0.9"]
+    run_command(spec, params, ctx, workdir=str(tmp_path), trial_dir=str(tmp_path / "t"))
+    assert ctx.history[0].metrics == {"lr": 0.01, "momentum": 0.9, "beta_given": 0.0}
+    with pytest.raises(ValueError, match="write \\{args\\} as an argument of its own"):
+        CommandSpec(command="python t.py --all={args}").check_placeholders({"lr": 1})
+    CommandSpec(command="python t.py {args}").check_placeholders({"lr": 1})

@@ -1,0 +1,150 @@
+"""Metrics read from a training script's text output: patterns and ``key=value`` scalars.
+
+Many scripts print their results for people, not as JSON::
+
+    Test set: Average loss: 0.0339, Accuracy: 9890/10000 (99%)
+
+``train.metrics`` then takes regular expressions whose named groups are the
+metrics, and/or ``scalars: true`` for lines of ``key=value`` or ``key: value``
+pairs (as some tools read them)::
+
+    train:
+      command: python main.py --lr {lr}
+      metrics:
+        patterns:
+          - 'Accuracy: \\d+/\\d+ \\((?P<val_accuracy>[\\d.]+)%\\)'
+        scalars: false
+
+A line that a pattern matches (or that holds scalars) is one report. Its step is
+the group (or the scalar) named ``step`` (``metrics.step`` renames it), else how
+many lines that pattern matched before it. Several patterns matching one line make
+one report. A trial that completes while a pattern never matched its output fails,
+naming the pattern: a metric the search never sees is a pattern to fix, not a
+silent gap.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from pydantic import Field, field_validator, model_validator
+
+from hpsearch._settings import Settings
+
+_SCALAR = re.compile(
+    r"(?P<key>[A-Za-z_][\w./-]*)\s*[:=]\s*(?P<value>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
+    r"(?![\w.])"
+)
+"""``key=value`` or ``key: value``, the value a number (not a date, a path, a version)."""
+
+
+class TextMetrics(Settings):
+    """Metrics read from a script's text lines (``train.metrics``, command mode).
+
+    Attributes:
+        patterns: regular expressions; each named group is a metric (its text a number).
+        scalars: also read ``key=value`` / ``key: value`` numbers from every line.
+        step: the group or scalar that holds a report's step (else the count of matches).
+    """
+
+    patterns: list[str] = Field(default_factory=list)
+    scalars: bool = False
+    step: str = Field(default="step", min_length=1)
+
+    @field_validator("patterns")
+    @classmethod
+    def _compiles(cls, patterns: list[str]) -> list[str]:
+        for index, pattern in enumerate(patterns):
+            try:
+                compiled = re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(
+                    f"patterns[{index}] {pattern!r} is not a regular expression: {exc}"
+                ) from None
+            if not compiled.groupindex:
+                raise ValueError(
+                    f"patterns[{index}] {pattern!r} names no metric; name a group, "
+                    "e.g. 'loss: (?P<loss>[\\d.]+)'"
+                )
+        return patterns
+
+    @model_validator(mode="after")
+    def _something_to_read(self) -> TextMetrics:
+        if not self.patterns and not self.scalars:
+            raise ValueError("give patterns, or scalars: true (or metrics: stdout-jsonl)")
+        return self
+
+
+@dataclass
+class TextReader:
+    """Reads one trial's output, line by line, into reports (see the module).
+
+    Attributes:
+        spec: the patterns and options.
+        matched: how many lines each pattern matched so far.
+    """
+
+    spec: TextMetrics
+    matched: list[int] = field(default_factory=list)
+    _compiled: list[re.Pattern[str]] = field(default_factory=list)
+    _scalar_lines: int = 0
+
+    def __post_init__(self) -> None:
+        self._compiled = [re.compile(p) for p in self.spec.patterns]
+        self.matched = [0] * len(self._compiled)
+
+    def read(self, line: str) -> tuple[int, dict[str, float]] | None:
+        """The report a line makes (its step and metrics), or ``None``."""
+        metrics: dict[str, float] = {}
+        step: int | None = None
+        counted: int | None = None
+        for index, pattern in enumerate(self._compiled):
+            found = pattern.search(line)
+            if found is None:
+                continue
+            values = _numbers(found.groupdict())
+            if not values:
+                continue
+            counted = self.matched[index] if counted is None else counted
+            self.matched[index] += 1
+            step = _step(values, self.spec.step, step)
+            metrics.update(values)
+        if self.spec.scalars:
+            pairs = {m["key"]: m["value"] for m in _SCALAR.finditer(line)}
+            values = _numbers(pairs)
+            if values:
+                counted = self._scalar_lines if counted is None else counted
+                self._scalar_lines += 1
+                step = _step(values, self.spec.step, step)
+                metrics.update(values)
+        if not metrics:
+            return None
+        return (step if step is not None else counted or 0), metrics
+
+    def never_matched(self) -> list[str]:
+        """The patterns no line has matched, as ``patterns[i] 'text'``."""
+        return [
+            f"train.metrics.patterns[{i}] {pattern!r}"
+            for i, (pattern, count) in enumerate(zip(self.spec.patterns, self.matched, strict=True))
+            if count == 0
+        ]
+
+
+def _numbers(groups: dict[str, str | None]) -> dict[str, float]:
+    values: dict[str, float] = {}
+    for name, text in groups.items():
+        if text is None:
+            continue
+        try:
+            values[name] = float(text.rstrip("%"))
+        except ValueError:
+            continue
+    return values
+
+
+def _step(values: dict[str, float], name: str, step: int | None) -> int | None:
+    """Take the step out of ``values`` (a metric no more), else keep ``step``."""
+    if name in values:
+        return int(values.pop(name))
+    return step

@@ -1,0 +1,60 @@
+"""Metrics read from a script's text: patterns with named groups, and key=value scalars."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from hpsearch.trial.text_metrics import TextMetrics, TextReader
+
+MNIST = (
+    r"Test set: Average loss: (?P<val_loss>[\d.]+), Accuracy: \d+/\d+ \((?P<val_accuracy>[\d.]+)%\)"
+)
+"""The line PyTorch's MNIST example prints after each epoch."""
+
+
+def test_a_pattern_reads_the_mnist_examples_line_its_step_the_count_of_matches() -> None:
+    reader = TextReader(TextMetrics(patterns=[MNIST]))
+
+    assert reader.read("Train Epoch: 1 [0/60000 (0%)]\tLoss: 2.300") is None
+    first = reader.read("Test set: Average loss: 0.0339, Accuracy: 9890/10000 (99%)")
+    second = reader.read("Test set: Average loss: 0.0301, Accuracy: 9903/10000 (99.03%)")
+
+    assert first == (0, {"val_loss": 0.0339, "val_accuracy": 99.0})
+    assert second == (1, {"val_loss": 0.0301, "val_accuracy": 99.03})
+    assert reader.never_matched() == []
+
+
+def test_a_step_group_gives_the_step_and_is_no_metric() -> None:
+    reader = TextReader(TextMetrics(patterns=[r"epoch (?P<step>\d+): acc (?P<acc>[\d.]+)"]))
+    assert reader.read("epoch 7: acc 0.91") == (7, {"acc": 0.91})
+
+
+def test_scalars_read_key_value_pairs_and_a_named_step() -> None:
+    reader = TextReader(TextMetrics(scalars=True, step="epoch"))
+
+    assert reader.read("epoch=3 loss=0.25 lr: 1e-3 acc: 91.5%") == (
+        3,
+        {"loss": 0.25, "lr": 0.001, "acc": 91.5},
+    )
+    assert reader.read("loading data from /data/v1.2 on 2026-11-24") is None
+    assert reader.read("loss: 0.2") == (1, {"loss": 0.2})  # no step: the count of lines
+
+
+def test_a_pattern_that_never_matched_is_named() -> None:
+    reader = TextReader(TextMetrics(patterns=[MNIST, r"speed (?P<samples_per_sec>\d+)"]))
+    reader.read("speed 1200 samples/s")
+    assert reader.never_matched() == [f"train.metrics.patterns[0] {MNIST!r}"]
+
+
+@pytest.mark.parametrize(
+    ("fields", "words"),
+    [
+        ({"patterns": ["acc (\\d+"]}, "is not a regular expression"),
+        ({"patterns": [r"acc (\d+)"]}, "names no metric; name a group"),
+        ({}, "give patterns, or scalars: true"),
+    ],
+)
+def test_bad_patterns_are_refused_with_the_fix(fields: dict[str, object], words: str) -> None:
+    with pytest.raises(ValidationError, match=words):
+        TextMetrics.model_validate(fields)
