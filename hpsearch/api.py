@@ -63,11 +63,13 @@ from hpsearch.study import (
     TrialBudget,
     count_budget,
     open_study,
+    serve_study,
 )
 from hpsearch.telemetry import ClusterGpuMetrics, ClusterReadings, GpuMonitor, TelemetryBackend
 from hpsearch.tracking import MlflowTracker, RunStatus, Tracker
 from hpsearch.trial.checkpoints import study_folder
 from hpsearch.trial.entrypoint import check_fusion, check_train, ensure_importable_from
+from hpsearch.trial.optuna_spec import StudyAccess
 from hpsearch.trial.protocol import TrialSettings
 
 
@@ -191,7 +193,9 @@ def _run(  # noqa: PLR0917 - the public entry's arguments, handed on
     workdir = os.getcwd()
     ensure_importable_from(workdir)
     # Fail here, with a one-line error, rather than in every trial worker.
-    check_train(config.train_target, config.command, config.source)
+    check_train(
+        config.train_target, config.command, config.source, objective=config.optuna_objective
+    )
     if config.fusion.mode != "off":
         check_fusion(config.fusion.train, config.fusion.shared, config.space, config.source)
     runner.check(config)
@@ -246,6 +250,7 @@ def _search(  # noqa: PLR0917 - the root hands over what it opened
             _mps(config, telemetry.backend, parent) as mps,
             runner.connect(execution, workdir, _simulated(config)) as session,
             _monitoring(config, telemetry.backend, session, console) as readings,
+            _study_access(config, handle, session) as study_access,
         ):
             parts = build_search(
                 config,
@@ -258,6 +263,7 @@ def _search(  # noqa: PLR0917 - the root hands over what it opened
                 policy=policy,
                 before=before,
                 mps=mps.active,
+                study_access=study_access,
             )
             started = session.clock()
             try:
@@ -314,6 +320,22 @@ def _stop_reason(config: RunConfig, parts: SearchParts) -> str | None:
     )
 
 
+@contextmanager
+def _study_access(
+    config: RunConfig, handle: StudyHandle, session: RunnerSession
+) -> Iterator[StudyAccess | None]:
+    """For an Optuna objective: the study served to the workers while the search runs."""
+    if config.optuna_objective is None:
+        yield None
+        return
+    from hpsearch.trial.optuna_objective import pickled_sampler
+
+    with serve_study(handle.study, session.driver_address()) as address:
+        yield StudyAccess(
+            address=address, study=handle.name, sampler=pickled_sampler(handle.study.sampler)
+        )
+
+
 def build_search(
     config: RunConfig,
     *,
@@ -326,6 +348,7 @@ def build_search(
     policy: ResourcePolicy | None = None,
     before: BudgetCount | None = None,
     mps: bool = False,
+    study_access: StudyAccess | None = None,
 ) -> SearchParts:
     """Wire the parts of a search: the ledger, its listeners, the policy and the scheduler.
 
@@ -378,7 +401,7 @@ def build_search(
         listeners.append(VerdictPoster(board))
     listeners += [CheckpointKeeper(), parent, view]
     settings = TrialSettings(
-        train=config.train_target,
+        train=config.train_target or config.optuna_objective or "",
         command=config.command,
         source=config.source,
         objectives=tuple(o.metric for o in objectives),
@@ -390,6 +413,7 @@ def build_search(
         workdir=os.getcwd(),
         gpu_memory_mb=gpu_memory_mb,
         fused_train=config.fusion.train if config.fusion.mode != "off" else "",
+        study_access=study_access,
     )
     fusion = None
     if config.fusion.mode != "off":

@@ -214,7 +214,13 @@ def validate(config: Path) -> None:
     ensure_importable_from(os.getcwd())
     problems: list[str] = []
     for check in (
-        lambda: check_train(loaded.train_target, loaded.command, loaded.source, run_module=False),
+        lambda: check_train(
+            loaded.train_target,
+            loaded.command,
+            loaded.source,
+            run_module=False,
+            objective=loaded.optuna_objective,
+        ),
         lambda: _check_fusion(loaded),
         lambda: make_sampler(loaded.study.sampler, loaded.source, loaded.search_space),
         lambda: check_pruner(loaded.study.pruner, loaded.source),
@@ -229,8 +235,9 @@ def validate(config: Path) -> None:
     objectives = ", ".join(f"{o.name} ({o.direction})" for o in loaded.objective_list)
     click.echo(
         f"{config}: ok: study '{loaded.study.name}', {len(space.distributions())} searched "
-        f"parameter(s), {len(space.constants())} constant(s), objective {objectives}, "
-        f"train {loaded.train if loaded.command is None else loaded.command.command}"
+        f"parameter(s){' (and what the objective suggests)' if loaded.optuna_objective else ''}, "
+        f"{len(space.constants())} constant(s), objective {objectives}, "
+        f"train {loaded.train_label}"
     )
 
 
@@ -343,13 +350,20 @@ def rerun(config: Path, number: int) -> None:
     loaded = _note_stores(config)
     original = load(config).trial(number)
     name = f"{loaded.study.name}-rerun-{number}-{time.strftime('%Y%m%d-%H%M%S')}"
-    data = trial_config(loaded, original, name)
+    objective = loaded.optuna_objective is not None
+    data = trial_config(loaded, original, name, enqueued=objective)
     # A file of its own, beside CONFIG: relative paths in it (the stores, a trace) are
     # read from the working directory, as CONFIG's are.
     with tempfile.TemporaryDirectory(dir=config.resolve().parent) as folder:
         path = Path(folder) / config.name
         write_trial_config(data, path, f"rerun of trial {number} of {config}")
-        outcome = run_search(load_config(path), console=_console())
+        rerun_config = load_config(path)
+        if objective:
+            # An Optuna objective's suggest_* calls take the enqueued values, as under Optuna.
+            from hpsearch.study import open_study
+
+            open_study(rerun_config).study.enqueue_trial(original.params)
+        outcome = run_search(rerun_config, console=_console())
     again = outcome.results.trials[0]
     table = Table(title=f"trial {number} and its rerun", title_justify="left")
     for column in ("", f"trial {number}", f"rerun (trial 0 of {name})"):

@@ -178,6 +178,7 @@ def make_launch(
         workdir=workdir,
         gpu_memory_mb=None,
         fused_train=fused_train,
+        study_access=None,
     )
     trials = tuple(
         MemberSpec(number=number + k, params=p, seed=k, checkpoint_dir="", trial_dir=trial_dir)

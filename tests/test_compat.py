@@ -7,6 +7,7 @@ import inspect
 import os
 from pathlib import Path
 
+import optuna
 import pytest
 
 from hpsearch import _compat
@@ -93,3 +94,29 @@ def test_optunas_parzen_estimator_still_has_what_the_ordered_choices_extend() ->
     assert "self._parzen_estimator_cls(" in _source_of("optuna.samplers._tpe.sampler")
     _ordered_tpe.order_numeric_choices(sampler)
     assert sampler._parzen_estimator_cls is _ordered_tpe.OrderedChoicesParzenEstimator
+
+
+def test_optunas_private_names_the_driver_writes_and_serves_through_are_still_there() -> None:
+    # study/_attrs.py writes a trial's attributes in one session; study/_proxy.py serves
+    # the study with Optuna's own gRPC server; lifecycle/_records.py reads a trial back.
+    from optuna.storages import RDBStorage
+    from optuna.storages._grpc.server import make_server
+    from optuna.storages._rdb import models
+    from optuna.storages._rdb.storage import _create_scoped_session
+
+    assert list(inspect.signature(make_server).parameters)[:3] == ["storage", "host", "port"]
+    assert list(inspect.signature(RDBStorage._set_trial_attr_without_commit).parameters) == [
+        "self",
+        "session",
+        "model_cls",
+        "trial_id",
+        "key",
+        "value",
+    ]
+    assert callable(_create_scoped_session)
+    assert hasattr(models, "TrialUserAttributeModel")
+    study = optuna.create_study()
+    trial = study.ask()
+    assert isinstance(trial._trial_id, int)
+    assert trial._cached_frozen_trial.number == trial.number
+    assert study._storage is trial.storage

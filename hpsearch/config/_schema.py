@@ -29,6 +29,7 @@ from hpsearch.oom.settings import OomSpec
 from hpsearch.placement.settings import FusionSpec, PackingSpec
 from hpsearch.simulation.spec import SimulatedSpec
 from hpsearch.space import SEARCHED_TYPES, ParamSpec, SearchSpace, expand_space
+from hpsearch.trial.optuna_spec import OptunaObjectiveSpec
 from hpsearch.trial.script import CommandSpec
 
 DEFAULT_STUDY_STORAGE = "sqlite:///mlruns/optuna.db"
@@ -242,7 +243,9 @@ class TelemetrySpec(Settings):
 
 
 def _train_kind(value: Any) -> str:
-    """``train`` is a function's name, or a mapping that describes a script."""
+    """``train`` is a function's name, a script's mapping, or ``{optuna: ...}``: an objective."""
+    if isinstance(value, OptunaObjectiveSpec) or (isinstance(value, Mapping) and "optuna" in value):
+        return "optuna"
     return "script" if isinstance(value, Mapping | CommandSpec) else "function"
 
 
@@ -260,10 +263,13 @@ class RunConfig(Settings):
     objectives: list[ObjectiveSpec] | None = None
     train: Annotated[
         Annotated[str, Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$"), Tag("function")]
-        | Annotated[CommandSpec, Tag("script")],
+        | Annotated[CommandSpec, Tag("script")]
+        | Annotated[OptunaObjectiveSpec, Tag("optuna")],
         Discriminator(_train_kind),
     ]
-    space: Annotated[dict[str, ParamSpec], BeforeValidator(_expand_space)]
+    space: Annotated[dict[str, ParamSpec], BeforeValidator(_expand_space)] = Field(
+        default_factory=dict
+    )
     execution: ExecutionSpec = Field(default_factory=ExecutionSpec)
     tracking: TrackingSpec = Field(default_factory=TrackingSpec)
     telemetry: TelemetrySpec = Field(default_factory=TelemetrySpec)
@@ -275,18 +281,20 @@ class RunConfig(Settings):
 
     @field_validator("space")
     @classmethod
-    def _something_to_search(cls, space: dict[str, ParamSpec]) -> dict[str, ParamSpec]:
-        if not any(spec.type in SEARCHED_TYPES for spec in space.values()):
-            raise ValueError(
-                "nothing to search: every entry is a constant; "
-                "give at least one entry a range ({type: float, low: .., high: ..}) "
-                "or a list of choices"
-            )
+    def _conditions_hold(cls, space: dict[str, ParamSpec]) -> dict[str, ParamSpec]:
         SearchSpace(space).check_conditions()
         return space
 
     @model_validator(mode="after")
     def _check_whole(self) -> RunConfig:
+        searched = any(spec.type in SEARCHED_TYPES for spec in self.space.values())
+        if not searched and self.optuna_objective is None:
+            # An Optuna objective suggests its own parameters; anything else needs a space.
+            raise ValueError(
+                "space: nothing to search: every entry is a constant; "
+                "give at least one entry a range ({type: float, low: .., high: ..}) "
+                "or a list of choices (or train: {optuna: mymod:objective}, which suggests its own)"
+            )
         if (self.objective is None) == (self.objectives is None):
             raise ValueError(
                 "give exactly one of 'objective' (one metric) or 'objectives' (a list); "
@@ -327,13 +335,27 @@ class RunConfig(Settings):
 
     @property
     def train_target(self) -> str:
-        """The training function, ``package.module:function``; empty for a script."""
+        """The training function, ``package.module:function``; empty for a script or objective."""
         return self.train if isinstance(self.train, str) else ""
 
     @property
     def command(self) -> CommandSpec | None:
         """The training script of ``train: {command: ...}``; ``None`` for a function."""
-        return None if isinstance(self.train, str) else self.train
+        return self.train if isinstance(self.train, CommandSpec) else None
+
+    @property
+    def train_label(self) -> str:
+        """What trains, in words: the function, the script's command, or the objective."""
+        if isinstance(self.train, CommandSpec):
+            return str(self.train.command)
+        if isinstance(self.train, OptunaObjectiveSpec):
+            return f"{self.train.optuna} (an Optuna objective)"
+        return self.train
+
+    @property
+    def optuna_objective(self) -> str | None:
+        """The Optuna objective of ``train: {optuna: ...}``; ``None`` for anything else."""
+        return self.train.optuna if isinstance(self.train, OptunaObjectiveSpec) else None
 
     @property
     def objective_list(self) -> list[ObjectiveSpec]:

@@ -80,6 +80,7 @@ class MlflowMirror(TrialListener):
         self._objectives = list(objectives)
         self._mps = mps
         self._runs: dict[int, str] = {}
+        self._logged: dict[int, set[str]] = {}
 
     def run_id(self, number: int) -> str | None:
         """The child run of trial ``number`` while it is open."""
@@ -103,6 +104,7 @@ class MlflowMirror(TrialListener):
             parent_run_id=self._parent,
         )
         self._runs[event.number] = run_id
+        self._logged[event.number] = set(event.params)
         event.trial.set_user_attr(attrs.MLFLOW_RUN, run_id)
 
     def on_placed(self, event: TrialPlaced) -> None:
@@ -131,6 +133,9 @@ class MlflowMirror(TrialListener):
 
     def on_ended(self, event: TrialEnded) -> None:
         run_id = self._runs.pop(event.number)
+        logged = self._logged.pop(event.number, set())
+        # An Optuna objective's own suggestions, made in its worker, join the run's params.
+        self._tracker.log_params(run_id, {k: v for k, v in event.params.items() if k not in logged})
         if event.end_metrics:
             step = event.last_step + 1 if event.last_step is not None else 0
             self._tracker.log_metrics(run_id, event.end_metrics, step)

@@ -30,6 +30,8 @@ class OpenTrial:
         alone_retry_of: the trial it re-runs alone on a whole GPU, if any.
         waited_for_whole_gpu: why it waited for a whole GPU (empty: it did not).
         group: the fused group it trains in (its first trial's number; ``None``: alone).
+        define_by_run: its objective suggests parameters of its own in the worker (an
+            Optuna objective): they are read back from the study when it ends.
     """
 
     number: int
@@ -43,6 +45,7 @@ class OpenTrial:
     alone_retry_of: int | None = None
     waited_for_whole_gpu: str = ""
     group: int | None = None
+    define_by_run: bool = False
     announced: bool = False
     started_at: float | None = None
     measured_at: float | None = None
@@ -81,7 +84,15 @@ class OpenTrial:
             checkpoint_dir=inherited.get(attrs.CHECKPOINT_DIR, launches.checkpoint_dir(number)),
             resumes_run=inherited.get(attrs.MLFLOW_RUN) or inherited.get(attrs.RESUMES_RUN),
             alone_retry_of=inherited.get(attrs.ALONE_RETRY_OF),
+            define_by_run=launches.settings.study_access is not None,
         )
+
+    def _all_params(self) -> dict[str, Any]:
+        """Its parameters, with those its objective suggested in the worker (define-by-run)."""
+        if not self.define_by_run:
+            return dict(self.params)
+        stored = self.trial.storage.get_trial(self.trial._trial_id)  # what the worker wrote
+        return {**self.params, **stored.params}
 
     @property
     def inherits_seed(self) -> bool:
@@ -160,7 +171,7 @@ class OpenTrial:
             values=values,
             metrics=dict(self.metrics),
             end_metrics=dict(self.end.metrics) if self.end is not None else {},
-            params=dict(self.params),
+            params=self._all_params(),
             admission=self.admission,
             duration_s=duration_s,
             error=ending.error,

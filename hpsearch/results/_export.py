@@ -22,18 +22,31 @@ from hpsearch.errors import ResultsError
 from hpsearch.results._study import TrialResult
 
 
-def trial_config(config: RunConfig, trial: TrialResult, study_name: str) -> dict[str, Any]:
+def trial_config(
+    config: RunConfig, trial: TrialResult, study_name: str, *, enqueued: bool = False
+) -> dict[str, Any]:
     """The config, as written, that runs ``trial``'s configuration once, as study ``study_name``.
 
+    Args:
+        enqueued: the caller enqueues the trial's parameters in the new study (an Optuna
+            objective's own suggestions can be fixed no other way).
+
     Raises:
-        ResultsError: the trial has no parameters yet (queued, not started).
+        ResultsError: the trial has no parameters yet (queued, not started), or it is an
+            Optuna objective's and nothing enqueues its parameters.
     """
     if not trial.params:
         raise ResultsError(f"trial {trial.number} of study '{trial.study}' has no parameters yet")
+    if config.optuna_objective is not None and not enqueued:
+        raise ResultsError(
+            f"trial {trial.number} of study '{trial.study}' ran an Optuna objective, whose "
+            f"suggestions a config cannot fix; run it again with hpsearch rerun CONFIG "
+            f"{trial.number} (its parameters are enqueued in the rerun's study)"
+        )
     data = config.model_dump(mode="json", exclude_unset=True)
     space: dict[str, Any] = {}
     chosen = config.search_space.trial_params(trial.params)
-    for name, entry in data["space"].items():
+    for name, entry in data.get("space", {}).items():
         if name in trial.params:
             space[name] = [trial.params[name]]  # one choice: still a search, of this value only
         elif name in chosen:  # a constant that applies

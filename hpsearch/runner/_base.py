@@ -67,6 +67,10 @@ class RunnerSession(ABC):
     local_node_id: str | None
     scratch: Path | None = None
 
+    def driver_address(self) -> str:
+        """The address the workers reach the driver at (a server it runs for them)."""
+        return "127.0.0.1"
+
     @abstractmethod
     def capacity(self) -> ClusterCapacity:
         """The CPUs and GPUs the runner has now."""

@@ -113,7 +113,7 @@ class SimulatedRunner(TrialRunner):
         if wanted is None:
             return
         if config.train_target != wanted:
-            train = config.train_target or "a training script"
+            train = config.train_label
             raise ConfigError(
                 config.source,
                 "train",

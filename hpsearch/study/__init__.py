@@ -5,7 +5,8 @@ or continued), ``_handle`` (:class:`StudyHandle`: ask, the queue, the lock of a
 shared study, the driver's heartbeat), ``_heartbeat`` (when a driver's trials
 are lost, and their re-queueing), ``_budget`` (which trials count toward
 ``n_trials``, and when the search stops), ``_attrs`` (a trial's user attributes
-written in one transaction).
+written in one transaction), ``_proxy`` (the study served to workers over Optuna's
+gRPC storage proxy).
 """
 
 from hpsearch.study._attrs import set_user_attrs
@@ -19,6 +20,7 @@ from hpsearch.study._budget import (
 )
 from hpsearch.study._handle import StudyHandle
 from hpsearch.study._heartbeat import GRACE_PERIOD_S, HEARTBEAT_INTERVAL_S, MAX_LOST_RETRIES
+from hpsearch.study._proxy import serve_study
 from hpsearch.study._storage import (
     CONFIG_ATTR,
     DRIVER_SEED_STRIDE,
@@ -47,5 +49,6 @@ __all__ = [
     "open_study",
     "prepare_storage_url",
     "retried_numbers",
+    "serve_study",
     "set_user_attrs",
 ]

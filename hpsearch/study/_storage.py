@@ -110,7 +110,7 @@ def _described(config: RunConfig) -> dict[str, Any]:
     return {
         CONFIG_ATTR: config.model_dump(mode="json", exclude_unset=True),  # as written
         VERSION_ATTR: _version(),
-        TRAIN_ATTR: config.train_target or str(config.command and config.command.command),
+        TRAIN_ATTR: config.train_label,
     }
 
 

@@ -69,6 +69,9 @@ class Tracker(Protocol):
     def log_metrics(self, run_id: str, metrics: Mapping[str, float], step: int) -> None:
         """Log metrics for one step."""
 
+    def log_params(self, run_id: str, params: Mapping[str, Any]) -> None:
+        """Log params the run did not start with."""
+
     def log_series(self, run_id: str, rows: Sequence[MetricRow]) -> None:
         """Log timestamped rows, each at its own step and time."""
 

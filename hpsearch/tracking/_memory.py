@@ -59,6 +59,10 @@ class MemoryTracker:
         self.runs[run_id] = MemoryRun(name, params, all_tags)
         return run_id
 
+    def log_params(self, run_id: str, params: Mapping[str, Any]) -> None:
+        """Log params the run did not start with."""
+        self.runs[run_id].params.update({str(k): str(v) for k, v in params.items()})
+
     def log_metrics(self, run_id: str, metrics: Mapping[str, float], step: int) -> None:
         """Log metrics for one step."""
         self.runs[run_id].metrics.extend((k, float(v), step) for k, v in metrics.items())

@@ -186,12 +186,16 @@ class MlflowTracker:
             all_tags[PARENT_TAG] = parent_run_id
         run = self._client.create_run(self.experiment_id, run_name=name, tags=all_tags)
         run_id: str = run.info.run_id
+        self.log_params(run_id, params or {})
+        return run_id
+
+    def log_params(self, run_id: str, params: Mapping[str, Any]) -> None:
+        """Log params (with the run's next batch)."""
         if params:
             pending = self._pending_of(run_id)
             for k, v in params.items():
                 pending.params[str(k)] = Param(str(k), clip(str(v), _MAX_PARAM))
             self._flush_due()
-        return run_id
 
     def log_metrics(self, run_id: str, metrics: Mapping[str, float], step: int) -> None:
         """Log metrics for one step (with the run's next batch)."""

@@ -36,7 +36,12 @@ def ensure_importable_from(directory: str) -> None:
 
 
 def resolve_train_function(
-    spec: str, *, source: str = "<config>", key: str = "train", members: bool = False
+    spec: str,
+    *,
+    source: str = "<config>",
+    key: str = "train",
+    members: bool = False,
+    objective: bool = False,
 ) -> TrainFunction:
     """Import ``package.module:function`` and check it can be called as ``train(params, ctx)``
     (or, with ``members``, as ``train(members)``: a fused group's function).
@@ -46,6 +51,7 @@ def resolve_train_function(
         source: the config file, for error messages.
         key: the config key that names it (``train``, or ``fusion.train``).
         members: whether it trains fused members (one argument) instead of one trial.
+        objective: whether it is an Optuna objective (one argument: the trial).
 
     Raises:
         ConfigError: naming ``key``, what went wrong and how to fix it.
@@ -95,17 +101,18 @@ def resolve_train_function(
             f"'{spec}' is a {type(function).__name__}, not a function",
             "name a function",
         )
-    arguments, usage = (
-        ((None,), "train(members)") if members else ((None, None), "train(params, ctx)")
-    )
+    arguments: tuple[None, ...] = (None, None)
+    usage = "train(params, ctx)"
+    if members or objective:
+        arguments, usage = (None,), "objective(trial)" if objective else "train(members)"
     try:
         inspect.signature(function).bind(*arguments)
     except TypeError:
-        fix = (
-            "give it one positional parameter: def train_members(members)"
-            if members
-            else "give it two positional parameters: def train(params, ctx)"
-        )
+        fix = "give it two positional parameters: def train(params, ctx)"
+        if members or objective:
+            fix = "give it one positional parameter: def " + (
+                "objective(trial)" if objective else "train_members(members)"
+            )
         raise ConfigError(source, key, f"'{spec}' cannot be called as {usage}", fix) from None
     except ValueError:  # no signature available (some builtins); let the call decide
         pass
@@ -114,7 +121,12 @@ def resolve_train_function(
 
 
 def check_train(
-    train: str, command: CommandSpec | None, source: str, *, run_module: bool = True
+    train: str,
+    command: CommandSpec | None,
+    source: str,
+    *,
+    run_module: bool = True,
+    objective: str | None = None,
 ) -> None:
     """Check a config's ``train``: the function imports, or the script's program is found.
 
@@ -124,10 +136,14 @@ def check_train(
         source: the config file, for messages.
         run_module: import the function's module; else read its source where that tells
             enough (``hpsearch validate``: no torch to learn that a function exists).
+        objective: the Optuna objective of ``train: {optuna: ...}`` (then ``train`` is empty).
 
     Raises:
         ConfigError: naming ``train``, what is missing and how to fix it.
     """
+    if objective is not None:
+        resolve_train_function(objective, source=source, key="train.optuna", objective=True)
+        return
     if command is None:
         if run_module or not _checked_from_source(train, source):
             resolve_train_function(train, source=source)

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter
 from hpsearch.oom import BatchRetry, OomReport, OomSpec, memory_cap_mb
 from hpsearch.placement import Admission
 from hpsearch.telemetry import GpuLoad
+from hpsearch.trial.optuna_spec import StudyAccess
 from hpsearch.trial.script import CommandSpec
 
 
@@ -82,6 +83,9 @@ class TrialSettings(_Frozen):
             share into a memory cap and to tell a trial its GPU's size; ``None``: unknown.
         fused_train: the function that trains a fused launch's members
             (``fusion.train``; empty: fusion off).
+        study_access: how an Optuna objective's trial reaches the driver's study
+            (``train: {optuna: ...}``, whose objective ``train`` then names; ``None``:
+            a training function or script).
     """
 
     train: str
@@ -96,6 +100,7 @@ class TrialSettings(_Frozen):
     workdir: str
     gpu_memory_mb: float | None
     fused_train: str
+    study_access: StudyAccess | None
 
 
 class MemberSpec(_Frozen):

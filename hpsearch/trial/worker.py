@@ -207,7 +207,15 @@ def _call_train(
 
 
 def _train_of(settings: TrialSettings, trial: MemberSpec) -> Callable[..., Any]:
-    """The trial's training function: the user's, or the runner of its training script."""
+    """The trial's training function: the user's, the runner of its training script, or
+    the runner of its Optuna objective."""
+    if settings.study_access is not None:
+        from hpsearch.trial.optuna_objective import objective_train
+
+        objective = resolve_train_function(
+            settings.train, source=settings.source, key="train.optuna", objective=True
+        )
+        return objective_train(objective, settings.study_access, settings.objectives)
     if settings.command is None:
         return resolve_train_function(settings.train, source=settings.source)
     from hpsearch.trial.command import command_train

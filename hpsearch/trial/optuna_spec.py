@@ -1,0 +1,38 @@
+"""The settings of an Optuna objective run unchanged (``train: {optuna: ...}``): pure data.
+
+The config composes :class:`OptunaObjectiveSpec` as its ``train``; every
+trial's worker gets :class:`StudyAccess` with its settings
+(:mod:`hpsearch.trial.optuna_objective` runs the objective).
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from hpsearch._settings import Settings
+
+OBJECTIVE_PATTERN = r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$"
+
+
+class OptunaObjectiveSpec(Settings):
+    """``train: {optuna: package.module:objective}``: an Optuna objective, run unchanged.
+
+    Attributes:
+        optuna: the objective, ``package.module:function``, called as ``objective(trial)``.
+    """
+
+    optuna: str = Field(pattern=OBJECTIVE_PATTERN)
+
+
+class StudyAccess(Settings):
+    """How a worker reaches the driver's study: its storage proxy, its name, its sampler.
+
+    Attributes:
+        address: ``host:port`` of the driver's gRPC storage proxy.
+        study: the study's name.
+        sampler: the driver's sampler, pickled and base64-encoded.
+    """
+
+    address: str
+    study: str
+    sampler: str

@@ -1,0 +1,28 @@
+"""Optuna objectives as Optuna users write them (no hpsearch import), for the tests."""
+
+from __future__ import annotations
+
+import optuna
+
+
+def objective(trial: optuna.Trial) -> float:
+    """Suggests its own space; reports each step; prunes itself on one branch."""
+    x = trial.suggest_float("x", 0.0, 1.0)
+    kind = trial.suggest_categorical("kind", ["a", "b"])
+    if kind == "b":
+        trial.suggest_int("depth", 1, 3)  # a parameter of one branch only
+    for step in range(3):
+        trial.report(x * (step + 1) / 3, step)
+        if trial.should_prune():
+            raise optuna.TrialPruned()
+    if x > 0.9:
+        raise optuna.TrialPruned("x too large")
+    trial.set_user_attr("kind_seen", kind)
+    assert trial.params["x"] == x
+    return x
+
+
+def two(trial: optuna.Trial) -> tuple[float, float]:
+    """Two objectives, as a tuple."""
+    x = trial.suggest_float("x", 0.0, 1.0)
+    return x, 1.0 - x
