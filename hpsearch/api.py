@@ -21,6 +21,7 @@ from typing import Any
 from rich.console import Console
 
 from hpsearch import attrs
+from hpsearch._importable import ensure_importable_from
 from hpsearch.config import ExecutionSpec, RunConfig, load_config
 from hpsearch.errors import ConfigError, HpsearchError
 from hpsearch.gpu_telemetry import OpenedTelemetry, open_backend
@@ -68,8 +69,8 @@ from hpsearch.study import (
 from hpsearch.telemetry import ClusterGpuMetrics, ClusterReadings, GpuMonitor, TelemetryBackend
 from hpsearch.tracking import MlflowTracker, RunStatus, Tracker
 from hpsearch.trial.checkpoints import study_folder
-from hpsearch.trial.entrypoint import check_fusion, check_train, ensure_importable_from
-from hpsearch.trial.optuna_spec import StudyAccess
+from hpsearch.trial.entrypoint import check_fusion, check_train
+from hpsearch.trial.other_tools import StudyAccess
 from hpsearch.trial.protocol import TrialSettings
 
 
@@ -194,7 +195,11 @@ def _run(  # noqa: PLR0917 - the public entry's arguments, handed on
     ensure_importable_from(workdir)
     # Fail here, with a one-line error, rather than in every trial worker.
     check_train(
-        config.train_target, config.command, config.source, objective=config.optuna_objective
+        config.train_target,
+        config.command,
+        config.source,
+        objective=config.optuna_objective,
+        trainable=config.tune_trainable,
     )
     if config.fusion.mode != "off":
         check_fusion(config.fusion.train, config.fusion.shared, config.space, config.source)
@@ -401,7 +406,7 @@ def build_search(
         listeners.append(VerdictPoster(board))
     listeners += [CheckpointKeeper(), parent, view]
     settings = TrialSettings(
-        train=config.train_target or config.optuna_objective or "",
+        train=config.train_target or config.optuna_objective or config.tune_trainable or "",
         command=config.command,
         source=config.source,
         objectives=tuple(o.metric for o in objectives),
@@ -414,6 +419,7 @@ def build_search(
         gpu_memory_mb=gpu_memory_mb,
         fused_train=config.fusion.train if config.fusion.mode != "off" else "",
         study_access=study_access,
+        tune_trainable=config.tune_trainable is not None,
     )
     fusion = None
     if config.fusion.mode != "off":

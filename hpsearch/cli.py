@@ -202,10 +202,11 @@ def validate(config: Path) -> None:
     enough (it exists, takes (params, ctx), and the packages its module imports
     are installed); `hpsearch run` imports the module before any trial starts.
     """
+    from hpsearch._importable import ensure_importable_from
     from hpsearch.config import load_config
     from hpsearch.pruning import check_pruner
     from hpsearch.samplers import make_sampler
-    from hpsearch.trial.entrypoint import check_train, ensure_importable_from
+    from hpsearch.trial.entrypoint import check_train
 
     try:
         loaded = load_config(config)
@@ -220,6 +221,7 @@ def validate(config: Path) -> None:
             loaded.source,
             run_module=False,
             objective=loaded.optuna_objective,
+            trainable=loaded.tune_trainable,
         ),
         lambda: _check_fusion(loaded),
         lambda: make_sampler(loaded.study.sampler, loaded.source, loaded.search_space),

@@ -179,6 +179,7 @@ def make_launch(
         gpu_memory_mb=None,
         fused_train=fused_train,
         study_access=None,
+        tune_trainable=False,
     )
     trials = tuple(
         MemberSpec(number=number + k, params=p, seed=k, checkpoint_dir="", trial_dir=trial_dir)

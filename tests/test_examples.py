@@ -182,3 +182,38 @@ def test_a_script_that_prints_text_is_searched_with_args_and_a_pattern(
         assert trial.value == history[-1].value
         assert 0 < trial.value <= 100
         assert client.get_metric_history(run_id, "test_loss")
+
+
+@pytest.mark.usefixtures("ray_one_gpu", "seeded_store")
+def test_a_tune_trainable_and_its_param_space_are_searched_unchanged(
+    examples: Path, project: Path
+) -> None:
+    done = cli("run", "examples/tune_trainable/config.yaml", "--n-trials", "2")
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    study = optuna.load_study(study_name="tune-trainable-example", storage=STORAGE)
+    assert [t.state.name for t in study.trials] == ["COMPLETE"] * 2
+    client = mlflow_client(project)
+    for trial in study.trials:
+        assert set(trial.params) == {"lr", "momentum", "model.width"}  # from the param_space
+        history = client.get_metric_history(trial.user_attrs[attrs.MLFLOW_RUN], "val_accuracy")
+        assert sorted(m.step for m in history) == [0, 1, 2, 3]  # tune.report's "epoch"
+    # Each reported Checkpoint went into the trial's checkpoint folder; the best
+    # trial's is kept when the search ends (the others are swept).
+    best = max(study.trials, key=lambda t: t.value or 0.0)
+    folder = Path(best.user_attrs[attrs.CHECKPOINT_DIR])
+    assert json.loads((folder / "epoch.json").read_text()) == {"epoch": 3}
+
+
+@pytest.mark.usefixtures("ray_one_gpu", "seeded_store")
+def test_a_with_parameters_trainable_gets_its_data_from_rays_object_store(project: Path) -> None:
+    (project / "wp.yaml").write_text(
+        "study: {name: wp, n_trials: 2, sampler: {type: random, seed: 1}}\n"
+        "objective: {metric: score, direction: maximize}\n"
+        "train: {tune: tests.tune_trainables:trainable}\n"
+        "space: {x: {type: float, low: 0.0, high: 1.0}}\n"
+    )
+    done = cli("run", "wp.yaml")
+    assert done.returncode == 0, done.stderr[-3000:]
+    for trial in optuna.load_study(study_name="wp", storage=STORAGE).trials:
+        assert trial.value == pytest.approx(2.0 * trial.params["x"])

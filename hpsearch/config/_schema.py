@@ -20,6 +20,7 @@ from pydantic import (
     PositiveInt,
     PrivateAttr,
     Tag,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -29,7 +30,7 @@ from hpsearch.oom.settings import OomSpec
 from hpsearch.placement.settings import FusionSpec, PackingSpec
 from hpsearch.simulation.spec import SimulatedSpec
 from hpsearch.space import SEARCHED_TYPES, ParamSpec, SearchSpace, expand_space
-from hpsearch.trial.optuna_spec import OptunaObjectiveSpec
+from hpsearch.trial.other_tools import OptunaObjectiveSpec, TuneTrainableSpec
 from hpsearch.trial.script import CommandSpec
 
 DEFAULT_STUDY_STORAGE = "sqlite:///mlruns/optuna.db"
@@ -243,13 +244,21 @@ class TelemetrySpec(Settings):
 
 
 def _train_kind(value: Any) -> str:
-    """``train`` is a function's name, a script's mapping, or ``{optuna: ...}``: an objective."""
+    """``train`` is a function's name, a script's mapping, ``{optuna: ...}`` (an Optuna
+    objective) or ``{tune: ...}`` (a Ray Tune function trainable)."""
     if isinstance(value, OptunaObjectiveSpec) or (isinstance(value, Mapping) and "optuna" in value):
         return "optuna"
+    if isinstance(value, TuneTrainableSpec) or (isinstance(value, Mapping) and "tune" in value):
+        return "tune"
     return "script" if isinstance(value, Mapping | CommandSpec) else "function"
 
 
 def _expand_space(value: Any) -> Any:
+    if isinstance(value, str):
+        # A Ray Tune param_space in the user's code: `space: mymod:param_space`.
+        from hpsearch.tune_space import space_from_tune
+
+        return expand_space(space_from_tune(value))
     if isinstance(value, dict):
         return expand_space(value)
     return value
@@ -264,7 +273,8 @@ class RunConfig(Settings):
     train: Annotated[
         Annotated[str, Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$"), Tag("function")]
         | Annotated[CommandSpec, Tag("script")]
-        | Annotated[OptunaObjectiveSpec, Tag("optuna")],
+        | Annotated[OptunaObjectiveSpec, Tag("optuna")]
+        | Annotated[TuneTrainableSpec, Tag("tune")],
         Discriminator(_train_kind),
     ]
     space: Annotated[dict[str, ParamSpec], BeforeValidator(_expand_space)] = Field(
@@ -281,19 +291,26 @@ class RunConfig(Settings):
 
     @field_validator("space")
     @classmethod
-    def _conditions_hold(cls, space: dict[str, ParamSpec]) -> dict[str, ParamSpec]:
+    def _something_to_search(
+        cls, space: dict[str, ParamSpec], info: ValidationInfo
+    ) -> dict[str, ParamSpec]:
+        searched = any(spec.type in SEARCHED_TYPES for spec in space.values())
+        # An Optuna objective suggests its own parameters; anything else needs a space.
+        if not searched and not isinstance(info.data.get("train"), OptunaObjectiveSpec):
+            raise ValueError(
+                "nothing to search: every entry is a constant; "
+                "give at least one entry a range ({type: float, low: .., high: ..}) "
+                "or a list of choices (or train: {optuna: mymod:objective}, which suggests its own)"
+            )
         SearchSpace(space).check_conditions()
         return space
 
     @model_validator(mode="after")
     def _check_whole(self) -> RunConfig:
-        searched = any(spec.type in SEARCHED_TYPES for spec in self.space.values())
-        if not searched and self.optuna_objective is None:
-            # An Optuna objective suggests its own parameters; anything else needs a space.
+        if "space" not in self.model_fields_set and self.optuna_objective is None:
             raise ValueError(
-                "space: nothing to search: every entry is a constant; "
-                "give at least one entry a range ({type: float, low: .., high: ..}) "
-                "or a list of choices (or train: {optuna: mymod:objective}, which suggests its own)"
+                "space is missing: list the parameters to search (a training function, "
+                "a script or a Tune trainable takes them from it)"
             )
         if (self.objective is None) == (self.objectives is None):
             raise ValueError(
@@ -350,7 +367,14 @@ class RunConfig(Settings):
             return str(self.train.command)
         if isinstance(self.train, OptunaObjectiveSpec):
             return f"{self.train.optuna} (an Optuna objective)"
+        if isinstance(self.train, TuneTrainableSpec):
+            return f"{self.train.tune} (a Ray Tune trainable)"
         return self.train
+
+    @property
+    def tune_trainable(self) -> str | None:
+        """The Ray Tune function trainable of ``train: {tune: ...}``; ``None`` for anything else."""
+        return self.train.tune if isinstance(self.train, TuneTrainableSpec) else None
 
     @property
     def optuna_objective(self) -> str | None:

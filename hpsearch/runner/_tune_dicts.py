@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from hpsearch.trial.protocol import (
+    EVENT_KEY,
     TrialLaunch,
     WorkerEvent,
     dump_event,
@@ -21,8 +22,6 @@ from hpsearch.trial.protocol import (
 
 LAUNCH_KEY = "hpsearch"
 """The key of the launch in a Tune trial's config."""
-EVENT_KEY = "hpsearch_event"
-"""The key of a worker's event in a Tune result (Tune adds keys of its own beside it)."""
 
 
 def tune_config(launch: TrialLaunch) -> dict[str, Any]:

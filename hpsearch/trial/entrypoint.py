@@ -24,17 +24,6 @@ TrainFunction = Callable[..., Any]
 """``train(params: dict, ctx: TrialContext) -> None | float | dict``."""
 
 
-def ensure_importable_from(directory: str) -> None:
-    """Put ``directory`` first on ``sys.path``, as ``python -m`` does for the working directory.
-
-    The ``hpsearch`` console script runs with its own folder on ``sys.path``, not
-    the user's project, so ``mypkg.train:train`` would not import without this.
-    """
-    directory = os.path.abspath(directory)
-    if directory not in sys.path:
-        sys.path.insert(0, directory)
-
-
 def resolve_train_function(
     spec: str,
     *,
@@ -42,6 +31,7 @@ def resolve_train_function(
     key: str = "train",
     members: bool = False,
     objective: bool = False,
+    trainable: bool = False,
 ) -> TrainFunction:
     """Import ``package.module:function`` and check it can be called as ``train(params, ctx)``
     (or, with ``members``, as ``train(members)``: a fused group's function).
@@ -52,6 +42,7 @@ def resolve_train_function(
         key: the config key that names it (``train``, or ``fusion.train``).
         members: whether it trains fused members (one argument) instead of one trial.
         objective: whether it is an Optuna objective (one argument: the trial).
+        trainable: whether it is a Ray Tune function trainable (one argument: the config).
 
     Raises:
         ConfigError: naming ``key``, what went wrong and how to fix it.
@@ -102,17 +93,19 @@ def resolve_train_function(
             "name a function",
         )
     arguments: tuple[None, ...] = (None, None)
-    usage = "train(params, ctx)"
-    if members or objective:
-        arguments, usage = (None,), "objective(trial)" if objective else "train(members)"
+    usage, fix = "train(params, ctx)", "give it two positional parameters: def train(params, ctx)"
+    one = {
+        "members": (members, "train(members)", "train_members(members)"),
+        "objective": (objective, "objective(trial)", "objective(trial)"),
+        "trainable": (trainable, "train_fn(config)", "train_fn(config)"),
+    }
+    for wanted, call, definition in one.values():
+        if wanted:
+            arguments, usage = (None,), call
+            fix = f"give it one positional parameter: def {definition}"
     try:
         inspect.signature(function).bind(*arguments)
     except TypeError:
-        fix = "give it two positional parameters: def train(params, ctx)"
-        if members or objective:
-            fix = "give it one positional parameter: def " + (
-                "objective(trial)" if objective else "train_members(members)"
-            )
         raise ConfigError(source, key, f"'{spec}' cannot be called as {usage}", fix) from None
     except ValueError:  # no signature available (some builtins); let the call decide
         pass
@@ -127,6 +120,7 @@ def check_train(
     *,
     run_module: bool = True,
     objective: str | None = None,
+    trainable: str | None = None,
 ) -> None:
     """Check a config's ``train``: the function imports, or the script's program is found.
 
@@ -137,12 +131,16 @@ def check_train(
         run_module: import the function's module; else read its source where that tells
             enough (``hpsearch validate``: no torch to learn that a function exists).
         objective: the Optuna objective of ``train: {optuna: ...}`` (then ``train`` is empty).
+        trainable: the Ray Tune trainable of ``train: {tune: ...}`` (then ``train`` is empty).
 
     Raises:
         ConfigError: naming ``train``, what is missing and how to fix it.
     """
     if objective is not None:
         resolve_train_function(objective, source=source, key="train.optuna", objective=True)
+        return
+    if trainable is not None:  # train_fn(config): one argument, as an objective takes
+        resolve_train_function(trainable, source=source, key="train.tune", trainable=True)
         return
     if command is None:
         if run_module or not _checked_from_source(train, source):

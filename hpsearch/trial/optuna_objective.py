@@ -8,7 +8,7 @@ handling, MLflow runs, ``trials``, ``best``, ``rerun`` and checkpoints.
 
 The ``trial`` it gets is a real :class:`optuna.Trial` of the driver's study: the
 driver serves its storage over Optuna's gRPC storage proxy
-(:class:`~hpsearch.trial.optuna_spec.StudyAccess`), and the worker loads the study through
+(:class:`~hpsearch.trial.other_tools.StudyAccess`), and the worker loads the study through
 :class:`optuna.storages.GrpcStorageProxy` with the driver's sampler (pickled once
 per search, its random state reseeded per trial as Optuna's own parallel
 ``optimize`` does). So ``suggest_*`` are the configured sampler's decisions,
@@ -40,7 +40,7 @@ import optuna
 from optuna.storages import GrpcStorageProxy
 
 from hpsearch.trial.context import TrialContext, TrialPruned
-from hpsearch.trial.optuna_spec import StudyAccess
+from hpsearch.trial.other_tools import StudyAccess
 
 
 def pickled_sampler(sampler: optuna.samplers.BaseSampler) -> str:

@@ -25,8 +25,11 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter
 from hpsearch.oom import BatchRetry, OomReport, OomSpec, memory_cap_mb
 from hpsearch.placement import Admission
 from hpsearch.telemetry import GpuLoad
-from hpsearch.trial.optuna_spec import StudyAccess
+from hpsearch.trial.other_tools import StudyAccess
 from hpsearch.trial.script import CommandSpec
+
+EVENT_KEY = "hpsearch_event"
+"""The key of a worker's event in a Tune result (Tune adds keys of its own beside it)."""
 
 
 class Outcome(StrEnum):
@@ -86,6 +89,7 @@ class TrialSettings(_Frozen):
         study_access: how an Optuna objective's trial reaches the driver's study
             (``train: {optuna: ...}``, whose objective ``train`` then names; ``None``:
             a training function or script).
+        tune_trainable: ``train`` names a Ray Tune function trainable (``train: {tune: ...}``).
     """
 
     train: str
@@ -101,6 +105,7 @@ class TrialSettings(_Frozen):
     gpu_memory_mb: float | None
     fused_train: str
     study_access: StudyAccess | None
+    tune_trainable: bool
 
 
 class MemberSpec(_Frozen):

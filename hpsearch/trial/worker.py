@@ -207,8 +207,8 @@ def _call_train(
 
 
 def _train_of(settings: TrialSettings, trial: MemberSpec) -> Callable[..., Any]:
-    """The trial's training function: the user's, the runner of its training script, or
-    the runner of its Optuna objective."""
+    """The trial's training function: the user's, or the runner of its training script, of
+    its Optuna objective or of its Ray Tune trainable."""
     if settings.study_access is not None:
         from hpsearch.trial.optuna_objective import objective_train
 
@@ -216,6 +216,14 @@ def _train_of(settings: TrialSettings, trial: MemberSpec) -> Callable[..., Any]:
             settings.train, source=settings.source, key="train.optuna", objective=True
         )
         return objective_train(objective, settings.study_access, settings.objectives)
+    if settings.tune_trainable:
+        from hpsearch.trial.tune_trainable import tune_train
+
+        return tune_train(
+            resolve_train_function(
+                settings.train, source=settings.source, key="train.tune", trainable=True
+            )
+        )
     if settings.command is None:
         return resolve_train_function(settings.train, source=settings.source)
     from hpsearch.trial.command import command_train

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from hpsearch._importable import ensure_importable_from
 from hpsearch.errors import ConfigError
-from hpsearch.trial.entrypoint import ensure_importable_from, resolve_train_function
+from hpsearch.trial.entrypoint import resolve_train_function
 from tests import train_functions
 
 

@@ -1,4 +1,5 @@
-"""The settings of an Optuna objective run unchanged (``train: {optuna: ...}``): pure data.
+"""The settings of code brought as it is: an Optuna objective (``train: {optuna: ...}``)
+or a Ray Tune function trainable (``train: {tune: ...}``). Pure data.
 
 The config composes :class:`OptunaObjectiveSpec` as its ``train``; every
 trial's worker gets :class:`StudyAccess` with its settings
@@ -22,6 +23,17 @@ class OptunaObjectiveSpec(Settings):
     """
 
     optuna: str = Field(pattern=OBJECTIVE_PATTERN)
+
+
+class TuneTrainableSpec(Settings):
+    """``train: {tune: package.module:train_fn}``: a Ray Tune function trainable, run unchanged.
+
+    Attributes:
+        tune: the trainable, ``package.module:name``, called as ``train_fn(config)``
+            (a ``tune.with_parameters`` wrapper too); see :mod:`hpsearch.trial.tune_trainable`.
+    """
+
+    tune: str = Field(pattern=OBJECTIVE_PATTERN)
 
 
 class StudyAccess(Settings):

@@ -1,0 +1,77 @@
+"""A Ray Tune param_space read as hpsearch's space: each domain an Optuna distribution."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+from pydantic import TypeAdapter
+from ray import tune
+
+from hpsearch.config import load_config
+from hpsearch.errors import ConfigError
+from hpsearch.space import ParamSpec, SearchSpace, expand_space
+from hpsearch.tune_space import TuneSpaceError, converted
+
+SPACE = {
+    "lr": tune.loguniform(1e-4, 1e-1),
+    "momentum": tune.uniform(0, 1),
+    "dropout": tune.quniform(0.0, 0.5, 0.1),
+    "layers": tune.randint(1, 5),
+    "width": tune.lograndint(16, 512),
+    "batch": tune.qrandint(32, 256, 32),
+    "act": tune.choice(["relu", "tanh"]),
+    "seed": tune.grid_search([0, 1, 2]),
+    "epochs": 10,
+    "shape": [64, 64],
+    "model": {"norm": tune.choice([True, False]), "depth": 2},
+}
+
+
+def test_each_tune_domain_becomes_the_optuna_distribution_it_samples_from() -> None:
+    entries = TypeAdapter(dict[str, ParamSpec]).validate_python(expand_space(converted(SPACE)))
+    space = SearchSpace(entries)
+    assert space.distributions() == {
+        "lr": FloatDistribution(1e-4, 1e-1, log=True),
+        "momentum": FloatDistribution(0.0, 1.0),
+        "dropout": FloatDistribution(0.0, 0.5, step=0.1),
+        "layers": IntDistribution(1, 4),  # randint excludes its upper bound
+        "width": IntDistribution(16, 511, log=True),
+        "batch": IntDistribution(32, 256, step=32),  # qrandint includes it
+        "act": CategoricalDistribution(("relu", "tanh")),
+        "seed": CategoricalDistribution((0, 1, 2)),
+        "model.norm": CategoricalDistribution((True, False)),
+    }
+    assert space.constants() == {"epochs": 10, "shape": [64, 64], "model.depth": 2}
+
+
+@pytest.mark.parametrize(
+    ("domain", "words"),
+    [
+        (tune.sample_from(lambda spec: 1), "tune.sample_from, which has no Optuna distribution"),
+        (tune.randn(0, 1), "tune.randn"),
+        (tune.qlograndint(1, 64, 2), "tune.qlograndint"),
+    ],
+)
+def test_a_domain_with_no_distribution_is_named(domain: object, words: str) -> None:
+    with pytest.raises(TuneSpaceError, match=words):
+        converted({"x": domain})
+
+
+def test_a_config_names_the_param_space_in_the_users_code(project: Path) -> None:
+    (project / "tunespace.py").write_text(
+        "from ray import tune\n"
+        "param_space = {'lr': tune.loguniform(1e-3, 1e-1), 'f': tune.sample_from(lambda s: 1)}\n"
+        "good = {'lr': tune.loguniform(1e-3, 1e-1)}\n"
+    )
+    base = (
+        "study: {name: s, n_trials: 2}\n"
+        "objective: {metric: acc, direction: maximize}\n"
+        "train: {tune: tunespace:good}\n"
+    )
+    (project / "good.yaml").write_text(base + "space: tunespace:good\n")
+    assert set(load_config(project / "good.yaml").search_space.distributions()) == {"lr"}
+    (project / "bad.yaml").write_text(base + "space: tunespace:param_space\n")
+    with pytest.raises(ConfigError, match=r"param_space\['f'\] is tune.sample_from"):
+        load_config(project / "bad.yaml")
