@@ -10,7 +10,7 @@ CONFIG ?= configs/phase1.yaml
 # An idle worker takes tests still queued for the other (worksteal): no long tail.
 TEST_WORKERS ?= 2
 
-.PHONY: setup run debug test check lint ui clean gpu-wheelhouse gpu-calibrate
+.PHONY: setup run debug test check lint ui docs clean gpu-wheelhouse gpu-calibrate
 
 setup: $(VENV)/.installed
 
@@ -33,6 +33,10 @@ $(VENV)/.installed: pyproject.toml
 
 run: setup
 	$(BIN)/hpsearch run $(CONFIG)
+
+# The documentation site, served on http://127.0.0.1:8000 (make test builds it strict).
+docs: setup
+	$(BIN)/mkdocs serve
 
 debug: setup
 	$(BIN)/hpsearch run configs/debug.yaml

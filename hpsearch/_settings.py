@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, PositiveFloat
+from pydantic import BaseModel, BeforeValidator, ConfigDict, PositiveFloat, WithJsonSchema
 
 _DURATION = re.compile(
     r"^\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s?)?\s*$"
@@ -32,7 +32,19 @@ def parse_duration(value: Any) -> Any:
     return value
 
 
-Seconds = Annotated[PositiveFloat, BeforeValidator(parse_duration)]
+Seconds = Annotated[
+    PositiveFloat,
+    BeforeValidator(parse_duration),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "number", "exclusiveMinimum": 0},
+                {"type": "string", "pattern": _DURATION.pattern},
+            ],
+            "description": "seconds: a number, or 90s, 15m, 1h30m",
+        }
+    ),
+]
 """A duration in seconds, written as a number or as ``90s``, ``15m``, ``1h30m``."""
 
 

@@ -193,6 +193,14 @@ def run(  # noqa: PLR0917 - click passes one parameter per option
 
 
 @main.command()
+def schema() -> None:
+    """Print the config's JSON Schema (for editors: # yaml-language-server: $schema=...)."""
+    from hpsearch.config import config_schema
+
+    click.echo(json.dumps(config_schema(), indent=2))
+
+
+@main.command()
 @_CONFIG
 def validate(config: Path) -> None:
     """Check CONFIG without running anything.

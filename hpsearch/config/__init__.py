@@ -7,6 +7,7 @@ The sections other packages read are declared there and composed here:
 :class:`hpsearch.trial.script.CommandSpec`.
 """
 
+from hpsearch.config._json_schema import config_schema
 from hpsearch.config._load import load_config
 from hpsearch.config._schema import (
     DEFAULT_ARTIFACT_LOCATION,
@@ -38,5 +39,6 @@ __all__ = [
     "TargetSpec",
     "TelemetrySpec",
     "TrackingSpec",
+    "config_schema",
     "load_config",
 ]

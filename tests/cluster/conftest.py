@@ -5,7 +5,7 @@
 - An MLflow tracking server: ``mlflow server``, backed by a PostgreSQL database,
   serving artifacts from a folder.
 
-The README's "Running on a cluster" gives the same commands.
+The docs' cluster guide (docs/guides/clusters.md) gives the same commands.
 """
 
 from __future__ import annotations
