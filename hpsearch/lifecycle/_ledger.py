@@ -164,10 +164,9 @@ class TrialLedger:
 
     def started(self, launch_id: str) -> None:
         """The launch's worker started."""
-        for record in self._records(launch_id):
-            if record.started_at is None:
-                record.started_at = self._clock()
-                self._announce(record)
+        for record in [r for r in self._records(launch_id) if r.started_at is None]:
+            record.started_at = self._clock()
+            self._announce(record)
 
     def event(self, launch_id: str, event: WorkerEvent) -> None:
         """A report, a declaration or the end event from one of the launch's trials."""
@@ -177,8 +176,8 @@ class TrialLedger:
         if event.assigned is not None and record.assigned is None:
             self._placed(record, event.assigned)
         if event.kind is EventKind.GPU_LOAD and event.gpu_load is not None:
-            declared = GpuLoadDeclared(record.number, event.gpu_load)
-            self._each(lambda listener: listener.on_gpu_load(declared))
+            loaded = GpuLoadDeclared(record.number, event.gpu_load)
+            self._each(lambda listener: listener.on_gpu_load(loaded))
         elif event.kind is EventKind.KNOBS and event.knobs is not None:
             self._writes.knobs(record.trial, event.knobs)
             self._announce(record)

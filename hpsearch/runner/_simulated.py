@@ -11,12 +11,8 @@ Use it as ``hpsearch.run(config, runner=SimulatedRunner())`` with a config
 whose ``train`` is the simulated GPU workload (its plan is the default model)
 and whose telemetry is ``simulated``.
 
-A fused launch (``fusion``) is played as ``trial.group`` runs one in a worker:
-one process whose members' plans make a :class:`~hpsearch.simulation.GroupPlan`
-(one context, the sharing model's fused slowdown for the members still
-training); members that are pruned leave it, and a group that runs out of
-memory before any report is split in halves, played one after the other.
-Every member ends when the whole launch does, as in a worker.
+A fused launch (``fusion``) is played as a worker runs one
+(:mod:`hpsearch.runner._simulated_play`).
 """
 
 from __future__ import annotations
@@ -27,31 +23,28 @@ import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from hpsearch.config import ExecutionSpec, RunConfig
 from hpsearch.errors import ConfigError, HpsearchError
-from hpsearch.oom import BatchRetry, OomReport, retry_smaller
+from hpsearch.oom import retry_smaller
 from hpsearch.placement import ClusterCapacity, NodeGpus
 from hpsearch.pruning import LocalVerdictBoard, VerdictBoard
 from hpsearch.runner._base import RunnerSession, TrialEvents, TrialRunner, TrialSource
+from hpsearch.runner._simulated_play import FusedPlay, Played, PlayedMember
 from hpsearch.scheduler import Hold
 from hpsearch.simulation import (
-    CUDA_CONTEXT_MB,
-    GroupPlan,
     SharingModel,
     SimulatedSpec,
     TrialModel,
-    TrialPlan,
     cpu_rate,
 )
-from hpsearch.telemetry import GpuDemand, GpuMonitor, solo_name
+from hpsearch.telemetry import GpuDemand, GpuMonitor
 from hpsearch.trial.protocol import (
     Assignment,
     EndReport,
     EventKind,
-    MemberSpec,
     Outcome,
     TrialLaunch,
     WorkerEvent,
@@ -146,63 +139,7 @@ class SimulatedRunner(TrialRunner):
         )
 
 
-@dataclass
-class _Member:
-    """One trial of a fused launch being played: its plan, and how it ended."""
-
-    spec: MemberSpec
-    plan: TrialPlan | None = None
-    outcome: Outcome | None = None
-    reason: str = ""
-    oom: OomReport | None = None
-    fused_oom_at: int | None = None
-    reported: bool = False
-    placed: bool = False
-
-    @property
-    def active(self) -> bool:
-        return self.outcome is None
-
-    def end(self, outcome: Outcome, reason: str = "") -> None:
-        if self.outcome is None:
-            self.outcome, self.reason = outcome, reason
-
-
-@dataclass
-class _Trial:
-    """A launch being played (a trial, or a fused group): its plan, and how far into its
-    current phase it is."""
-
-    trial_id: str
-    launch: TrialLaunch
-    assigned: Assignment
-    params: dict[str, Any]
-    plan: TrialPlan | None = None
-    # A fused launch: its members, the parts still to run (halves after an out of
-    # memory), the part running now and its plan.
-    members: list[_Member] = field(default_factory=list)
-    parts: list[list[_Member]] = field(default_factory=list)
-    part: list[_Member] = field(default_factory=list)
-    group: GroupPlan | None = None
-    next_epoch: int = 0
-    last_step: int | None = None
-    retries: list[BatchRetry] = field(default_factory=list)
-    placed: bool = False
-    # The current phase (an epoch, or the run-up to an OOM): solo seconds left,
-    # the speed it runs at now, since when, and what happens when it is done.
-    remaining: float = 0.0
-    rate: float = 0.0
-    since: float = 0.0
-    started: float = 0.0
-    version: int = 0
-    done: Callable[[], None] | None = None
-
-    @property
-    def gpu(self) -> str | None:
-        return self.assigned.gpu_ids[0] if self.assigned.gpu_ids else None
-
-
-class _SimulatedSession(RunnerSession):
+class _SimulatedSession(FusedPlay, RunnerSession):
     def __init__(
         self,
         model: TrialModel,
@@ -225,7 +162,7 @@ class _SimulatedSession(RunnerSession):
         self._queue: list[tuple[float, int, bool, Callable[[], None]]] = []
         self._order = itertools.count()
         self._pids = itertools.count(10_000)
-        self._running: dict[str, _Trial] = {}
+        self._running: dict[str, Played] = {}
         self._events: TrialEvents | None = None
 
     # -- the session -------------------------------------------------------------
@@ -315,6 +252,9 @@ class _SimulatedSession(RunnerSession):
         self._monitor.sample_now()
         self._at(self._now() + self._monitor.interval_s, self._sample, quiet=True)
 
+    def _sharing(self) -> SharingModel:
+        return self._gpus.sharing
+
     def _live(self) -> TrialEvents:
         if self._events is None:
             raise RuntimeError("the simulated session is not running")
@@ -332,11 +272,11 @@ class _SimulatedSession(RunnerSession):
             pid=next(self._pids),
         )
         first = launch.members[0]
-        trial = _Trial(launch_id, launch, assigned, dict(first.params))
+        trial = Played(launch_id, launch, assigned, dict(first.params))
         self._running[launch_id] = trial
         self._live().started(launch_id)
         if len(launch.members) > 1:
-            trial.members = [_Member(spec) for spec in launch.members]
+            trial.members = [PlayedMember(spec) for spec in launch.members]
             trial.parts = [list(trial.members)]
             self._next_part(trial)
         else:
@@ -362,13 +302,13 @@ class _SimulatedSession(RunnerSession):
                 return (str(index),)
         return ("0",)
 
-    def _send(self, trial: _Trial, event: WorkerEvent) -> None:
+    def _send(self, trial: Played, event: WorkerEvent) -> None:
         if not trial.placed:  # the first event carries the placement, as a worker's does
             event = replace(event, assigned=trial.assigned)
             trial.placed = True
         self._live().event(trial.trial_id, event)
 
-    def _begin(self, trial: _Trial, params: dict[str, Any]) -> None:
+    def _begin(self, trial: Played, params: dict[str, Any]) -> None:
         """Start (or, after a smaller-batch retry, restart) the trial's plan now."""
         try:
             plan = self._model(params, self._memory_left(trial), trial.launch.memory_cap_mb)
@@ -386,7 +326,7 @@ class _SimulatedSession(RunnerSession):
         else:
             self._end(trial, Outcome.COMPLETE)
 
-    def _memory_left(self, trial: _Trial) -> float | None:
+    def _memory_left(self, trial: Played) -> float | None:
         """What the trial's GPU leaves it: its memory less what the others on it hold."""
         total = self._gpus.memory_total_mb
         if trial.gpu is None or total is None:
@@ -398,7 +338,7 @@ class _SimulatedSession(RunnerSession):
         )
         return total - held
 
-    def _epoch(self, trial: _Trial) -> None:
+    def _epoch(self, trial: Played) -> None:
         assert trial.plan is not None
         step = trial.next_epoch
         planned = trial.plan.epochs[step]
@@ -414,7 +354,7 @@ class _SimulatedSession(RunnerSession):
         else:
             self._end(trial, Outcome.COMPLETE)
 
-    def _ran_out(self, trial: _Trial, params: dict[str, Any]) -> None:
+    def _ran_out(self, trial: Played, params: dict[str, Any]) -> None:
         assert trial.plan is not None
         assert trial.plan.oom is not None
         oom = replace(trial.plan.oom, step=trial.last_step)
@@ -427,7 +367,7 @@ class _SimulatedSession(RunnerSession):
         self._begin(trial, smaller)
 
     def _end(
-        self, trial: _Trial, outcome: Outcome, end: EndReport | None = None, error: str = ""
+        self, trial: Played, outcome: Outcome, end: EndReport | None = None, error: str = ""
     ) -> None:
         report = end or EndReport(retries=tuple(trial.retries))
         ended = WorkerEvent(kind=EventKind.END, outcome=outcome, error=error, end=report)
@@ -437,123 +377,9 @@ class _SimulatedSession(RunnerSession):
         self._live().ended(trial.trial_id)
         self._rerate()  # the others run faster now
 
-    # -- fused launches --------------------------------------------------------------
-
-    def _send_member(self, trial: _Trial, member: _Member, event: WorkerEvent) -> None:
-        if not member.placed:  # each member's first event carries the placement
-            event = replace(event, assigned=trial.assigned)
-            member.placed = True
-        self._live().event(trial.trial_id, replace(event, member=member.spec.number))
-
-    def _next_part(self, trial: _Trial) -> None:
-        """Play the launch's next part (the whole group, or a half after an OOM), or end it."""
-        if not trial.parts:
-            self._end_group(trial)
-            return
-        part = trial.part = trial.parts.pop(0)
-        try:
-            left, cap = self._memory_left(trial), trial.launch.memory_cap_mb
-            plans = tuple(self._model(dict(m.spec.params), left, cap) for m in part)
-        except Exception:
-            error = traceback.format_exc()
-            for member in part:
-                member.end(Outcome.FAIL, error)
-            self._next_part(trial)
-            return
-        for member, planned in zip(part, plans, strict=True):
-            member.plan = planned
-        context = float(part[0].spec.params.get("context_mb", CUDA_CONTEXT_MB))
-        limit = _least(self._memory_left(trial), trial.launch.memory_cap_mb)
-        group = trial.group = GroupPlan(plans, limit, context, self._gpus.sharing)
-        trial.plan = TrialPlan(load=group.load(), cpus=group.cpus)
-        if trial.plan.load is not None:
-            load_event = WorkerEvent(kind=EventKind.GPU_LOAD, gpu_load=trial.plan.load)
-            self._send_member(trial, part[0], load_event)
-        if group.oom is not None:
-            self._phase(trial, group.oom_after_s, lambda: self._group_ran_out(trial))
-        elif plans[0].epochs:
-            self._group_phase(trial, 0)
-        else:
-            self._next_part(trial)
-
-    def _group_phase(self, trial: _Trial, epoch: int) -> None:
-        """Play the part's ``epoch`` at the fused speed of the members still training."""
-        assert trial.group is not None
-        assert trial.plan is not None
-        training = sum(m.active for m in trial.part)
-        trial.plan = replace(trial.plan, load=trial.group.load(training))
-        solo = trial.group.plans[0].epochs[epoch].seconds
-        seconds = solo * trial.group.slowdown(training)
-        self._phase(trial, seconds, lambda: self._group_epoch(trial, epoch))
-
-    def _group_epoch(self, trial: _Trial, epoch: int) -> None:
-        """Each training member reports the epoch (slowed as the group was), then the next."""
-        took = self._now() - trial.started
-        for member in trial.part:
-            if not member.active or member.plan is None:
-                continue
-            mine = member.plan.epochs[epoch]
-            twins = {solo_name(name): mine.metrics[name] for name in mine.speeds + mine.durations}
-            metrics = {**mine.slowed(took), **twins}
-            report = WorkerEvent(kind=EventKind.REPORT, step=epoch, metrics=metrics)
-            self._send_member(trial, member, report)
-            member.reported = True
-            if self._board.verdict(member.spec.number, epoch):
-                member.end(Outcome.PRUNED, f"pruned after epoch {epoch}")
-        assert trial.group is not None
-        if any(m.active for m in trial.part) and epoch + 1 < len(trial.group.plans[0].epochs):
-            self._group_phase(trial, epoch + 1)
-            return
-        for member in trial.part:
-            member.end(Outcome.COMPLETE)
-        self._next_part(trial)
-
-    def _group_ran_out(self, trial: _Trial) -> None:
-        """The part ran out of memory: split it before any report, else prune its members."""
-        assert trial.group is not None
-        assert trial.group.oom is not None
-        oom, part = trial.group.oom, trial.part
-        if len(part) == 1:
-            part[0].oom = oom
-            part[0].end(Outcome.PRUNED, f"out of memory: {oom.message}")
-        elif not any(m.reported for m in part):
-            half = len(part) // 2
-            trial.parts[:0] = [part[:half], part[half:]]
-            for member in part:
-                member.fused_oom_at = max(len(part), member.fused_oom_at or 0)
-        else:
-            for member in part:
-                member.end(
-                    Outcome.PRUNED,
-                    f"the fused group of {len(part)} ran out of memory: {oom.message}",
-                )
-        self._next_part(trial)
-
-    def _end_group(self, trial: _Trial) -> None:
-        """Every member's end, as a worker sends them when the members function returns."""
-        for member in trial.members:
-            outcome = member.outcome or Outcome.COMPLETE
-            pruned = outcome is Outcome.PRUNED
-            end = EndReport(
-                reason=member.reason if pruned else "",
-                oom=member.oom,
-                fused_oom_at=member.fused_oom_at,
-            )
-            ended = WorkerEvent(
-                kind=EventKind.END,
-                outcome=outcome,
-                error="" if pruned else member.reason,
-                end=end,
-            )
-            self._send_member(trial, member, ended)
-        trial.done = None
-        del self._running[trial.trial_id]
-        self._live().ended(trial.trial_id)
-        self._rerate()
-
     # -- how fast each trial runs ----------------------------------------------------
 
-    def _phase(self, trial: _Trial, solo_seconds: float, done: Callable[[], None]) -> None:
+    def _phase(self, trial: Played, solo_seconds: float, done: Callable[[], None]) -> None:
         """Run ``solo_seconds`` of the trial's own work, then ``done`` (slower when shared)."""
         now = self._now()
         trial.remaining, trial.started, trial.since = solo_seconds, now, now
@@ -576,7 +402,7 @@ class _SimulatedSession(RunnerSession):
             trial.version += 1
             self._at(now + trial.remaining / rate, self._finisher(trial, trial.version))
 
-    def _finisher(self, trial: _Trial, version: int) -> Callable[[], None]:
+    def _finisher(self, trial: Played, version: int) -> Callable[[], None]:
         """The end of the trial's phase, if it is still due then (not rescheduled since)."""
 
         def finish() -> None:
@@ -596,9 +422,9 @@ class _SimulatedGpus:
     memory_total_mb: float | None
     sharing: SharingModel
 
-    def rates(self, trials: list[_Trial], cores: float) -> dict[str, float]:
+    def rates(self, trials: list[Played], cores: float) -> dict[str, float]:
         """Each trial's speed, a share of its solo speed: its GPU's sharing, the node's CPUs."""
-        by_gpu: dict[str | None, list[_Trial]] = {}
+        by_gpu: dict[str | None, list[Played]] = {}
         for trial in trials:
             by_gpu.setdefault(trial.gpu, []).append(trial)
         host = cpu_rate(cores, [t.plan.cpus if t.plan else 1.0 for t in trials])
@@ -613,12 +439,7 @@ class _SimulatedGpus:
         return rates
 
 
-def _least(*limits: float | None) -> float | None:
-    known = [limit for limit in limits if limit is not None]
-    return min(known) if known else None
-
-
-def _demand(trial: _Trial) -> GpuDemand:
+def _demand(trial: Played) -> GpuDemand:
     load = trial.plan.load if trial.plan is not None else None
     if load is None:
         return GpuDemand(0.0)
