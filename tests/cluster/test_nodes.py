@@ -52,8 +52,12 @@ def test_both_nodes_gpus_pack_and_a_lost_node_monitor_falls_back_to_one_trial(
     driver = drivers.start(path, env=two_gpu_nodes.env)
 
     def packed_on_both_nodes() -> bool:
-        shared = [t for t in study_trials() if _resources(t).get("co_tenants")]
-        return len({_node(t) for t in shared}) == 2
+        trials = study_trials()
+        shared = [t for t in trials if _resources(t).get("co_tenants")]
+        # And a trial of each node has ended with its series: a lost monitor's node
+        # keeps what it measured before, not the series of trials still running there.
+        measured = [t for t in trials if t.state.name == "COMPLETE" and attrs.GPU in t.user_attrs]
+        return len({_node(t) for t in shared}) == 2 == len({_node(t) for t in measured})
 
     wait_for(packed_on_both_nodes, 120, "trials sharing a GPU on each node")
     # The monitor of the node the driver does not run on is an actor there: kill it.

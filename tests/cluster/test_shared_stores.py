@@ -24,7 +24,7 @@ from tests.faults.conftest import Drivers
 pytestmark = pytest.mark.process
 
 N_TRIALS = 8
-TRIAL_S = 1.5
+TRIAL_S = 3.0  # long enough that the killed driver is still in one when it dies
 GRACE_S = 10  # study.heartbeat_grace: the killed driver's trial is reclaimed after this
 
 
