@@ -6,7 +6,8 @@ anyone editing a page:
 
 * ``<!-- generated: config -->``: every key of the config, from its pydantic models;
 * ``<!-- generated: cli -->``: every command and flag, from the click parser;
-* ``<!-- generated: benchmarks -->``: each ``benchmarks/results/*.json``, its targets.
+* ``<!-- generated: benchmarks -->``: each ``benchmarks/results/*.json``, its targets;
+* ``<!-- generated: plots -->``: figures drawn from result files (inline SVG).
 """
 
 from __future__ import annotations
@@ -236,10 +237,81 @@ def _result_table(name: str, results: dict[str, Any] | list[Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def plots() -> str:
+    """Figures drawn from the result files at build time: the figure is the file's."""
+    parts = [_fusion_plot(), _fusion_lab_plot()]
+    return "\n\n".join(p for p in parts if p)
+
+
+def _svg(figure: Any) -> str:
+    import io
+
+    buffer = io.StringIO()
+    figure.savefig(buffer, format="svg", bbox_inches="tight")
+    text = buffer.getvalue()
+    return text[text.index("<svg") :]  # inline: no file, no XML prolog in the page
+
+
+def _latest(prefix: str) -> tuple[str, dict[str, Any]] | None:
+    found = sorted((REPO / "benchmarks" / "results").glob(f"{prefix}-2*.json"))  # -<date>
+    if not found:
+        return None
+    return found[-1].name, json.loads(found[-1].read_text(encoding="utf-8"))
+
+
+def _fusion_plot() -> str:
+    """Fused members' aggregate throughput over separate processes, per shape and count."""
+    latest = _latest("fusion")
+    if latest is None:
+        return ""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    name, data = latest
+    figure, axes = plt.subplots(figsize=(6, 3.2))
+    for shape, result in data["results"].items():
+        fused = result.get("fused", {})
+        counts = sorted(int(k) for k in fused)
+        axes.plot(counts, [fused[str(k)]["over_separate"] for k in counts], marker="o", label=shape)
+    axes.axhline(1.0, color="grey", linewidth=0.8)
+    axes.set_xscale("log", base=2)
+    axes.set_xlabel("members fused")
+    axes.set_ylabel("÷ separate processes")
+    axes.legend(title="width x depth x batch", fontsize=7)
+    svg = _svg(figure)
+    plt.close(figure)
+    return f"### Fused members against separate processes (`{name}`)\n\n{svg}\n"
+
+
+def _fusion_lab_plot() -> str:
+    """The fusion lab: auto's time to budget over the oracle's, per workload."""
+    latest = _latest("packing-fusion")
+    if latest is None:
+        return ""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    name, data = latest
+    cases = {k: v for k, v in data["results"].items() if "auto_over_oracle" in v}
+    figure, axes = plt.subplots(figsize=(6, 3.2))
+    axes.barh(list(cases), [v["auto_over_oracle"] for v in cases.values()])
+    axes.axvline(1.10, color="red", linewidth=0.8, label="target: within 10%")
+    axes.set_xlabel("auto ÷ oracle (time to budget)")
+    axes.legend(fontsize=7)
+    svg = _svg(figure)
+    plt.close(figure)
+    return f"### Fusion auto against the oracle in the lab (`{name}`)\n\n{svg}\n"
+
+
 _GENERATORS = {
     "config": config_reference,
     "cli": cli_reference,
     "benchmarks": benchmark_tables,
+    "plots": plots,
 }
 
 

@@ -43,6 +43,7 @@ def test_the_site_builds_strict_and_offline_with_its_generated_references(tmp_pa
     benchmarks = (site / "benchmarks.html").read_text(encoding="utf-8")
     for result in (REPO_ROOT / "benchmarks" / "results").glob("*.json"):
         assert result.name in benchmarks
+    assert benchmarks.count("<svg") >= 2  # the figures, drawn from the files at build time
 
 
 @pytest.mark.usefixtures("seeded_store")
