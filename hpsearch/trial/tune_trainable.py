@@ -35,12 +35,18 @@ _STEP_KEYS = ("training_iteration", "step", "epoch")
 """Metrics a report's step is read from, in order, when the function reports one."""
 
 
-def tune_train(function: Callable[..., Any]) -> Callable[[dict[str, Any], TrialContext], None]:
-    """The ``train(params, ctx)`` that runs a Tune function trainable for one trial."""
+def tune_train(
+    function: Callable[..., Any],
+) -> Callable[[dict[str, Any], TrialContext], dict[str, float] | None]:
+    """The ``train(params, ctx)`` that runs a Tune function trainable for one trial (the
+    numbers of a dict it returns, as Tune takes it, are its final metrics)."""
 
-    def train(params: dict[str, Any], ctx: TrialContext) -> None:
+    def train(params: dict[str, Any], ctx: TrialContext) -> dict[str, float] | None:
         with _answering(ctx):
-            function(nested(params))
+            returned = function(nested(params))
+        if not isinstance(returned, Mapping):
+            return None
+        return {k: float(v) for k, v in returned.items() if _is_number(v)}
 
     return train
 

@@ -60,3 +60,11 @@ def test_dotted_names_are_the_nested_config_a_param_space_gives() -> None:
         "lr": 0.1,
         "model": {"width": 64, "act": {"name": "relu"}},
     }
+
+
+def test_a_returned_dict_is_the_final_result_its_numbers_the_metrics(tmp_path: Path) -> None:
+    def old_style(config: dict[str, Any]) -> dict[str, Any]:
+        return {"score": config["x"] * 2, "note": "not a metric"}
+
+    ctx = TrialContext.local(checkpoint_dir=str(tmp_path))
+    assert tune_train(old_style)({"x": 1.5}, ctx) == {"score": 3.0}
