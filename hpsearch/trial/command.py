@@ -52,6 +52,8 @@ from hpsearch.trial.text_metrics import TextMetrics, TextReader
 STDERR_KEPT_LINES = 30
 """The last stderr lines a failed script's error carries."""
 _POLL_S = 0.2
+KILLED_WAIT_S = 2.0
+"""How long a trial's end waits for its SIGKILLed process group to be gone."""
 _LINGER_S = 5.0
 """How long a script's stdout may stay open after it exited (a leftover child holds it)."""
 
@@ -340,6 +342,11 @@ def _stop(process: subprocess.Popen[bytes], grace_s: float) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
     process.wait()
+    # SIGKILL is delivered, not awaited: the trial ends once its group is gone (or, on a
+    # loaded machine, after a short while more), not while a child is still dying.
+    gone_by = time.monotonic() + KILLED_WAIT_S
+    while _group_running(process.pid) and time.monotonic() < gone_by:
+        time.sleep(_POLL_S / 4)
 
 
 def _group_alive(group: int) -> bool:
@@ -351,6 +358,25 @@ def _group_alive(group: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def _group_running(group: int) -> bool:
+    """Whether a process of group ``group`` still runs (a zombie, dead but not yet reaped by
+    whoever adopted it, does not); where ``/proc`` cannot tell, :func:`_group_alive`."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return _group_alive(group)
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            # pid (comm) state ppid pgrp ...: comm may hold spaces, so split after ")".
+            fields = (entry / "stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if len(fields) > 2 and int(fields[2]) == group and fields[0] != "Z":
+            return True
+    return False
 
 
 def _failure(returncode: int, stderr: list[str]) -> str:
