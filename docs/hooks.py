@@ -239,38 +239,37 @@ def _result_table(name: str, results: dict[str, Any] | list[Any]) -> str:
 
 def plots() -> str:
     """Figures drawn from the result files at build time: the figure is the file's."""
-    parts = [_fusion_plot(), _fusion_lab_plot()]
+    parts = [
+        _plotted("fusion", "Fused members against separate processes", _draw_fusion),
+        _plotted("packing-fusion", "Fusion auto against the oracle in the lab", _draw_lab),
+    ]
     return "\n\n".join(p for p in parts if p)
 
 
-def _svg(figure: Any) -> str:
+def _plotted(prefix: str, title: str, draw: Any) -> str:
+    """The newest ``<prefix>-<date>*.json`` drawn by ``draw(axes, data)``, as an inline SVG."""
+    found = sorted((REPO / "benchmarks" / "results").glob(f"{prefix}-2*.json"))
+    if not found:
+        return ""
     import io
 
-    buffer = io.StringIO()
-    figure.savefig(buffer, format="svg", bbox_inches="tight")
-    text = buffer.getvalue()
-    return text[text.index("<svg") :]  # inline: no file, no XML prolog in the page
-
-
-def _latest(prefix: str) -> tuple[str, dict[str, Any]] | None:
-    found = sorted((REPO / "benchmarks" / "results").glob(f"{prefix}-2*.json"))  # -<date>
-    if not found:
-        return None
-    return found[-1].name, json.loads(found[-1].read_text(encoding="utf-8"))
-
-
-def _fusion_plot() -> str:
-    """Fused members' aggregate throughput over separate processes, per shape and count."""
-    latest = _latest("fusion")
-    if latest is None:
-        return ""
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
 
-    name, data = latest
     figure, axes = plt.subplots(figsize=(6, 3.2))
+    draw(axes, json.loads(found[-1].read_text(encoding="utf-8")))
+    buffer = io.StringIO()
+    figure.savefig(buffer, format="svg", bbox_inches="tight")
+    plt.close(figure)
+    svg = buffer.getvalue()
+    svg = svg[svg.index("<svg") :]  # inline: no file, no XML prolog in the page
+    return f"### {title} (`{found[-1].name}`)\n\n{svg}\n"
+
+
+def _draw_fusion(axes: Any, data: dict[str, Any]) -> None:
+    """Fused members' aggregate throughput over separate processes, per shape and count."""
     for shape, result in data["results"].items():
         fused = result.get("fused", {})
         counts = sorted(int(k) for k in fused)
@@ -280,31 +279,15 @@ def _fusion_plot() -> str:
     axes.set_xlabel("members fused")
     axes.set_ylabel("÷ separate processes")
     axes.legend(title="width x depth x batch", fontsize=7)
-    svg = _svg(figure)
-    plt.close(figure)
-    return f"### Fused members against separate processes (`{name}`)\n\n{svg}\n"
 
 
-def _fusion_lab_plot() -> str:
+def _draw_lab(axes: Any, data: dict[str, Any]) -> None:
     """The fusion lab: auto's time to budget over the oracle's, per workload."""
-    latest = _latest("packing-fusion")
-    if latest is None:
-        return ""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
-
-    name, data = latest
     cases = {k: v for k, v in data["results"].items() if "auto_over_oracle" in v}
-    figure, axes = plt.subplots(figsize=(6, 3.2))
     axes.barh(list(cases), [v["auto_over_oracle"] for v in cases.values()])
     axes.axvline(1.10, color="red", linewidth=0.8, label="target: within 10%")
     axes.set_xlabel("auto ÷ oracle (time to budget)")
     axes.legend(fontsize=7)
-    svg = _svg(figure)
-    plt.close(figure)
-    return f"### Fusion auto against the oracle in the lab (`{name}`)\n\n{svg}\n"
 
 
 _GENERATORS = {

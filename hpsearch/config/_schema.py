@@ -30,7 +30,7 @@ from hpsearch.oom.settings import OomSpec
 from hpsearch.placement.settings import FusionSpec, PackingSpec
 from hpsearch.simulation.spec import SimulatedSpec
 from hpsearch.space import SEARCHED_TYPES, ParamSpec, SearchSpace, expand_space
-from hpsearch.trial.other_tools import OptunaObjectiveSpec, TuneTrainableSpec
+from hpsearch.trial.other_tools import TARGET_PATTERN, OptunaObjectiveSpec, TuneTrainableSpec
 from hpsearch.trial.script import CommandSpec
 
 DEFAULT_STUDY_STORAGE = "sqlite:///mlruns/optuna.db"
@@ -271,7 +271,7 @@ class RunConfig(Settings):
     objective: ObjectiveSpec | None = None
     objectives: list[ObjectiveSpec] | None = None
     train: Annotated[
-        Annotated[str, Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$"), Tag("function")]
+        Annotated[str, Field(pattern=TARGET_PATTERN), Tag("function")]
         | Annotated[CommandSpec, Tag("script")]
         | Annotated[OptunaObjectiveSpec, Tag("optuna")]
         | Annotated[TuneTrainableSpec, Tag("tune")],

@@ -26,6 +26,7 @@ from hpsearch.simulation import (
     SharingModel,
     TrialModel,
     TrialPlan,
+    tightest_limit,
 )
 from hpsearch.telemetry import solo_name
 from hpsearch.trial.protocol import (
@@ -144,7 +145,7 @@ class FusedPlay(ABC):
         for member, planned in zip(part, plans, strict=True):
             member.plan = planned
         context = float(part[0].spec.params.get("context_mb", CUDA_CONTEXT_MB))
-        limit = _least(self._memory_left(trial), trial.launch.memory_cap_mb)
+        limit = tightest_limit(self._memory_left(trial), trial.launch.memory_cap_mb)
         group = trial.group = GroupPlan(plans, limit, context, self._sharing())
         trial.plan = TrialPlan(load=group.load(), cpus=group.cpus)
         if trial.plan.load is not None:
@@ -231,8 +232,3 @@ class FusedPlay(ABC):
         del self._running[trial.trial_id]
         self._live().ended(trial.trial_id)
         self._rerate()
-
-
-def _least(*limits: float | None) -> float | None:
-    known = [limit for limit in limits if limit is not None]
-    return min(known) if known else None

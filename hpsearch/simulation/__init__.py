@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     )
     from hpsearch.simulation._group import GroupPlan
     from hpsearch.simulation._pace import PacePublisher, PaceReader, SharedGpus
-    from hpsearch.simulation._plan import PlannedEpoch, TrialModel, TrialPlan
+    from hpsearch.simulation._plan import PlannedEpoch, TrialModel, TrialPlan, tightest_limit
     from hpsearch.simulation._sharing import (
         CUDA_CONTEXT_MB,
         FusedDemand,
@@ -61,5 +61,6 @@ __all__ = [
     "fused_memory_mb",
     "parse_simulate",
     "simulated_backend",
+    "tightest_limit",
     "trace_path",
 ]

@@ -62,6 +62,12 @@ class TrialPlan:
     cpus: float = 1.0
 
 
+def tightest_limit(*limits: float | None) -> float | None:
+    """The smallest of the memory limits that apply (``None``: none does)."""
+    known = [float(limit) for limit in limits if limit is not None]
+    return min(known) if known else None
+
+
 class TrialModel(Protocol):
     """Predicts a trial from its parameters and the GPU memory it has."""
 

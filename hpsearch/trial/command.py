@@ -363,9 +363,11 @@ def _group_alive(group: int) -> bool:
 def _group_running(group: int) -> bool:
     """Whether a process of group ``group`` still runs (a zombie, dead but not yet reaped by
     whoever adopted it, does not); where ``/proc`` cannot tell, :func:`_group_alive`."""
+    if not _group_alive(group):
+        return False  # the common case, no member left: no /proc scan
     proc = Path("/proc")
     if not proc.is_dir():
-        return _group_alive(group)
+        return True
     for entry in proc.iterdir():
         if not entry.name.isdigit():
             continue

@@ -94,12 +94,12 @@ def resolve_train_function(
         )
     arguments: tuple[None, ...] = (None, None)
     usage, fix = "train(params, ctx)", "give it two positional parameters: def train(params, ctx)"
-    one = {
-        "members": (members, "train(members)", "train_members(members)"),
-        "objective": (objective, "objective(trial)", "objective(trial)"),
-        "trainable": (trainable, "train_fn(config)", "train_fn(config)"),
-    }
-    for wanted, call, definition in one.values():
+    one_argument = [
+        (members, "train(members)", "train_members(members)"),
+        (objective, "objective(trial)", "objective(trial)"),
+        (trainable, "train_fn(config)", "train_fn(config)"),
+    ]
+    for wanted, call, definition in one_argument:
         if wanted:
             arguments, usage = (None,), call
             fix = f"give it one positional parameter: def {definition}"

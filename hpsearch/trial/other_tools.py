@@ -12,7 +12,8 @@ from pydantic import Field
 
 from hpsearch._settings import Settings
 
-OBJECTIVE_PATTERN = r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$"
+TARGET_PATTERN = r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$"
+"""``package.module:function``, as ``train`` (in each of its forms) names a function."""
 
 
 class OptunaObjectiveSpec(Settings):
@@ -22,7 +23,7 @@ class OptunaObjectiveSpec(Settings):
         optuna: the objective, ``package.module:function``, called as ``objective(trial)``.
     """
 
-    optuna: str = Field(pattern=OBJECTIVE_PATTERN)
+    optuna: str = Field(pattern=TARGET_PATTERN)
 
 
 class TuneTrainableSpec(Settings):
@@ -33,7 +34,7 @@ class TuneTrainableSpec(Settings):
             (a ``tune.with_parameters`` wrapper too); see :mod:`hpsearch.trial.tune_trainable`.
     """
 
-    tune: str = Field(pattern=OBJECTIVE_PATTERN)
+    tune: str = Field(pattern=TARGET_PATTERN)
 
 
 class StudyAccess(Settings):

@@ -41,7 +41,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from hpsearch.oom import OomReport
-from hpsearch.simulation import CUDA_CONTEXT_MB, GroupPlan, PlannedEpoch, TrialPlan
+from hpsearch.simulation import (
+    CUDA_CONTEXT_MB,
+    GroupPlan,
+    PlannedEpoch,
+    TrialPlan,
+    tightest_limit,
+)
 from hpsearch.telemetry import GpuLoad, solo_name
 from hpsearch.trial.context import TrialContext, TrialPruned
 from hpsearch.trial.members import Member, fused
@@ -151,7 +157,7 @@ def plan(
     if p["sm_share"] is not None:
         profile = replace(profile, sm_share=float(p["sm_share"]))
     cpus = 1.0 + int(p["num_workers"])
-    limit = _least(p["memory_budget_mb"], gpu_memory_mb, memory_cap_mb)
+    limit = tightest_limit(p["memory_budget_mb"], gpu_memory_mb, memory_cap_mb)
     if limit is not None and profile.memory_mb > limit:
         # Memory fills to the limit, then the allocation fails at once, not after a step.
         message = (
@@ -183,12 +189,6 @@ def plan(
         reports.append(PlannedEpoch(seconds, metrics, _SPEEDS, _DURATIONS))
     load = GpuLoad(profile.utilization_pct, profile.memory_mb, profile.sm_share, cpus)
     return TrialPlan(load=load, epochs=tuple(reports), cpus=cpus)
-
-
-def _least(*limits: float | None) -> float | None:
-    """The smallest of the memory limits that apply (``None``: none does)."""
-    known = [float(limit) for limit in limits if limit is not None]
-    return min(known) if known else None
 
 
 PACE_CHECK_S = 0.1
@@ -253,7 +253,7 @@ def train_members(members: list[Member]) -> None:
     first = members[0].ctx
     group = GroupPlan(
         tuple(plan(m.params, m.ctx.gpu_memory_mb, m.ctx.memory_cap_mb) for m in members),
-        limit_mb=_least(first.gpu_memory_mb, first.memory_cap_mb),
+        limit_mb=tightest_limit(first.gpu_memory_mb, first.memory_cap_mb),
         context_mb=float(resolve_params(members[0].params)["context_mb"]),
     )
     load = group.load()
