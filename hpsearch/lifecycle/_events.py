@@ -80,17 +80,23 @@ class TrialOpened:
         number: the Optuna trial number.
         params: the sampled parameters.
         admission: its resources, GPU and share.
+        trial: the live Optuna trial (a listener may record where it keeps the trial).
+        train_params: the training function's parameters (the space's constants included).
         alone_retry_of: when it re-runs, alone on a whole GPU, a trial that ran out
             of memory under a shared cap: that trial's number.
         group: the fused group it trains in (its first trial's number; ``None``: alone).
             A group's members share one launch's resources.
+        resumes_run: the MLflow run of the interrupted attempt this trial re-runs.
     """
 
     number: int
     params: dict[str, Any]
     admission: Admission
+    trial: optuna.Trial
+    train_params: dict[str, Any]
     alone_retry_of: int | None = None
     group: int | None = None
+    resumes_run: str | None = None
 
 
 @dataclass(frozen=True)

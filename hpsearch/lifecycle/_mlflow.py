@@ -20,6 +20,7 @@ from hpsearch.lifecycle._events import (
     OPTUNA_STATE,
     KnobsReported,
     TrialEnded,
+    TrialOpened,
     TrialPlaced,
     TrialPruned,
     TrialReported,
@@ -86,25 +87,36 @@ class MlflowMirror(TrialListener):
         """The child run of trial ``number`` while it is open."""
         return self._runs.get(number)
 
+    def on_opened(self, event: TrialOpened) -> None:
+        # The run opens as the trial is launched, not when its worker starts: a driver
+        # killed while a worker starts leaves a run for the survivor to end as KILLED.
+        self._open_run(event, event.train_params)
+
     def on_started(self, event: TrialStarted) -> None:
+        # A trial that ends without a launch (predicted out of memory) opens here.
+        if event.number not in self._runs:
+            self._open_run(event, event.params)
+
+    def _open_run(self, event: TrialOpened | TrialStarted, params: dict[str, Any]) -> None:
+        number, admission = event.number, event.admission
         run_id = self._tracker.start_run(
-            f"trial-{event.number}",
-            params=event.params,
+            f"trial-{number}",
+            params=params,
             tags={
-                TRIAL_NUMBER_TAG: str(event.number),
+                TRIAL_NUMBER_TAG: str(number),
                 STUDY_TAG: self._study,
-                "hpsearch.cpus": str(event.admission.cpus),
-                "hpsearch.gpus": str(event.admission.gpus),
-                "hpsearch.policy": event.admission.reason,
+                "hpsearch.cpus": str(admission.cpus),
+                "hpsearch.gpus": str(admission.gpus),
+                "hpsearch.policy": admission.reason,
                 "hpsearch.mps": "on" if self._mps else "off",
-                **_placement_tags(event.admission),
+                **_placement_tags(admission),
                 **({RESUMES_RUN_TAG: event.resumes_run} if event.resumes_run else {}),
                 **({FUSED_GROUP_TAG: str(event.group)} if event.group is not None else {}),
             },
             parent_run_id=self._parent,
         )
-        self._runs[event.number] = run_id
-        self._logged[event.number] = set(event.params)
+        self._runs[number] = run_id
+        self._logged[number] = set(params)
         event.trial.set_user_attr(attrs.MLFLOW_RUN, run_id)
 
     def on_placed(self, event: TrialPlaced) -> None:
@@ -180,21 +192,31 @@ class MlflowMirror(TrialListener):
         self._tracker.flush(FLUSH_S)
 
     def on_reclaimed(self, event: TrialsReclaimed) -> None:
-        end_reclaimed_runs(self._tracker, event.trials)
+        end_reclaimed_runs(self._tracker, event.trials, self._study, self._parent)
 
 
-def end_reclaimed_runs(tracker: Tracker, trials: Sequence[FrozenTrial]) -> None:
+def end_reclaimed_runs(
+    tracker: Tracker,
+    trials: Sequence[FrozenTrial],
+    study: str,
+    parent_run_id: str | None = None,
+) -> None:
     """End as KILLED the MLflow runs of trials a dead driver left running, and its parent run.
 
     With the parent go its other runs still RUNNING: a trial's run the driver
-    started but had not yet named on the Optuna trial when it was killed.
+    started but had not yet named on the Optuna trial when it was killed. A trial
+    the driver asked for but had not launched has no run: it gets one, KILLED, so
+    that every Optuna trial has its run (under ``parent_run_id``, the reclaiming
+    search's, where there is one).
     """
     parents: set[str] = set()
     for trial in trials:
         run_id = trial.user_attrs.get(attrs.MLFLOW_RUN)
         # A run the driver started but had not yet named on the trial is found by its
         # trial-number tag (set as the run is created).
-        run_ids = [str(run_id)] if run_id else tracker.running_runs_of_trial(trial.number)
+        run_ids = [str(run_id)] if run_id else list(tracker.runs_of_trial(trial.number))
+        if not run_ids:
+            _record_unlaunched(tracker, trial, study, parent_run_id)
         for run in run_ids:
             parent = tracker.end_if_running(run, RunStatus.KILLED)
             if parent:
@@ -202,6 +224,26 @@ def end_reclaimed_runs(tracker: Tracker, trials: Sequence[FrozenTrial]) -> None:
     for parent in parents:
         tracker.end_if_running(parent, RunStatus.KILLED)
         tracker.end_running_children(parent, RunStatus.KILLED)
+
+
+def _record_unlaunched(
+    tracker: Tracker, trial: FrozenTrial, study: str, parent_run_id: str | None
+) -> None:
+    """A KILLED run for a trial whose driver stopped before it launched it."""
+    run_id = tracker.start_run(
+        f"trial-{trial.number}",
+        params=trial.params,
+        tags={TRIAL_NUMBER_TAG: str(trial.number), STUDY_TAG: study},
+        parent_run_id=parent_run_id,
+    )
+    tracker.set_tags(
+        run_id,
+        {
+            "hpsearch.state": TrialState.FAIL.name,
+            "hpsearch.error": "its driver stopped before launching it; run again as a new trial",
+        },
+    )
+    tracker.end_run(run_id, RunStatus.KILLED)
 
 
 def reclaim_stale_trials(handle: StudyHandle, tracker: Tracker) -> int:
@@ -220,7 +262,7 @@ def reclaim_stale_trials(handle: StudyHandle, tracker: Tracker) -> int:
             run_id = trial.user_attrs.get(attrs.MLFLOW_RUN)
             if run_id in running and trial.number not in lost:
                 tracker.end_if_running(str(run_id), _STATE_STATUS[trial.state])
-    end_reclaimed_runs(tracker, reclaimed)
+    end_reclaimed_runs(tracker, reclaimed, handle.name)
     return len(reclaimed)
 
 

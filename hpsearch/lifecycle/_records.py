@@ -106,7 +106,14 @@ class OpenTrial:
     def opened(self) -> TrialOpened:
         """What listeners are told when it is launched."""
         return TrialOpened(
-            self.number, self.sampled, self.admission, self.alone_retry_of, self.group
+            self.number,
+            self.sampled,
+            self.admission,
+            self.trial,
+            self.params,
+            self.alone_retry_of,
+            self.group,
+            self.resumes_run,
         )
 
     def started(self, now: float) -> TrialStarted:

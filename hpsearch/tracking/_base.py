@@ -98,8 +98,8 @@ class Tracker(Protocol):
     def running_run_ids(self) -> set[str]:
         """The experiment's runs still RUNNING (a live driver's, or a dead one's)."""
 
-    def running_runs_of_trial(self, number: int) -> list[str]:
-        """The experiment's RUNNING runs of trial ``number`` (by their trial-number tag)."""
+    def runs_of_trial(self, number: int) -> dict[str, str]:
+        """The experiment's runs of trial ``number`` (by their trial-number tag): their status."""
 
     def end_running_children(self, parent_run_id: str, status: RunStatus) -> None:
         """End every child run of ``parent_run_id`` still RUNNING (its driver is gone)."""

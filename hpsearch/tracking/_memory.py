@@ -102,13 +102,13 @@ class MemoryTracker:
         """The runs still RUNNING."""
         return {run_id for run_id, run in self.runs.items() if run.status == "RUNNING"}
 
-    def running_runs_of_trial(self, number: int) -> list[str]:
-        """The RUNNING runs of trial ``number``."""
-        return [
-            run_id
-            for run_id in self.running_run_ids()
-            if self.runs[run_id].tags.get(TRIAL_NUMBER_TAG) == str(number)
-        ]
+    def runs_of_trial(self, number: int) -> dict[str, str]:
+        """The runs of trial ``number``: their status."""
+        return {
+            run_id: run.status
+            for run_id, run in self.runs.items()
+            if run.tags.get(TRIAL_NUMBER_TAG) == str(number)
+        }
 
     def end_running_children(self, parent_run_id: str, status: RunStatus) -> None:
         """End every RUNNING child of ``parent_run_id``."""

@@ -282,14 +282,12 @@ class MlflowTracker:
         )
         return {run.info.run_id for run in runs}
 
-    def running_runs_of_trial(self, number: int) -> list[str]:
-        """The experiment's RUNNING runs of trial ``number`` (by their trial-number tag)."""
+    def runs_of_trial(self, number: int) -> dict[str, str]:
+        """The experiment's runs of trial ``number`` (by their trial-number tag): their status."""
         runs = self._client.search_runs(
-            [self.experiment_id],
-            f"tags.`{TRIAL_NUMBER_TAG}` = '{number}' and attributes.status = 'RUNNING'",
-            max_results=100,
+            [self.experiment_id], f"tags.`{TRIAL_NUMBER_TAG}` = '{number}'", max_results=100
         )
-        return [run.info.run_id for run in runs]
+        return {run.info.run_id: run.info.status for run in runs}
 
     def end_running_children(self, parent_run_id: str, status: RunStatus) -> None:
         """End every child run of ``parent_run_id`` still RUNNING (its driver is gone)."""

@@ -66,3 +66,24 @@ def test_a_lost_trial_not_yet_named_on_its_run_still_gets_its_run_ended(
     assert tracker.client.get_run(run_id).info.status == "KILLED"
     assert tracker.client.get_run(parent).info.status == "KILLED"
     assert tracker.running_run_ids() == set()
+
+
+def test_a_lost_trial_its_driver_never_launched_gets_a_killed_run(
+    config: RunConfig, project: Path
+) -> None:
+    # Killed between asking Optuna for the trial and launching it: no run exists.
+    handle = open_study(config)
+    tracker = MlflowTracker(config.tracking.uri, "test-study", "mlruns/artifacts")
+    lost = handle.ask(config.search_space.distributions())
+    age_heartbeat(config.study.storage, lost.number, seconds=GRACE_PERIOD_S + 60)
+
+    assert reclaim_stale_trials(handle, tracker) == 1
+
+    runs = tracker.runs_of_trial(lost.number)
+    assert list(runs.values()) == ["KILLED"]
+    run = tracker.client.get_run(next(iter(runs)))
+    assert run.data.params == {k: str(v) for k, v in lost.params.items()}
+    assert run.data.tags["hpsearch.state"] == "FAIL"
+    # Reclaimed twice (a second driver's start): still one run.
+    reclaim_stale_trials(handle, tracker)
+    assert len(tracker.runs_of_trial(lost.number)) == 1
