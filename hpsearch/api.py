@@ -142,6 +142,7 @@ def run(
     runner: TrialRunner | None = None,
     new_mlflow_history: bool = False,
     tracker: Tracker | None = None,
+    allow_space_change: bool = False,
 ) -> RunOutcome:
     """Run (or continue) the search a config describes, until its budget is spent.
 
@@ -160,6 +161,8 @@ def run(
         tracker: where runs are recorded; default: MLflow, as ``tracking`` says
             (:class:`hpsearch.tracking.MemoryTracker` keeps them in memory, as the
             packing lab does).
+        allow_space_change: a parameter's range may differ from the study's
+            (``study.allow_space_change``).
 
     Raises:
         HpsearchError: anything the user can fix (the CLI exits with code 2).
@@ -173,7 +176,11 @@ def run(
         except ValueError as exc:
             raise HpsearchError(f"--simulate: {exc}") from None
     config = config.with_overrides(
-        n_trials=n_trials, timeout=timeout, address=address, simulate=simulated
+        n_trials=n_trials,
+        timeout=timeout,
+        address=address,
+        simulate=simulated,
+        allow_space_change=allow_space_change,
     )
     if runner is None:
         from hpsearch.runner import RayTuneRunner
@@ -226,6 +233,8 @@ def _search(  # noqa: PLR0917 - the root hands over what it opened
 ) -> RunOutcome:
     execution = _execution_for(config, telemetry.backend)
     handle = open_study(config, as_driver=True)
+    for note in handle.notes:
+        console.print(note, highlight=False, markup=False)
     if tracker is None:
         if not new_mlflow_history:
             _check_mlflow_store(config, handle)

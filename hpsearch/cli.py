@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 
 from hpsearch.errors import ConfigError, HpsearchError
-from hpsearch.interrupts import EXIT_TERMINATED, terminated
+from hpsearch.interrupts import EXIT_TERMINATED, interrupted, terminated
 from hpsearch.storage_faults import Stores, storage_fault
 
 if TYPE_CHECKING:
@@ -131,6 +131,11 @@ _CONFIG = click.argument("config", type=click.Path(dir_okay=False, path_type=Pat
     help="Where trials run: Ray Tune, or simulated: the modelled workload "
     "(hpsearch.workloads.simulated_gpu) played on a virtual clock, hundreds of trials in seconds.",
 )
+@click.option(
+    "--allow-space-change",
+    is_flag=True,
+    help="Search a parameter's new range in the study (study.allow_space_change).",
+)
 def run(  # noqa: PLR0917 - click passes one parameter per option
     config: Path,
     address: str | None,
@@ -139,6 +144,7 @@ def run(  # noqa: PLR0917 - click passes one parameter per option
     simulate: str | None,
     new_mlflow_history: bool,
     runner_name: str,
+    allow_space_change: bool,
 ) -> None:
     """Run the search CONFIG describes, or continue it where it stopped."""
     from hpsearch.api import run as run_search
@@ -155,6 +161,7 @@ def run(  # noqa: PLR0917 - click passes one parameter per option
         simulate=simulate,
         new_mlflow_history=new_mlflow_history,
         runner=SimulatedRunner() if runner_name == "simulated" else None,
+        allow_space_change=allow_space_change,
     )
     results = outcome.results
     if outcome.mlflow_parent_run_id is not None:
@@ -174,7 +181,8 @@ def run(  # noqa: PLR0917 - click passes one parameter per option
             f"{outcome.interrupted} trial(s) were interrupted and will run again on the next "
             f"`hpsearch run {config}`"
         )
-    if outcome.interrupted and (terminated() or not outcome.overdue):
+    # Ctrl-C exits 130 even where every trial it stopped had ended otherwise (timed out).
+    if (outcome.interrupted or interrupted()) and (terminated() or not outcome.overdue):
         raise click.exceptions.Exit(EXIT_TERMINATED if terminated() else EXIT_INTERRUPTED)
     if failed is not None:
         click.echo(f"error: {failed}", err=True)

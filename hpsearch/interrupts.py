@@ -19,6 +19,17 @@ from types import FrameType
 EXIT_TERMINATED = 128 + signal.SIGTERM
 
 _terminated = threading.Event()
+_interrupted = threading.Event()
+
+
+def interrupted() -> bool:
+    """Whether Ctrl-C (or a SIGTERM, turned into one) stopped the search."""
+    return _interrupted.is_set() or _terminated.is_set()
+
+
+def note_interrupted() -> None:
+    """Record that the search was stopped by Ctrl-C (a runner that caught it says so)."""
+    _interrupted.set()
 
 
 def terminated() -> bool:
@@ -33,7 +44,12 @@ def _as_ctrl_c(signum: int, frame: FrameType | None) -> None:
 
 @contextmanager
 def sigterm_as_ctrl_c() -> Iterator[None]:
-    """Within the block, SIGTERM interrupts as Ctrl-C does (main thread only)."""
+    """Within the block, SIGTERM interrupts as Ctrl-C does (main thread only).
+
+    Entering it starts a search: what stopped an earlier one in this process is forgotten.
+    """
+    _terminated.clear()
+    _interrupted.clear()
     if threading.current_thread() is not threading.main_thread():
         yield
         return

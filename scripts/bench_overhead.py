@@ -302,9 +302,10 @@ def main() -> None:
         "target": "hpsearch <= 1.0x ray_tune_fair at equal concurrency",
         "driver_profile": profile,
     }
-    budget = f"{args.trials}x{args.sleep:g}s"
+    label_of_budget = f"{args.trials}x{args.sleep:g}s"
     out = (
-        args.out or REPO / "benchmarks" / "results" / f"overhead-{report['date']}-{budget}-cpu.json"
+        args.out
+        or REPO / "benchmarks" / "results" / f"overhead-{report['date']}-{label_of_budget}-cpu.json"
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")

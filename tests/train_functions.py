@@ -121,6 +121,23 @@ def hangs(params: dict[str, Any], ctx: TrialContext) -> None:
         time.sleep(3600)
 
 
+def stuck(params: dict[str, Any], ctx: TrialContext) -> None:
+    """Reports step 0, then, when ``x`` is above 0.5, gets stuck where no timer of its own
+    can end it: ``how`` is ``sigstop`` (its process stops itself) or ``gil`` (a
+    catastrophic regex, which holds the GIL for ever)."""
+    import os
+    import re
+    import signal
+
+    ctx.report(0, score=float(params["x"]))
+    if float(params["x"]) <= 0.5:
+        return
+    if params["how"] == "sigstop":
+        os.kill(os.getpid(), signal.SIGSTOP)
+    else:
+        re.match(r"(a+)+$", "a" * 64 + "b")
+
+
 def dies(params: dict[str, Any], ctx: TrialContext) -> None:
     """Reports step 0, writes to stderr, then its process dies hard: ``how`` is ``exit``
     (``os._exit(3)``), ``kill`` (SIGKILL to itself) or ``segfault`` (``lives``: it does not)."""

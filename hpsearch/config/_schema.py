@@ -139,6 +139,11 @@ class StudySpec(Settings):
             this long (the driver was killed, or its machine lost) is failed by
             another driver, or by the next run, and run again (Optuna's heartbeat
             grace period; the driver stamps three times as often, at most every 10 s).
+        allow_space_change: a parameter's range (``low``, ``high``, ``step``) may differ
+            from the study's: the change is meant (``--allow-space-change``). Its kind,
+            log scale and choices may never differ: Optuna cannot mix those.
+        strict_space: a parameter added to, or removed from, the study's space stops
+            the run instead of being noted.
     """
 
     name: str = Field(min_length=1)
@@ -149,6 +154,8 @@ class StudySpec(Settings):
     timeout: Seconds | None = None
     timeout_grace: Seconds | None = None
     heartbeat_grace: Seconds = Field(default=30.0, ge=3)
+    allow_space_change: bool = False
+    strict_space: bool = False
 
 
 class ExecutionSpec(Settings):
@@ -415,6 +422,7 @@ class RunConfig(Settings):
         timeout: float | None = None,
         address: str | None = None,
         simulate: SimulatedSpec | None = None,
+        allow_space_change: bool = False,
     ) -> RunConfig:
         """A copy with command-line overrides applied (``None`` keeps the file's value).
 
@@ -425,6 +433,8 @@ class RunConfig(Settings):
             study_update["n_trials"] = n_trials
         if timeout is not None:
             study_update["timeout"] = timeout
+        if allow_space_change:
+            study_update["allow_space_change"] = True
         update: dict[str, Any] = {}
         if study_update:
             update["study"] = self.study.model_copy(update=study_update)

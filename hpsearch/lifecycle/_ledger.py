@@ -18,6 +18,7 @@ import optuna
 
 from hpsearch.lifecycle._asking import TrialAsker, fuse
 from hpsearch.lifecycle._base import TrialListener
+from hpsearch.lifecycle._deadline import KILL_GRACE_S, past_limit, timeout_error
 from hpsearch.lifecycle._events import (
     Ending,
     GpuLoadDeclared,
@@ -221,6 +222,12 @@ class TrialLedger:
                 died = worker_died(record, crash, self._launches.settings, self._clock())
                 ending = self._ending(record, died.outcome, died.error)
                 ending.crash = died.evidence
+            elif past_limit(record.started_at, self._launches.settings.timeout_s, self._clock()):
+                # Stopped after its limit (Ctrl-C while it hung): timed out, not run again.
+                limit = float(self._launches.settings.timeout_s or 0)
+                ending = self._ending(
+                    record, Outcome.FAIL, timeout_error(limit, record.last_step, False)
+                )
             else:
                 ending = self._ending(record, Outcome.INTERRUPTED, interrupted)
             outcomes.append(self._finish(record, ending))
@@ -240,6 +247,16 @@ class TrialLedger:
             reason = "the search stopped while it waited for a whole GPU"
             outcomes.append(self._finish(record, self._ending(record, Outcome.INTERRUPTED, reason)))
         return outcomes.count(Outcome.INTERRUPTED)
+
+    def unresponsive(self) -> list[str]:
+        """Launches whose worker outlived ``execution.trial_timeout`` by
+        :data:`~hpsearch.lifecycle._deadline.KILL_GRACE_S`: the runner kills them."""
+        limit, now = self._launches.settings.timeout_s, self._clock()
+        return [
+            launch
+            for launch, numbers in self._launched.items()
+            if numbers and past_limit(self._open[numbers[0]].started_at, limit, now, KILL_GRACE_S)
+        ]
 
     def maintain(self, now: float | None = None) -> None:
         """Periodic upkeep (:class:`~hpsearch.lifecycle._upkeep.Upkeep`), on the wall clock."""

@@ -8,6 +8,7 @@ from typing import Any
 import optuna
 
 from hpsearch import attrs
+from hpsearch.lifecycle._deadline import KILL_GRACE_S, past_limit, timeout_error
 from hpsearch.lifecycle._events import Ending, TrialEnded, TrialOpened, TrialStarted
 from hpsearch.lifecycle._launches import Launches
 from hpsearch.placement import Admission
@@ -219,13 +220,9 @@ def worker_died(record: OpenTrial, crash: str, settings: TrialSettings, now: flo
     ended = worker_exit(settings.worker_dir, pid)
     evidence = crash if ended is None else f"{ended.describe()}\n{crash}"
     limit = settings.timeout_s
-    ran = now - record.started_at if record.started_at is not None else 0.0
-    if limit is not None and ran >= limit:
-        last = "none" if record.last_step is None else str(record.last_step)
-        error = (
-            f"timeout: ran past execution.trial_timeout ({limit:g} s) and was stopped; "
-            f"last reported step: {last}"
-        )
+    if limit is not None and past_limit(record.started_at, limit, now):
+        killed = past_limit(record.started_at, limit, now, KILL_GRACE_S)
+        error = timeout_error(limit, record.last_step, killed)
     else:
         error = worker_death(crash, stderr_file(settings.worker_dir, record.number), ended)
     return Death(Outcome.FAIL, error, evidence)

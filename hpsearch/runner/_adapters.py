@@ -170,6 +170,7 @@ class LedgerCallback(Callback):
         self._failure = failure or Failure()
         self._node_gone = node_gone or node_died
         self._nodes: dict[str, str] = {}  # trial id -> the node its worker said it runs on
+        self._killed: set[str] = set()  # trial ids whose worker was killed past its limit
 
     def on_trial_start(
         self, iteration: int, trials: list[Trial], trial: Trial, **info: Any
@@ -205,6 +206,20 @@ class LedgerCallback(Callback):
 
     def on_step_end(self, iteration: int, trials: list[Trial], **info: Any) -> None:
         self._tell(lambda events: events.maintain())
+        self._tell(lambda events: self._kill(events.unresponsive(), trials))
+
+    def _kill(self, launches: list[str], trials: list[Trial]) -> None:
+        """Kill the workers of ``launches`` from outside (stopped, or stuck holding the GIL):
+        Ray ends the process; Tune then reports the trial's error, as for any dead worker."""
+        for trial in trials:
+            actor = trial.temporary_state.ray_actor
+            if (
+                trial.trial_id in launches
+                and actor is not None
+                and trial.trial_id not in self._killed
+            ):
+                self._killed.add(trial.trial_id)
+                ray.kill(actor, no_restart=True)
 
     def _tell(self, what: Callable[[TrialEvents], object]) -> None:
         events = self._live()

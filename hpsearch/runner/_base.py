@@ -50,6 +50,10 @@ class TrialEvents(Protocol):
     def maintain(self, now: float | None = None) -> None:
         """Periodic upkeep, about once a second."""
 
+    def unresponsive(self) -> list[str]:
+        """Launches whose worker ran past ``execution.trial_timeout`` and did not end
+        itself: the runner kills them from outside."""
+
 
 class RunnerSession(ABC):
     """A connection to where trials run, for the length of one search.

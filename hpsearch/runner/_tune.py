@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+import signal
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
@@ -15,6 +17,7 @@ from ray.tune.experiment import Trial
 
 from hpsearch._compat import tune_max_pending_trials
 from hpsearch.config import ExecutionSpec, TelemetrySpec
+from hpsearch.interrupts import note_interrupted
 from hpsearch.placement import ClusterCapacity, NodeGpus
 from hpsearch.pruning import RayVerdictBoard, VerdictBoard
 from hpsearch.runner._adapters import Failure, LedgerCallback, SchedulerSearcher, SearchStopper
@@ -109,7 +112,18 @@ class _RaySession(RunnerSession):
         # packed GPU must be able to start together.
         with tune_max_pending_trials(max_pending):
             tuner.fit()
+            if _tune_caught_sigint():
+                note_interrupted()
         failure.raise_first()  # now that Tune has stopped the trials
+
+
+def _tune_caught_sigint() -> bool:
+    """Whether Tune's fit ended on Ctrl-C: Tune ends the run quietly on the first SIGINT
+    and puts back the handler it found, so its own is no longer installed."""
+    if threading.current_thread() is not threading.main_thread():
+        return False  # Tune catches no signal off the main thread
+    handler = signal.getsignal(signal.SIGINT)
+    return getattr(handler, "__name__", "") != "signal_interrupt_tune_run"
 
 
 def _trial_name(trial: Trial) -> str:

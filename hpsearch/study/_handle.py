@@ -27,8 +27,12 @@ class StudyHandle:
         stale: list[FrozenTrial],
         heartbeat_interval_s: int = HEARTBEAT_INTERVAL_S,
         grace_period_s: int = GRACE_PERIOD_S,
+        *,
+        notes: tuple[str, ...] = (),
     ) -> None:
         self.study = study
+        self.notes = notes
+        """What the driver should say as it starts (a space that differs from the study's)."""
         self._storage = storage
         self._stale = stale
         self.heartbeat_interval_s = heartbeat_interval_s

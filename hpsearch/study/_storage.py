@@ -32,6 +32,7 @@ from hpsearch.samplers import make_sampler
 from hpsearch.storage_faults import Stores, storage_fault
 from hpsearch.study._handle import StudyHandle
 from hpsearch.study._heartbeat import heartbeat_timing, requeue_lost
+from hpsearch.study._space_check import SPACE_ATTR, compare_spaces, space_attr, stored_space
 
 DRIVERS_ATTR = "hpsearch.drivers_started"
 """The study's count of drivers ever started on it (each offsets its sampler's seed)."""
@@ -87,8 +88,11 @@ def open_study(
             raise _cannot_open(config, exc) from None
         storage = _open_storage(config, heartbeat_interval_s, grace_period_s, stale_trial)
         study = _open_or_create(config, storage, sampler, pruner)
-        drivers = int(study.user_attrs.get(DRIVERS_ATTR, 0))
+        study_attrs = study.user_attrs  # a query: read once
+        drivers = int(study_attrs.get(DRIVERS_ATTR, 0))
+        notes: tuple[str, ...] = ()
         if as_driver:
+            notes = _check_space(config, study, study_attrs)
             study.set_user_attr(DRIVERS_ATTR, drivers + 1)
             for key, value in _described(config).items():
                 study.set_user_attr(key, value)
@@ -102,13 +106,36 @@ def open_study(
         study.sampler = make_sampler(
             spec.sampler.model_copy(update={"seed": seed}), config.source, config.search_space
         )
-    return StudyHandle(study, storage, stale, heartbeat_interval_s, grace_period_s)
+    return StudyHandle(study, storage, stale, heartbeat_interval_s, grace_period_s, notes=notes)
+
+
+def _check_space(
+    config: RunConfig, study: optuna.Study, study_attrs: dict[str, Any]
+) -> tuple[str, ...]:
+    """The config's space against the study's (:mod:`~hpsearch.study._space_check`): the
+    notes a driver prints; raises where the two cannot share the study.
+
+    Raises:
+        StudyError: naming the parameter, both definitions and the way out.
+    """
+    spec = config.study
+    check = compare_spaces(
+        stored_space(study_attrs, lambda: study.get_trials(deepcopy=False)),
+        config.search_space.distributions(),
+        allow_change=spec.allow_space_change,
+        strict=spec.strict_space,
+    )
+    if check.problem:
+        raise StudyError(f"{config.source}: {check.problem} (study '{spec.name}')")
+    return tuple(f"study '{spec.name}': {note}" for note in check.notes)
 
 
 def _described(config: RunConfig) -> dict[str, Any]:
     """What a study keeps of the search that runs it (its latest driver's)."""
+    space = config.search_space.distributions()
     return {
         CONFIG_ATTR: config.model_dump(mode="json", exclude_unset=True),  # as written
+        **({SPACE_ATTR: space_attr(space)} if space else {}),
         VERSION_ATTR: _version(),
         TRAIN_ATTR: config.train_label,
     }

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from pathlib import Path
 
 import pytest
+from optuna.trial import TrialState
 
 import hpsearch
 from hpsearch import attrs
 from hpsearch.config import load_config
 from hpsearch.study import open_study
-from tests.conftest import ConfigWriter, mlflow_client
+from tests.conftest import ConfigWriter, mlflow_client, wait_for
+from tests.faults.conftest import Drivers
 
 # the search starts a Ray of its own
 pytestmark = [pytest.mark.process, pytest.mark.usefixtures("no_ray")]
@@ -51,3 +55,69 @@ def test_a_hung_trial_ends_fail_with_reason_timeout_and_its_last_step(
         assert run.info.status == "FAILED"
         assert run.data.tags["hpsearch.error"].startswith("timeout:")
     assert took < 60, f"the search took {took:.0f} s"  # not the hour the trials would hang
+
+
+def test_a_stopped_worker_and_one_holding_the_gil_are_killed_by_the_driver(
+    write_config: ConfigWriter, project: Path
+) -> None:
+    # Neither worker can end itself at the limit: the driver kills both from outside.
+    path = write_config(
+        {
+            "train": "tests.train_functions:stuck",
+            "space": {"steps": None, "how": {"type": "categorical", "choices": ["sigstop", "gil"]}},
+            "study": {"n_trials": 3},
+            "execution": {"trial_timeout": 2},
+        }
+    )
+    queued = open_study(load_config(path)).study
+    for x, how in ((0.9, "sigstop"), (0.8, "gil"), (0.2, "gil")):
+        queued.enqueue_trial({"x": x, "how": how})
+
+    started = time.monotonic()
+    outcome = hpsearch.run(path)
+    took = time.monotonic() - started
+
+    trials = {t.params["x"]: t for t in outcome.results.study.trials}
+    assert {x: t.state.name for x, t in trials.items()} == {
+        0.9: "FAIL",
+        0.8: "FAIL",
+        0.2: "COMPLETE",
+    }
+    for x in (0.9, 0.8):
+        error = trials[x].user_attrs[attrs.ERROR]
+        assert error == (
+            "timeout: ran past execution.trial_timeout (2 s) did not end, and was killed "
+            "by the driver; last reported step: 0"
+        )
+    assert took < 60, f"the search took {took:.0f} s"
+
+
+def test_a_trial_past_its_limit_when_the_search_is_interrupted_is_not_run_again(
+    write_config: ConfigWriter, project: Path, drivers: Drivers
+) -> None:
+    path = write_config(
+        {
+            "train": "tests.train_functions:stuck",
+            "space": {"steps": None, "how": "sigstop"},
+            "study": {"n_trials": 1},
+            "execution": {"trial_timeout": 2},
+        }
+    )
+    study = open_study(load_config(path)).study
+    study.enqueue_trial({"x": 0.9})
+    driver = drivers.start(path)
+
+    def past_its_limit() -> bool:
+        running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+        start = running[0].datetime_start if running else None
+        launched = bool(running) and attrs.ASSIGNED in running[0].user_attrs
+        return launched and start is not None and time.time() - start.timestamp() > 3.0
+
+    wait_for(past_its_limit, 120, "the trial stuck past its limit")
+    os.killpg(driver.pid, signal.SIGINT)  # Ctrl-C, before the driver's kill
+    _, err = driver.communicate(timeout=60)
+
+    assert driver.returncode == 130, err[-2000:]
+    trials = study.get_trials(deepcopy=False)
+    assert [t.state.name for t in trials] == ["FAIL"]  # failed, and nothing queued again
+    assert trials[0].user_attrs[attrs.ERROR].startswith("timeout: ran past execution.trial_timeout")

@@ -512,3 +512,41 @@ def test_nothing_is_launched_while_the_policy_has_no_room(
     assert isinstance(d.parts.scheduler.suggest("a"), TrialLaunch)
     assert d.parts.scheduler.suggest("b") is Hold.WAIT
     assert len(d.handle.study.trials) == 1  # nothing asked of Optuna while waiting
+
+
+def test_a_worker_past_its_limit_and_the_grace_is_named_for_killing_then_fails_as_killed(
+    write_config: ConfigWriter, driver: DriverFactory
+) -> None:
+    d = driver(load_config(write_config({"execution": {"trial_timeout": 10}})))
+    d.launch("t0")
+    d.ledger.event("t0", report(0, score=0.5))
+    d.clock.now += 10.0
+    assert d.ledger.unresponsive() == []  # at its limit, its own timer ends it
+    d.clock.now += 4.9
+    assert d.ledger.unresponsive() == []
+    d.clock.now += 0.1
+    assert d.ledger.unresponsive() == ["t0"]
+
+    assert d.ledger.ended("t0", crash="RayActorError: the actor died") is Outcome.FAIL
+    (trial,) = d.handle.study.trials
+    assert trial.user_attrs[attrs.ERROR] == (
+        "timeout: ran past execution.trial_timeout (10 s) did not end, and was killed by the "
+        "driver; last reported step: 0"
+    )
+    assert d.ledger.unresponsive() == []
+
+
+def test_a_trial_past_its_limit_when_the_search_stops_fails_and_is_not_queued_again(
+    write_config: ConfigWriter, driver: DriverFactory
+) -> None:
+    d = driver(load_config(write_config({"execution": {"trial_timeout": 10}})))
+    d.launch("t0")
+    d.launch("t1")
+    d.ledger.event("t0", report(3, score=0.5))
+    d.clock.now += 11.0  # both past the limit
+
+    assert d.ledger.interrupt_open() == 0
+
+    states = [(t.state.name, t.user_attrs[attrs.OUTCOME]) for t in d.handle.study.trials]
+    assert states == [("FAIL", "fail"), ("FAIL", "fail")]  # nothing WAITING: not run again
+    assert d.handle.study.trials[0].user_attrs[attrs.ERROR].endswith("last reported step: 3")

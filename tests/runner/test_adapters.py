@@ -49,6 +49,9 @@ class Events:
     def maintain(self, now: float | None = None) -> None:
         self.told.append(("maintain",))
 
+    def unresponsive(self) -> list[str]:
+        return []
+
 
 class FakeTrial:
     def __init__(self, trial_id: str, error: str | None = None) -> None:
