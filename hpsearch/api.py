@@ -279,6 +279,9 @@ def _search(  # noqa: PLR0917 - the root hands over what it opened
                 mps=mps.active,
                 study_access=study_access,
             )
+            # Where a SIGTERM stopped the runner's processes too, what Ctrl-C records
+            # is recorded without them (the runner then exits 143).
+            session.on_lost(lambda: _close_without_runner(parts, parent, readings, handle))
             started = session.clock()
             try:
                 with parts.view:
@@ -498,6 +501,14 @@ def _check_mlflow_store(config: RunConfig, handle: StudyHandle) -> None:
             "restore the file, or run again with --new-mlflow-history to go on with a new "
             "MLflow history (the old trials' run ids will point nowhere)",
         )
+
+
+def _close_without_runner(
+    parts: SearchParts, parent: ParentRun, readings: ClusterReadings | None, handle: StudyHandle
+) -> None:
+    """Ctrl-C's records of a search whose runner is gone: trials queued again, runs KILLED."""
+    close_out(parts, parent, readings, handle)
+    parent.end(RunStatus.KILLED)
 
 
 def close_out(

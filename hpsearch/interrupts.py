@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 
@@ -37,9 +37,28 @@ def terminated() -> bool:
     return _terminated.is_set()
 
 
+_on_sigterm: list[Callable[[], None]] = []
+
+
 def _as_ctrl_c(signum: int, frame: FrameType | None) -> None:
+    first = not _terminated.is_set()
     _terminated.set()
+    if first:
+        for action in list(_on_sigterm):
+            threading.Thread(target=action, name="hpsearch-sigterm", daemon=True).start()
     os.kill(os.getpid(), signal.SIGINT)
+
+
+@contextmanager
+def on_sigterm(action: Callable[[], None]) -> Iterator[None]:
+    """Within the block, a SIGTERM also starts ``action`` in a thread of its own: for what
+    the main thread cannot do while a library it waits in hangs (Ray's, when a signal
+    to the whole process group stopped Ray's processes too)."""
+    _on_sigterm.append(action)
+    try:
+        yield
+    finally:
+        _on_sigterm.remove(action)
 
 
 @contextmanager

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -44,20 +45,32 @@ class Failure:
 
     def __init__(self) -> None:
         self.first: Exception | None = None
+        self.lock = threading.RLock()
+        """Held while Tune runs hpsearch's side: a thread that closes the search out
+        without Tune (its Ray gone) waits for what runs there to finish."""
 
     @contextmanager
     def kept(self) -> Iterator[None]:
         """Keep an exception raised in the block (the first one) instead of raising it."""
-        try:
-            yield
-        except Exception as exc:  # a KeyboardInterrupt still stops Tune as usual
-            if self.first is None:
-                self.first = exc
+        with self.lock:
+            try:
+                yield
+            except Exception as exc:  # a KeyboardInterrupt still stops Tune as usual
+                if self.first is None:
+                    self.first = exc
 
     def raise_first(self) -> None:
         """Raise the kept exception, if any."""
         if self.first is not None:
             raise self.first
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Tune pickles its searcher, stopper and callbacks (with this) into its folder.
+        return {"first": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.first = state["first"]
+        self.lock = threading.RLock()
 
 
 class SchedulerSearcher(Searcher):

@@ -110,6 +110,13 @@ class RunnerSession(ABC):
         """
         return nullcontext()
 
+    def on_lost(self, close: Callable[[], None]) -> None:
+        """What to do when a SIGTERM stopped the runner's own processes with the driver
+        (a signal to its whole process group or tree): ``close`` records the search's
+        end without the runner, and the process exits 143. Default: nothing (a runner
+        in the driver's process cannot be lost apart from it)."""
+        return  # nothing of its own to lose
+
     @abstractmethod
     def run(self, source: TrialSource, events: TrialEvents, *, name: str, max_pending: int) -> None:
         """Launch what ``source`` suggests until it says the search is finished.

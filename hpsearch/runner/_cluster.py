@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
 import shutil
+import signal
 import socket
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,6 +23,7 @@ from hpsearch._compat import (
     RAY_WORKER_ENV,
     ray_on_loopback_only,
 )
+from hpsearch._procs import descendants
 from hpsearch.config import ExecutionSpec
 from hpsearch.errors import HpsearchError
 from hpsearch.interrupts import sigterm_as_ctrl_c
@@ -96,6 +100,53 @@ def ray_cluster(
         if started_here:
             ray.shutdown()
             _remove_session(session_dir)
+
+
+GCS_CHECK_TIMEOUT_S = 1
+"""How long one question to a local Ray's control store may wait for its answer (seconds)."""
+
+
+def local_ray_died(wait_s: float) -> bool:
+    """Whether the control store (GCS) of a Ray this process started stops answering (or
+    ends) within ``wait_s``: a SIGTERM to the whole process group stops it, the process
+    itself lingering a while. ``False`` for a cluster joined by address.
+    """
+    node = getattr(ray._private.worker, "_global_node", None)  # the Ray this process started
+    infos = getattr(node, "all_processes", {}).get("gcs_server", []) if node else []
+    if not infos or infos[0].process is None:
+        return False
+    gcs = infos[0].process
+    client = getattr(ray._private.worker.global_worker, "gcs_client", None)
+    if client is None:
+        return gcs.poll() is not None
+    deadline, failed = time.monotonic() + wait_s, 0
+    while time.monotonic() < deadline:
+        try:
+            client.internal_kv_get(b"alive", b"hpsearch", timeout=GCS_CHECK_TIMEOUT_S)
+            failed = 0
+        except Exception:  # Ray's RpcError: it did not answer in time
+            failed += 1
+        if gcs.poll() is not None or failed >= 2:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def stop_local_ray() -> None:
+    """Kill what is left of the Ray this process started, by its processes (no RPC: its
+    control store is gone, and Ray's own shutdown would wait on it)."""
+    node = getattr(ray._private.worker, "_global_node", None)
+    if node is None:
+        return
+    started = [info.process.pid for infos in node.all_processes.values() for info in infos]
+    # Their children too (Ray's agents, the trials' workers): without their raylet
+    # they would linger about a minute before noticing.
+    children = [pid for parent in started for pid in descendants(parent)]
+    with contextlib.suppress(Exception):  # stopping what is already half gone
+        node.kill_all_processes(check_alive=False, allow_graceful=False)
+    for pid in children:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def _remove_session(session_dir: str | None) -> None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
 import signal
+import sys
 import tempfile
 import threading
 import time
@@ -17,17 +19,29 @@ from ray.tune.experiment import Trial
 
 from hpsearch._compat import tune_max_pending_trials
 from hpsearch.config import ExecutionSpec, TelemetrySpec
-from hpsearch.interrupts import note_interrupted
+from hpsearch.interrupts import EXIT_TERMINATED, note_interrupted, on_sigterm
 from hpsearch.placement import ClusterCapacity, NodeGpus
 from hpsearch.pruning import RayVerdictBoard, VerdictBoard
 from hpsearch.runner._adapters import Failure, LedgerCallback, SchedulerSearcher, SearchStopper
 from hpsearch.runner._base import RunnerSession, TrialEvents, TrialRunner, TrialSource
-from hpsearch.runner._cluster import cluster_gpus, current_capacity, local_node_id, ray_cluster
+from hpsearch.runner._cluster import (
+    cluster_gpus,
+    current_capacity,
+    local_node_id,
+    local_ray_died,
+    ray_cluster,
+    stop_local_ray,
+)
 from hpsearch.runner._node_monitors import NodeMonitors
 from hpsearch.runner._trainable import run_trial, trial_resources
 from hpsearch.runner._tune_dicts import launch_of
 from hpsearch.simulation import SimulatedSpec
 from hpsearch.telemetry import ClusterReadings, GpuMonitor
+
+LOST_RAY_WAIT_S = 3.0
+"""After a SIGTERM, how long the driver watches its local Ray for having been stopped too."""
+LOST_RAY_LOCK_S = 10.0
+"""How long the close-out without Ray waits for the driver's side of Tune to finish."""
 
 RAY_RESULTS_DIR = Path("mlruns") / "ray"
 """Where Ray Tune keeps trial folders, under the working directory."""
@@ -65,6 +79,10 @@ class _RaySession(RunnerSession):
         self.local_node_id = local_node_id()
         self._storage_path = storage_path
         self._reuse_workers = reuse_workers
+        self._close: Callable[[], None] | None = None
+
+    def on_lost(self, close: Callable[[], None]) -> None:
+        self._close = close
 
     def capacity(self) -> ClusterCapacity:
         return current_capacity()
@@ -110,11 +128,38 @@ class _RaySession(RunnerSession):
         )
         # With a custom searcher Tune lets one trial start at a time; trials of a
         # packed GPU must be able to start together.
-        with tune_max_pending_trials(max_pending):
+        with (
+            tune_max_pending_trials(max_pending),
+            on_sigterm(lambda: self._close_if_ray_died(failure)),
+        ):
             tuner.fit()
             if _tune_caught_sigint():
                 note_interrupted()
         failure.raise_first()  # now that Tune has stopped the trials
+
+    def _close_if_ray_died(self, failure: Failure) -> None:
+        """After a SIGTERM: if it stopped the local Ray too, close out without it and exit.
+
+        Tune's own ending then waits on Ray's control store for a minute and the process
+        dies without a word, leaving its trials and runs RUNNING; here they are
+        recorded as for Ctrl-C (queued again, KILLED) instead.
+        """
+        if self._close is None or not local_ray_died(LOST_RAY_WAIT_S):
+            return
+        # What runs on the driver's side of Tune finishes first (Tune's thread then hangs in Ray).
+        locked = failure.lock.acquire(timeout=LOST_RAY_LOCK_S)
+        try:
+            self._close()
+        finally:
+            stop_local_ray()
+            sys.stderr.write(
+                "terminated (SIGTERM); Ray's own processes were stopped by it too: the "
+                "running trials will run again on the next run\n"
+            )
+            sys.stderr.flush()
+            if locked:
+                failure.lock.release()
+            os._exit(EXIT_TERMINATED)
 
 
 def _tune_caught_sigint() -> bool:

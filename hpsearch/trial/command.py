@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from hpsearch._procs import group_running
 from hpsearch.oom import device_oom
 from hpsearch.trial.context import TrialContext, TrialPruned
 from hpsearch.trial.script import ARGS, CommandSpec
@@ -365,20 +366,8 @@ def _group_running(group: int) -> bool:
     whoever adopted it, does not); where ``/proc`` cannot tell, :func:`_group_alive`."""
     if not _group_alive(group):
         return False  # the common case, no member left: no /proc scan
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return True
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            # pid (comm) state ppid pgrp ...: comm may hold spaces, so split after ")".
-            fields = (entry / "stat").read_text().rpartition(")")[2].split()
-        except OSError:
-            continue
-        if len(fields) > 2 and int(fields[2]) == group and fields[0] != "Z":
-            return True
-    return False
+    running = group_running(group)
+    return True if running is None else running
 
 
 def _failure(returncode: int, stderr: list[str]) -> str:

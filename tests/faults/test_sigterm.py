@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import signal
+import time
 from pathlib import Path
 
 import pytest
 
 from hpsearch import attrs
+from hpsearch._procs import group_running
 from hpsearch.interrupts import EXIT_TERMINATED
 from tests.conftest import ConfigWriter, mlflow_client, wait_for
 from tests.faults.conftest import Drivers, study_trials
@@ -15,9 +18,12 @@ from tests.faults.conftest import Drivers, study_trials
 pytestmark = pytest.mark.process
 
 
+@pytest.mark.parametrize("to", ["the driver", "its process group"])
 def test_sigterm_requeues_running_trials_ends_runs_killed_and_exits_143(
-    write_config: ConfigWriter, project: Path, drivers: Drivers
+    write_config: ConfigWriter, project: Path, drivers: Drivers, to: str
 ) -> None:
+    # To its group (systemd, Slurm's scancel, `timeout` send it so), Ray's own processes
+    # are stopped with the driver: it closes out without them, as for Ctrl-C.
     path = write_config(
         {
             "train": "tests.train_functions:timed",
@@ -31,11 +37,21 @@ def test_sigterm_requeues_running_trials_ends_runs_killed_and_exits_143(
         return sum(attrs.MLFLOW_RUN in t.user_attrs for t in study_trials()) == 2
 
     wait_for(two_running, 120, "two trials to start")
-    driver.send_signal(signal.SIGTERM)
+    started = time.monotonic()
+    if to == "the driver":
+        driver.send_signal(signal.SIGTERM)
+    else:
+        os.killpg(driver.pid, signal.SIGTERM)  # started in a session of its own
     out, stderr = driver.communicate(timeout=120)
+    took = time.monotonic() - started
 
     assert driver.returncode == EXIT_TERMINATED == 143, stderr[-2000:]
-    assert "2 trial(s) were interrupted and will run again" in out
+    assert took < 20, f"it took {took:.0f} s to stop"
+    if to == "the driver":
+        assert "2 trial(s) were interrupted and will run again" in out
+    else:
+        assert stderr.strip().splitlines()[-1].startswith("terminated (SIGTERM); Ray's own")
+        assert group_running(driver.pid) is False  # Ray's processes are gone with it
     assert "*** SIG" not in stderr  # no C++ signal dump
     assert "Traceback" not in stderr
     trials = study_trials()
