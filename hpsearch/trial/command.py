@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from hpsearch._procs import group_running
+from hpsearch._procs import descendants, group_running
 from hpsearch.oom import device_oom
 from hpsearch.trial.context import TrialContext, TrialPruned
 from hpsearch.trial.script import ARGS, CommandSpec
@@ -55,6 +55,7 @@ STDERR_KEPT_LINES = 30
 _POLL_S = 0.2
 KILLED_WAIT_S = 2.0
 """How long a trial's end waits for its SIGKILLed process group to be gone."""
+_PR_SET_CHILD_SUBREAPER = 36  # prctl's option number (linux/prctl.h)
 _LINGER_S = 5.0
 """How long a script's stdout may stay open after it exited (a leftover child holds it)."""
 
@@ -161,6 +162,8 @@ def run_command(
         env["CUDA_VISIBLE_DEVICES"] = ""  # a CPU trial keeps off the GPUs
     if ctx.memory_cap_mb is not None:  # its share of a GPU it shares with other trials
         env["HPSEARCH_GPU_MEMORY_CAP_MB"] = f"{ctx.memory_cap_mb:.0f}"
+    spared = set(descendants(os.getpid()))  # what this worker ran before the script
+    subreaper = _subreaper(True)
     process = subprocess.Popen(
         command_line(spec, params),
         cwd=workdir if workdir and os.path.isdir(workdir) else folder,
@@ -182,7 +185,9 @@ def run_command(
     finally:
         # However the trial ends (the script done, pruned, failed, stopped), nothing it
         # started outlives it: what is left of its process group goes too.
-        _stop(process, spec.stop_grace)
+        _stop(process, spec.stop_grace, spared)
+        if subreaper:
+            _subreaper(False)
         for reader in readers:
             reader.join(timeout=5)
     if process.returncode != 0:
@@ -327,27 +332,77 @@ def _thread(target: Callable[..., None], *args: Any) -> threading.Thread:
     return thread
 
 
-def _stop(process: subprocess.Popen[bytes], grace_s: float) -> None:
-    """SIGTERM the script's process group; SIGKILL what is left of it after ``grace_s``.
+def _stop(process: subprocess.Popen[bytes], grace_s: float, spared: set[int]) -> None:
+    """SIGTERM the script's process group and every other process it started (one that
+    left the group with ``setsid``); SIGKILL what is left of them after ``grace_s``.
 
     The group is killed even when the script itself ended in time: a child it
-    started that ignores SIGTERM would outlive the trial otherwise.
+    started that ignores SIGTERM would outlive the trial otherwise. Its other
+    descendants are this worker's (whose processes, ``spared``, are not the
+    script's): below the script, or adopted by the worker, a subreaper, once
+    their parent ended.
     """
     deadline = time.monotonic() + grace_s
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGTERM)
+    _signal_each(_started_by(process, spared), signal.SIGTERM)
     with contextlib.suppress(subprocess.TimeoutExpired):
         process.wait(timeout=grace_s)
-    while _group_alive(process.pid) and time.monotonic() < deadline:
+    # Zombies do not count: one the worker adopted waits for _reap below.
+    while _group_running(process.pid) and time.monotonic() < deadline:
         time.sleep(_POLL_S)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
     process.wait()
+    _reap(_signal_each(_started_by(process, spared), signal.SIGKILL))
     # SIGKILL is delivered, not awaited: the trial ends once its group is gone (or, on a
     # loaded machine, after a short while more), not while a child is still dying.
     gone_by = time.monotonic() + KILLED_WAIT_S
     while _group_running(process.pid) and time.monotonic() < gone_by:
         time.sleep(_POLL_S / 4)
+
+
+def _started_by(process: subprocess.Popen[bytes], spared: set[int]) -> list[int]:
+    """This worker's descendants but the script and what it ran before the script."""
+    return [pid for pid in descendants(os.getpid()) if pid != process.pid and pid not in spared]
+
+
+def _signal_each(pids: list[int], signum: int) -> list[int]:
+    """Send ``signum`` to each of ``pids``; return those it reached."""
+    reached = []
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signum)
+            reached.append(pid)
+    return reached
+
+
+def _reap(pids: list[int]) -> None:
+    """Collect the exit of those of ``pids`` this worker adopted (no zombie is left)."""
+    gone_by = time.monotonic() + KILLED_WAIT_S
+    waiting = list(pids)
+    while waiting and time.monotonic() < gone_by:
+        for pid in list(waiting):
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0] == 0:
+                    continue  # still dying
+            except ChildProcessError:
+                pass  # not this worker's child: its own parent collects it
+            waiting.remove(pid)
+        if waiting:
+            time.sleep(_POLL_S / 4)
+
+
+def _subreaper(on: bool) -> bool:
+    """Make this worker adopt the orphans of what it runs (Linux's child subreaper), so a
+    script's child that left its group is still found; whether that was possible."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        return bool(libc.prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False
 
 
 def _group_alive(group: int) -> bool:

@@ -131,6 +131,37 @@ def test_a_pruned_script_is_stopped_with_its_children_sigkill_after_the_grace(
         assert not _alive(pid), f"process {pid} outlived its pruned trial"
 
 
+@pytest.mark.parametrize("ending", ["completes", "is pruned"])
+def test_a_child_that_left_the_scripts_group_with_setsid_is_ended_too(
+    tmp_path: Path, ending: str
+) -> None:
+    # Its own session (setsid), SIGTERM ignored, and its parent gone before the trial
+    # ends: no group kill reaches it; the worker, its subreaper, finds and ends it.
+    ctx = TrialContext.local(prune_at=1 if ending == "is pruned" else None)
+    pid_file = tmp_path / "pid"
+    escapee = (
+        "import os, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        f"open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(600)"
+    )
+    script = f"""
+        import subprocess
+        middle = subprocess.Popen([sys.executable, "-c", {escapee!r}], start_new_session=True)
+        while not os.path.exists({str(pid_file)!r}):
+            time.sleep(0.05)
+        for step in range(3):
+            print(json.dumps({{"step": step, "score": step}}), flush=True)
+            time.sleep(0.3)
+        """
+    started = time.monotonic()
+    try:
+        _run(tmp_path, script, {"x": 1}, ctx, stop_grace=1)
+    except hpsearch_pruned():
+        assert ending == "is pruned"
+    assert time.monotonic() - started < 15
+    pid = int(pid_file.read_text())
+    assert not _alive(pid), f"process {pid} outlived its trial"
+
+
 def test_a_leftover_child_holding_stdout_does_not_keep_the_trial_open(tmp_path: Path) -> None:
     ctx = TrialContext.local()
     started = time.monotonic()
