@@ -20,8 +20,10 @@ raises the first one once Tune has stopped its trials.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -33,6 +35,7 @@ from ray.tune import Callback, Stopper
 from ray.tune.experiment import Trial
 from ray.tune.search import Searcher
 
+from hpsearch._procs import descendants
 from hpsearch.runner._base import TrialEvents, TrialSource
 from hpsearch.runner._tune_dicts import event_of, tune_config
 from hpsearch.scheduler import Hold
@@ -184,6 +187,7 @@ class LedgerCallback(Callback):
         self._node_gone = node_gone or node_died
         self._nodes: dict[str, str] = {}  # trial id -> the node its worker said it runs on
         self._killed: set[str] = set()  # trial ids whose worker was killed past its limit
+        self._pids: dict[str, int] = {}  # trial id -> its worker's process id
 
     def on_trial_start(
         self, iteration: int, trials: list[Trial], trial: Trial, **info: Any
@@ -197,12 +201,15 @@ class LedgerCallback(Callback):
         if event is not None:
             if event.assigned is not None and event.assigned.node_id:
                 self._nodes[trial.trial_id] = event.assigned.node_id
+                if event.assigned.pid is not None:
+                    self._pids[trial.trial_id] = event.assigned.pid
             self._tell(lambda events: events.event(trial.trial_id, event))
 
     def on_trial_complete(
         self, iteration: int, trials: list[Trial], trial: Trial, **info: Any
     ) -> None:
         self._nodes.pop(trial.trial_id, None)
+        self._pids.pop(trial.trial_id, None)
         self._tell(lambda events: events.ended(trial.trial_id))
 
     def on_trial_error(
@@ -210,6 +217,7 @@ class LedgerCallback(Callback):
     ) -> None:
         crash = _error_text(trial)
         node = self._nodes.pop(trial.trial_id, None)
+        self._pids.pop(trial.trial_id, None)
         # Ray may report a lost node's actor as unreachable before it has marked the
         # node dead: the node's fate says which it was.
         unreachable = _UNREACHABLE.search(crash) is not None and not node_lost(crash)
@@ -223,15 +231,21 @@ class LedgerCallback(Callback):
 
     def _kill(self, launches: list[str], trials: list[Trial]) -> None:
         """Kill the workers of ``launches`` from outside (stopped, or stuck holding the GIL):
-        Ray ends the process; Tune then reports the trial's error, as for any dead worker."""
+        Ray ends the process; Tune then reports the trial's error, as for any dead worker.
+
+        On the driver's own node, what the worker started (a command-mode script, its
+        children) is killed first: a worker killed from outside cannot end them.
+        """
         for trial in trials:
             actor = trial.temporary_state.ray_actor
-            if (
-                trial.trial_id in launches
-                and actor is not None
-                and trial.trial_id not in self._killed
-            ):
-                self._killed.add(trial.trial_id)
+            trial_id = trial.trial_id
+            if trial_id in launches and actor is not None and trial_id not in self._killed:
+                self._killed.add(trial_id)
+                pid = self._pids.get(trial_id)
+                if pid is not None and self._nodes.get(trial_id) == _this_node():
+                    for child in descendants(pid):
+                        with contextlib.suppress(ProcessLookupError, PermissionError):
+                            os.kill(child, signal.SIGKILL)
                 ray.kill(actor, no_restart=True)
 
     def _tell(self, what: Callable[[TrialEvents], object]) -> None:
@@ -248,6 +262,11 @@ class LedgerCallback(Callback):
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_events": None}
+
+
+def _this_node() -> str:
+    """The Ray node id of the driver's machine."""
+    return str(ray.get_runtime_context().get_node_id())
 
 
 _UNREACHABLE = re.compile(r"ActorUnavailableError|actor is (?:temporarily )?unavailable|RpcError")

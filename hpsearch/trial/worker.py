@@ -10,10 +10,12 @@ event the driver records. The runner supplies where the worker runs (an
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
 import math
 import os
+import signal
 import sys
 import threading
 import traceback
@@ -22,6 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
+from hpsearch._procs import descendants
 from hpsearch.oom import BatchRetry, OomReport, device_oom, retry_smaller
 from hpsearch.simulation import PaceReader
 from hpsearch.telemetry import GpuLoad
@@ -102,6 +105,11 @@ def time_limit(seconds: float | None, number: int) -> Iterator[None]:
             "ending its worker\n"
         )
         sys.stderr.flush()
+        # What the trial started (a script and its children, DataLoader workers) ends with
+        # it: an exiting process takes none of its descendants along.
+        for child in descendants(os.getpid()):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(child, signal.SIGKILL)
         os._exit(EXIT_TIMEOUT)
 
     timer = threading.Timer(seconds, overdue)

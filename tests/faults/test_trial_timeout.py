@@ -12,6 +12,7 @@ from optuna.trial import TrialState
 
 import hpsearch
 from hpsearch import attrs
+from hpsearch._procs import processes
 from hpsearch.config import load_config
 from hpsearch.study import open_study
 from tests.conftest import ConfigWriter, mlflow_client, wait_for
@@ -121,3 +122,40 @@ def test_a_trial_past_its_limit_when_the_search_is_interrupted_is_not_run_again(
     trials = study.get_trials(deepcopy=False)
     assert [t.state.name for t in trials] == ["FAIL"]  # failed, and nothing queued again
     assert trials[0].user_attrs[attrs.ERROR].startswith("timeout: ran past execution.trial_timeout")
+
+
+def test_a_command_trial_past_its_limit_leaves_none_of_its_processes(
+    write_config: ConfigWriter, project: Path
+) -> None:
+    # The script starts a child that ignores SIGTERM and one that left its group (setsid),
+    # then hangs: the worker ends itself at the limit, and takes them along.
+    pids = project / "pids"
+    child = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"
+    (project / "hang.py").write_text(
+        "import json, subprocess, sys, time\n"
+        f"kids = [subprocess.Popen([sys.executable, '-c', {child!r}], start_new_session=new)\n"
+        "        for new in (False, True)]\n"
+        f"open({str(pids)!r}, 'w').write(' '.join(str(k.pid) for k in kids))\n"
+        "print(json.dumps({'step': 0, 'score': 0.5}), flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    path = write_config(
+        {
+            "train": {"command": "python hang.py"},
+            "space": {"steps": None},
+            "study": {"n_trials": 1},
+            "execution": {"trial_timeout": 3},
+        }
+    )
+    outcome = hpsearch.run(path)
+
+    (trial,) = outcome.results.study.trials
+    assert trial.user_attrs[attrs.ERROR].startswith("timeout: ran past execution.trial_timeout")
+    for pid in map(int, pids.read_text().split()):
+        assert not _running(pid), f"process {pid} outlived its trial"
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie does not)."""
+    found = [p for p in processes() if p.pid == pid]
+    return bool(found) and found[0].state != "Z"
