@@ -649,11 +649,37 @@ def _quiet_libraries() -> Iterator[None]:
     previous = {name: logger.level for name, logger in loggers.items()}
     for name, logger in loggers.items():
         logger.setLevel(_QUIET[name])
+    # MLflow prints "View run ... at: URL" for every run it ends on a tracking server;
+    # the search prints the runs table's address once.
+    printing = os.environ.get(_MLFLOW_URL_PRINTING)
+    os.environ[_MLFLOW_URL_PRINTING] = "true"
+    tune_loggers = [logging.getLogger(name) for name in _TRIAL_FAILURE_LOGGERS]
+    for logger in tune_loggers:
+        logger.addFilter(_drop_trial_failures)
     try:
         yield
     finally:
+        for logger in tune_loggers:
+            logger.removeFilter(_drop_trial_failures)
         for name, logger in loggers.items():
             logger.setLevel(previous[name])
+        if printing is None:
+            os.environ.pop(_MLFLOW_URL_PRINTING, None)
+        else:
+            os.environ[_MLFLOW_URL_PRINTING] = printing
+
+
+_MLFLOW_URL_PRINTING = "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"
+
+
+_TRIAL_FAILURE_LOGGERS = ("ray.tune.execution.tune_controller", "ray.tune.tune")
+
+
+def _drop_trial_failures(record: logging.LogRecord) -> bool:
+    """Tune's "Trial task failed" with Ray's traceback (two dozen lines per dead worker)
+    and its closing "Trials did not complete": each trial's record has the cause, and
+    its line in the progress view says it."""
+    return not record.getMessage().startswith(("Trial task failed", "Trials did not complete"))
 
 
 def _execution_for(config: RunConfig, backend: TelemetryBackend | None) -> ExecutionSpec:

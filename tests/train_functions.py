@@ -121,6 +121,11 @@ def hangs(params: dict[str, Any], ctx: TrialContext) -> None:
         time.sleep(3600)
 
 
+def returns_given(params: dict[str, Any], ctx: TrialContext) -> Any:
+    """Returns ``given`` as it is (a string, a list: what a user's train may return)."""
+    return params["given"]
+
+
 def stuck(params: dict[str, Any], ctx: TrialContext) -> None:
     """Reports step 0, then, when ``x`` is above 0.5, gets stuck where no timer of its own
     can end it: ``how`` is ``sigstop`` (its process stops itself) or ``gil`` (a

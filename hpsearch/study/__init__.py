@@ -19,7 +19,12 @@ from hpsearch.study._budget import (
     retried_numbers,
 )
 from hpsearch.study._handle import StudyHandle
-from hpsearch.study._heartbeat import GRACE_PERIOD_S, HEARTBEAT_INTERVAL_S, MAX_LOST_RETRIES
+from hpsearch.study._heartbeat import (
+    GRACE_PERIOD_S,
+    HEARTBEAT_INTERVAL_S,
+    LOST_REASON,
+    MAX_LOST_RETRIES,
+)
 from hpsearch.study._proxy import serve_study
 from hpsearch.study._storage import (
     CONFIG_ATTR,
@@ -37,6 +42,7 @@ __all__ = [
     "DRIVER_SEED_STRIDE",
     "GRACE_PERIOD_S",
     "HEARTBEAT_INTERVAL_S",
+    "LOST_REASON",
     "MAX_LOST_RETRIES",
     "TRAIN_ATTR",
     "VERSION_ATTR",

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 import optuna
-from optuna.exceptions import ExperimentalWarning
+from optuna.exceptions import ExperimentalWarning, UpdateFinishedTrialError
 from optuna.storages import BaseStorage, RDBStorage
+from optuna.storages._heartbeat import is_heartbeat_enabled
 from optuna.trial import FrozenTrial
 
 from hpsearch import attrs
 from hpsearch._locks import store_lock
-from hpsearch.study._heartbeat import GRACE_PERIOD_S, HEARTBEAT_INTERVAL_S
+from hpsearch.study._heartbeat import GRACE_PERIOD_S, HEARTBEAT_INTERVAL_S, LOST_REASON
 
 
 class StudyHandle:
@@ -113,6 +115,13 @@ class StudyHandle:
             The trials failed now (their MLflow runs still need ending).
         """
         self._stale.clear()
+        storage = self.study._storage
+        if is_heartbeat_enabled(storage):
+            # The reason goes on while they are RUNNING: a finished trial cannot change.
+            for trial_id in storage._get_stale_trial_ids(self._study_id):  # type: ignore[attr-defined]
+                with contextlib.suppress(UpdateFinishedTrialError):  # another driver's now
+                    storage.set_trial_user_attr(trial_id, attrs.OUTCOME, "interrupted")
+                    storage.set_trial_user_attr(trial_id, attrs.ERROR, LOST_REASON)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ExperimentalWarning)
             optuna.storages.fail_stale_trials(self.study)

@@ -2,19 +2,18 @@
 
 A driver stamps its running trials alive; a RUNNING trial whose stamp is older
 than the grace belongs to a driver that is gone. Another driver (or the next
-run) fails it, and Optuna's ``RetryHeartbeatStaleTrialCallback`` queues it
-again with the same parameters, at most :data:`MAX_LOST_RETRIES` times.
+run) fails it, with the reason, and queues it again with the same parameters, at
+most :data:`MAX_LOST_RETRIES` times.
 """
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 
 import optuna
-from optuna.exceptions import ExperimentalWarning
-from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import FrozenTrial
+
+from hpsearch import attrs
 
 HEARTBEAT_INTERVAL_S = 10
 """How often the driver stamps its running trials as alive (at most; a third of the grace)."""
@@ -35,21 +34,44 @@ def heartbeat_timing(grace_s: float) -> tuple[int, int]:
     return min(HEARTBEAT_INTERVAL_S, grace_period_s // 3), grace_period_s
 
 
-def requeue_lost(lost: list[FrozenTrial]) -> Callable[[optuna.Study, FrozenTrial], None]:
-    """The storage's callback for a stale trial: kept in ``lost`` and queued again by Optuna.
+LOST_REASON = (
+    "interrupted: its driver stopped (no heartbeat for longer than study.heartbeat_grace); "
+    "queued again with the same parameters"
+)
+"""Why a trial reclaimed from a driver that is gone failed (its ``hpsearch.error``)."""
 
+
+def requeue_lost(lost: list[FrozenTrial]) -> Callable[[optuna.Study, FrozenTrial], None]:
+    """The storage's callback for a stale trial: kept in ``lost`` and queued again.
+
+    The re-run is queued as Optuna's ``RetryHeartbeatStaleTrialCallback`` queues it
+    (its system attrs name the lost trial, so ``retried_trial_number`` answers), with
+    the lost trial's user attrs but the reason it failed, and ``hpsearch.retry_of``.
     A configuration whose trial was lost with its driver ``MAX_LOST_RETRIES + 1``
     times (it may be what kills the driver: the host's OOM killer) is not queued
     again, or every rerun would start with it.
     """
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ExperimentalWarning)
-        requeue = RetryHeartbeatStaleTrialCallback(max_retry=MAX_LOST_RETRIES)
 
     def stale_trial(study: optuna.Study, trial: FrozenTrial) -> None:
         lost.append(trial)  # its MLflow run is ended by the caller
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ExperimentalWarning)
-            requeue(study, trial)
+        history = [*trial.system_attrs.get("retry_history", []), trial.number]
+        if len(history) > MAX_LOST_RETRIES:
+            return
+        inherited = {
+            k: v for k, v in trial.user_attrs.items() if k not in (attrs.ERROR, attrs.OUTCOME)
+        }
+        study.add_trial(
+            optuna.create_trial(
+                state=optuna.trial.TrialState.WAITING,
+                params=trial.params,
+                distributions=trial.distributions,
+                user_attrs={**inherited, attrs.RETRY_OF: trial.number},
+                system_attrs={
+                    **trial.system_attrs,
+                    "failed_trial": trial.number,
+                    "retry_history": history,
+                },
+            )
+        )
 
     return stale_trial

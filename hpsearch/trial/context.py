@@ -401,15 +401,19 @@ class _Kept:
         self._context.knob_notes = list(knobs.notes)
 
 
-def as_metric_value(name: str, value: Any) -> float:
-    """``value`` as a float metric; raises TypeError for anything but a real number."""
+def as_metric_value(name: str, value: Any, where: str = "ctx.report") -> float:
+    """``value`` as a float metric; raises TypeError for anything but a real number.
+
+    Args:
+        where: what gave the value, for the error (``ctx.report``, or what train returned).
+    """
     item = getattr(value, "item", None)  # NumPy scalars and 0-d tensors
     if callable(item) and not isinstance(value, numbers.Real):
         with contextlib.suppress(TypeError, ValueError, RuntimeError):  # not a scalar
             value = item()
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(
-            f"ctx.report: metric {name!r} must be a real number, got {type(value).__name__}"
+            f"{where}: metric {name!r} must be a real number, got {type(value).__name__}"
         )
     # NaN and inf are kept: they are facts about the trial; the driver judges an
     # objective that is not finite.

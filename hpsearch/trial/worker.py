@@ -307,16 +307,22 @@ def release_memory(device: str) -> float | None:
 
 def final_metrics(returned: Any, objectives: Sequence[str]) -> dict[str, float]:
     """Metrics from the training function's return value: none, a mapping, or one number."""
+    where = "what train returned"
     if returned is None:
         return {}
     if isinstance(returned, Mapping):
-        return {str(k): as_metric_value(str(k), v) for k, v in returned.items()}
+        return {str(k): as_metric_value(str(k), v, where) for k, v in returned.items()}
     if len(objectives) != 1:
         raise TypeError(
             f"train returned {type(returned).__name__} but the config has "
             f"{len(objectives)} objectives; return a dict of metrics instead"
         )
-    return {objectives[0]: as_metric_value(objectives[0], returned)}
+    if isinstance(returned, str | bytes | Sequence):
+        raise TypeError(
+            f"train returned a {type(returned).__name__}; return a number (the objective "
+            f"{objectives[0]!r}), a dict of metrics, or None"
+        )
+    return {objectives[0]: as_metric_value(objectives[0], returned, where)}
 
 
 def use_gpu(index: int, assigned: Assignment) -> Assignment:

@@ -11,6 +11,7 @@ from hpsearch import attrs
 from hpsearch.config import load_config
 from hpsearch.study import open_study
 from tests.conftest import ConfigWriter
+from tests.faults.conftest import Drivers
 
 # its own Ray: only a Ray hpsearch starts reaps its workers
 pytestmark = [pytest.mark.process, pytest.mark.usefixtures("no_ray")]
@@ -54,3 +55,27 @@ def test_hard_deaths_keep_their_stderr_and_the_search_goes_on(
         number = trials[how].number
         assert f"trial {number} about to die: {how}" in error  # its own stderr line
     assert "(Segmentation fault)" in trials["segfault"].user_attrs[attrs.ERROR]
+
+
+def test_a_dead_worker_is_one_line_of_the_command_not_tunes_traceback(
+    write_config: ConfigWriter, project: Path, drivers: Drivers
+) -> None:
+    path = write_config(
+        {
+            "train": "tests.train_functions:dies",
+            "space": {
+                "x": {"type": "float", "low": 0.6, "high": 1.0},
+                "how": "exit",
+                "steps": None,
+            },
+            "study": {"n_trials": 1},
+        }
+    )
+    driver = drivers.start(path)
+    _, err = driver.communicate(timeout=120)
+
+    assert driver.returncode == 1, err[-2000:]
+    assert err.strip().splitlines() == [
+        "error: no trial of study 'test-study' completed (1 failed, 0 pruned); most common "
+        "(1 trial(s)): trial worker died: exit code 3"
+    ]

@@ -15,6 +15,7 @@ from hpsearch.errors import ConfigError, StudyError
 from hpsearch.pruning import make_pruner
 from hpsearch.study import (
     GRACE_PERIOD_S,
+    LOST_REASON,
     MAX_LOST_RETRIES,
     BudgetCount,
     BudgetDecision,
@@ -133,6 +134,13 @@ def test_lost_trials_are_failed_requeued_and_not_counted(config: RunConfig) -> N
     waiting = [t for t in handle.study.trials if t.state == TrialState.WAITING]
     assert len(waiting) == 1
     assert RetryHeartbeatStaleTrialCallback.retry_history(waiting[0]) == [lost.number]
+    # The lost trial says why it failed; its re-run names it and carries no reason.
+    failed = handle.study.trials[lost.number].user_attrs
+    assert (failed[attrs.OUTCOME], failed[attrs.ERROR]) == ("interrupted", LOST_REASON)
+    assert LOST_REASON.startswith("interrupted: its driver stopped")
+    assert waiting[0].user_attrs[attrs.RETRY_OF] == lost.number
+    assert attrs.ERROR not in waiting[0].user_attrs
+    assert attrs.OUTCOME not in waiting[0].user_attrs
     assert count_budget(handle.study.trials) == BudgetCount(finished=0, running=1)
     retry = handle.ask(config.search_space.distributions())
     assert retry.params == lost.params

@@ -110,3 +110,15 @@ def test_halving_keeps_the_effective_batch_or_says_it_cannot() -> None:
     assert halved({"batch_size": 1}) is None
     assert halved({"batch_size": 33}) is None
     assert halved({"lr": 0.1}) is None
+
+
+def test_a_returned_string_list_or_bad_dict_value_is_blamed_on_what_train_returned() -> None:
+    for returned, says in (
+        ("0.9", "train returned a str; return a number (the objective 'score')"),
+        ([0.9, 0.8], "train returned a list; return a number"),
+        ({"score": "high"}, "what train returned: metric 'score' must be a real number, got str"),
+    ):
+        _, end = _execute("tests.train_functions:returns_given", {"x": 0.5, "given": returned})
+        assert end.outcome is Outcome.FAIL
+        assert says in end.error
+        assert "ctx.report" not in end.error
