@@ -57,3 +57,14 @@ def group_running(group: int) -> bool | None:
     if not PROC.is_dir():
         return None
     return any(p.pgrp == group and p.state != "Z" for p in processes())
+
+
+def start_time(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks since boot): with its id, it names one
+    process, as ids are reused. ``None``: no such process (or no ``/proc``)."""
+    try:
+        fields = (PROC / str(pid) / "stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return None
+    # After the command: state is field 3 of stat, starttime field 22.
+    return int(fields[19]) if len(fields) > 19 else None

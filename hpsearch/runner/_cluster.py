@@ -9,6 +9,8 @@ import re
 import shutil
 import signal
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -89,6 +91,7 @@ def ray_cluster(
         except (ConnectionError, ValueError, RuntimeError) as exc:
             raise HpsearchError(_connect_error(spec.address, exc)) from None
         started_here = True
+    watchdog = _start_watchdog() if started_here and not spec.address else None
     try:
         # After ray.init, which makes SIGTERM exit at once, skipping the search's end.
         with sigterm_as_ctrl_c():
@@ -100,6 +103,36 @@ def ray_cluster(
         if started_here:
             ray.shutdown()
             _remove_session(session_dir)
+        if watchdog is not None:
+            os.close(watchdog)  # the watchdog finds nothing left, and ends
+
+
+def _start_watchdog() -> int | None:
+    """Start :mod:`hpsearch._ray_watchdog` on the local Ray's processes; return the pipe's
+    write end, which only this process holds (``None``: no process of Ray's is known)."""
+    node = getattr(ray._private.worker, "_global_node", None)
+    roots = [
+        info.process.pid
+        for infos in (node.all_processes.values() if node is not None else [])
+        for info in infos
+        if info.process is not None
+    ]
+    if not roots:
+        return None
+    read_end, write_end = os.pipe()  # neither is inherited by what Ray starts (PEP 446)
+    try:
+        subprocess.Popen(
+            [sys.executable, "-m", "hpsearch._ray_watchdog", str(read_end), *map(str, roots)],
+            pass_fds=(read_end,),
+            start_new_session=True,  # a signal to the driver's group leaves it to clean up
+            stdin=subprocess.DEVNULL,
+        )
+    except OSError:
+        os.close(write_end)
+        return None
+    finally:
+        os.close(read_end)
+    return write_end
 
 
 GCS_CHECK_TIMEOUT_S = 1

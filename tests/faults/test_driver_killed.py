@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from optuna.storages import RetryHeartbeatStaleTrialCallback
 
+from hpsearch._procs import descendants, processes, start_time
 from tests.conftest import ConfigWriter, mlflow_client, wait_for
 from tests.faults.conftest import Drivers, record_figures, study_trials
 
@@ -42,15 +43,20 @@ def test_a_rerun_right_after_a_kill_reclaims_the_dead_drivers_trials_and_finishe
 
     wait_for(one_done_two_running, 180, "a completed trial and two running")
     before = {t.number: t.value for t in study_trials() if t.state.name == "COMPLETE"}
+    # Ray's processes: the driver's descendants (the agents' command lines name no folder).
+    its_ray = {pid: start_time(pid) for pid in descendants(first.pid)}
     os.kill(first.pid, signal.SIGKILL)  # the driver only, as `kill -9 PID` would
     first.communicate()
 
     def its_ray_is_gone() -> bool:
         found = subprocess.run(["pgrep", "-f", str(root)], capture_output=True, check=False)
-        return found.stdout.strip() == b""
+        live = {p.pid: p for p in processes() if p.state != "Z"}
+        left = [pid for pid, at in its_ray.items() if pid in live and start_time(pid) == at]
+        return found.stdout.strip() == b"" and not left
 
-    # Ray's processes (GCS, raylet, agents, workers) do not outlive the killed driver.
-    wait_for(its_ray_is_gone, 60, "the killed driver's Ray processes to end")
+    # Ray's processes (GCS, raylet, agents, workers) do not outlive the killed driver:
+    # left alone, its agents would live about a minute.
+    wait_for(its_ray_is_gone, 15, "the killed driver's Ray processes to end")
     shutil.rmtree(root, ignore_errors=True)
 
     started = time.monotonic()
