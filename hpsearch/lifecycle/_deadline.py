@@ -8,6 +8,8 @@ catastrophic regex) is killed from outside by the driver once the limit and
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 KILL_GRACE_S = 5.0
 """How long past the limit a worker has to end itself before the driver kills it."""
 
@@ -29,3 +31,17 @@ def timeout_error(limit_s: float, last_step: int | None, killed: bool) -> str:
         f"timeout: ran past execution.trial_timeout ({limit_s:g} s) {how}; "
         f"last reported step: {last}"
     )
+
+
+def to_kill(started: Mapping[str, float | None], limit_s: float | None, now: float) -> list[str]:
+    """The launches (by id, each with its start) past the limit by :data:`KILL_GRACE_S`."""
+    return [launch for launch, at in started.items() if past_limit(at, limit_s, now, KILL_GRACE_S)]
+
+
+def stopped_late(
+    started_at: float | None, last_step: int | None, limit_s: float | None, now: float
+) -> str:
+    """Why a trial stopped past its limit (Ctrl-C while it hung) failed; empty if it was not."""
+    if limit_s is None or not past_limit(started_at, limit_s, now):
+        return ""
+    return timeout_error(limit_s, last_step, killed=False)

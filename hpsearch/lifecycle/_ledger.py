@@ -18,7 +18,7 @@ import optuna
 
 from hpsearch.lifecycle._asking import TrialAsker, fuse
 from hpsearch.lifecycle._base import TrialListener
-from hpsearch.lifecycle._deadline import KILL_GRACE_S, past_limit, timeout_error
+from hpsearch.lifecycle._deadline import stopped_late, to_kill
 from hpsearch.lifecycle._events import (
     Ending,
     GpuLoadDeclared,
@@ -86,6 +86,7 @@ class TrialLedger:
         self._writes = StudyWrites(handle, judge)
         self._listeners = list(listeners)
         self._clock = clock
+        self._limit_s = launches.settings.timeout_s  # execution.trial_timeout
         self._open: dict[int, OpenTrial] = {}
         self._launched: dict[str, tuple[int, ...]] = {}  # the runner's id: its trials
         self._waiting: list[OpenTrial] = []
@@ -105,18 +106,12 @@ class TrialLedger:
         return self._handle.exclusive()
 
     def open(
-        self,
-        launch_id: str,
-        admission: Admission,
-        most: int | None = None,
+        self, launch_id: str, admission: Admission, most: int | None = None
     ) -> TrialLaunch | None:
-        """Ask Optuna for a new trial, or a fused group of at most ``most`` (see
-        :class:`~hpsearch.lifecycle._asking.TrialAsker`); what the runner launches.
-
-        Returns ``None`` when a listener held every suggestion back: it needs at
-        least the memory of one that ran out (recorded as pruned, not launched),
-        or more than its share (it waits for a whole GPU: :meth:`open_waiting`).
-        """
+        """Ask Optuna for a new trial, or a fused group of at most ``most`` (``TrialAsker``);
+        what the runner launches. ``None`` when a listener held every suggestion back: it
+        needs at least the memory of one that ran out (recorded as pruned, not launched),
+        or more than its share (it waits for a whole GPU: :meth:`open_waiting`)."""
         return self._launch(launch_id, self._asker.ask(admission, most))
 
     @property
@@ -222,12 +217,10 @@ class TrialLedger:
                 died = worker_died(record, crash, self._launches.settings, self._clock())
                 ending = self._ending(record, died.outcome, died.error)
                 ending.crash = died.evidence
-            elif past_limit(record.started_at, self._launches.settings.timeout_s, self._clock()):
-                # Stopped after its limit (Ctrl-C while it hung): timed out, not run again.
-                limit = float(self._launches.settings.timeout_s or 0)
-                ending = self._ending(
-                    record, Outcome.FAIL, timeout_error(limit, record.last_step, False)
-                )
+            elif late := stopped_late(
+                record.started_at, record.last_step, self._limit_s, self._clock()
+            ):
+                ending = self._ending(record, Outcome.FAIL, late)  # timed out: not run again
             else:
                 ending = self._ending(record, Outcome.INTERRUPTED, interrupted)
             outcomes.append(self._finish(record, ending))
@@ -249,19 +242,13 @@ class TrialLedger:
         return outcomes.count(Outcome.INTERRUPTED)
 
     def unresponsive(self) -> list[str]:
-        """Launches whose worker outlived ``execution.trial_timeout`` by
-        :data:`~hpsearch.lifecycle._deadline.KILL_GRACE_S`: the runner kills them."""
-        limit, now = self._launches.settings.timeout_s, self._clock()
-        return [
-            launch
-            for launch, numbers in self._launched.items()
-            if numbers and past_limit(self._open[numbers[0]].started_at, limit, now, KILL_GRACE_S)
-        ]
+        """Launches the runner kills from outside (``_deadline.to_kill``)."""
+        started = {launch: self._open[n[0]].started_at for launch, n in self._launched.items()}
+        return to_kill(started, self._limit_s, self._clock())
 
     def maintain(self, now: float | None = None) -> None:
         """Periodic upkeep (:class:`~hpsearch.lifecycle._upkeep.Upkeep`), on the wall clock."""
-        alive = [*self._open.values(), *self._waiting]
-        self._upkeep.run([r.trial for r in alive], now)
+        self._upkeep.run([r.trial for r in [*self._open.values(), *self._waiting]], now)
 
     # -- internals -----------------------------------------------------------------
 
@@ -323,22 +310,17 @@ class TrialLedger:
         if newly_pruned:
             record.pruned_at, record.prune_reason = step, verdict.reason
         reported = TrialReported(
-            record.number, step, dict(metrics), first, verdict, self._sharing(record)
+            record.number, step, dict(metrics), first, verdict, record.sharing(self._open.values())
         )
         self._each(lambda listener: listener.on_reported(reported))
         if newly_pruned:
             pruned = TrialPruned(record.number, step, verdict.reason)
             self._each(lambda listener: listener.on_pruned(pruned))
 
-    def _sharing(self, record: OpenTrial) -> int:
-        """Trials on the record's GPU now, itself included (0: it has no GPU)."""
-        if record.assigned is None or not record.assigned.gpu_ids:
-            return 0
-        others = [o for o in self._open.values() if o is not record and o.shares_gpu_with(record)]
-        return len(others) + 1
-
     def _ending(self, record: OpenTrial, outcome: Outcome, error: str = "") -> Ending:
-        return record.ending(outcome, error, co_tenants=max(0, self._sharing(record) - 1))
+        return record.ending(
+            outcome, error, co_tenants=max(0, record.sharing(self._open.values()) - 1)
+        )
 
     def _finish(self, record: OpenTrial, ending: Ending) -> Outcome:
         values: tuple[float, ...] | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -142,6 +143,12 @@ class OpenTrial:
         if self.waited_for_whole_gpu:
             resources["waits_for_whole_gpu"] = self.waited_for_whole_gpu
         return resources
+
+    def sharing(self, open_trials: Iterable[OpenTrial]) -> int:
+        """Trials on its GPU now, itself included (0: it has no GPU)."""
+        if self.assigned is None or not self.assigned.gpu_ids:
+            return 0
+        return 1 + sum(o is not self and o.shares_gpu_with(self) for o in open_trials)
 
     def shares_gpu_with(self, other: OpenTrial) -> bool:
         """Whether both run on one GPU (as their workers said)."""
