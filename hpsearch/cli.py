@@ -1,4 +1,4 @@
-"""The ``hpsearch`` command: run, validate, best, trials, monitor, ui.
+"""The ``hpsearch`` command: run, validate, best, trials, monitor, ui, convert.
 
 Errors a user can fix are printed as one line on stderr with exit code 2. A
 search in which no trial completed exits with 1 (naming the most common
@@ -206,6 +206,71 @@ def schema() -> None:
     from hpsearch.config import config_schema
 
     click.echo(json.dumps(config_schema(), indent=2))
+
+
+@main.command()
+@click.argument("source", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the config to this file (it must not exist yet) instead of printing it.",
+)
+@click.option(
+    "--train",
+    help="What trials run, where SOURCE does not say: package.module:function, "
+    "or a command line ({args} passes the parameters).",
+)
+@click.option("--metric", help="The objective's metric, where SOURCE does not say.")
+@click.option(
+    "--direction",
+    type=click.Choice(["maximize", "minimize"]),
+    default="maximize",
+    show_default=True,
+    help="The objective's direction, with --metric.",
+)
+@click.option("--n-trials", type=click.IntRange(min=1), help="The search's number of trials.")
+def convert(  # noqa: PLR0917 - click passes one parameter per option
+    source: Path,
+    output: Path | None,
+    train: str | None,
+    metric: str | None,
+    direction: str,
+    n_trials: int | None,
+) -> None:
+    """Turn a W&B sweep (YAML) or an NNI search space (search_space.json) into a config.
+
+    A key with no hpsearch equivalent is an error naming it. The config is checked
+    as `hpsearch validate` checks one before it is printed or written.
+    """
+    from hpsearch.config import load_config
+    from hpsearch.convert import convert as converted_from
+
+    if output is not None and output.exists():
+        raise ConfigError(output, "", "already exists", "choose another --output, or remove it")
+    converted = converted_from(
+        source,
+        train=train,
+        metric=metric,
+        direction="minimize" if direction == "minimize" else "maximize",
+        n_trials=n_trials,
+    )
+    text = converted.text(source)
+    if not converted.missing:  # a whole config: checked as hpsearch run would read it
+        with tempfile.TemporaryDirectory() as folder:
+            checked = Path(folder, output.name if output else "converted.yaml")
+            checked.write_text(text, encoding="utf-8")
+            try:
+                load_config(checked)
+            except ConfigError as exc:  # named at the source: the written file is not there
+                raise ConfigError(source, exc.key, f"converted, {exc.problem}", exc.fix) from None
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    output.write_text(text, encoding="utf-8")
+    click.echo(f"wrote {output} ({converted.kind})", err=True)
+    for line in [*(f"add {key}" for key in converted.missing), *converted.notes]:
+        click.echo(f"note: {line}", err=True)
 
 
 @main.command()

@@ -52,6 +52,7 @@ def test_both_nodes_gpus_pack_and_a_lost_node_monitor_falls_back_to_one_trial(
     driver = drivers.start(path, env=two_gpu_nodes.env)
 
     def packed_on_both_nodes() -> bool:
+        assert driver.poll() is None, "the driver ended before its trials packed on both nodes"
         trials = study_trials()
         shared = [t for t in trials if _resources(t).get("co_tenants")]
         # And a trial of each node has ended with its series: a lost monitor's node
@@ -59,7 +60,19 @@ def test_both_nodes_gpus_pack_and_a_lost_node_monitor_falls_back_to_one_trial(
         measured = [t for t in trials if t.state.name == "COMPLETE" and attrs.GPU in t.user_attrs]
         return len({_node(t) for t in shared}) == 2 == len({_node(t) for t in measured})
 
-    wait_for(packed_on_both_nodes, 120, "trials sharing a GPU on each node")
+    try:
+        wait_for(packed_on_both_nodes, 120, "trials sharing a GPU on each node")
+    except AssertionError:  # say what the search had done, and what its driver said
+        seen = [
+            (_node(t)[:8], t.state.name, _resources(t).get("co_tenants"))
+            for t in study_trials()
+            if attrs.RESOURCES in t.user_attrs
+        ]
+        driver.kill()
+        stdout, stderr = driver.communicate()
+        raise AssertionError(
+            f"no sharing on both nodes: {seen}\n{stdout[-2000:]}\n{stderr[-3000:]}"
+        ) from None
     # The monitor of the node the driver does not run on is an actor there: kill it.
     subprocess.run(["pkill", "-9", "-f", "NodeMonitorActor"], check=True)
     stdout, stderr = driver.communicate(timeout=180)

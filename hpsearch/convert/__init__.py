@@ -1,0 +1,70 @@
+"""Other tools' search definitions as hpsearch configs (``hpsearch convert``).
+
+The tree: ``_base`` (:class:`Converted`, the space check, errors that name the
+source's key), ``_wandb`` (a W&B sweep's YAML) and ``_nni`` (an NNI
+``search_space.json``). A key a converter cannot carry over is a one-line
+:class:`~hpsearch.errors.ConfigError` naming it, never a silent drop.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from hpsearch.config._yaml import read_yaml
+from hpsearch.convert._base import Converted, train_section
+from hpsearch.convert._nni import from_nni
+from hpsearch.convert._wandb import from_wandb
+from hpsearch.errors import ConfigError
+
+__all__ = ["Converted", "convert"]
+
+_NNI_EXPERIMENT_KEYS = ("searchSpaceFile", "searchSpace", "trialCommand", "tuner")
+
+
+def convert(
+    path: Path,
+    *,
+    train: str | None = None,
+    metric: str | None = None,
+    direction: Literal["maximize", "minimize"] = "maximize",
+    n_trials: int | None = None,
+) -> Converted:
+    """The hpsearch config of a W&B sweep (``.yaml``) or an NNI search space (``.json``).
+
+    Args:
+        train: what the trials run, where the source does not say (or to replace it):
+            ``package.module:function``, or a command line (``{args}`` for the parameters).
+        metric: the objective's metric, where the source does not say (or to replace it).
+        direction: the objective's direction, with ``metric``.
+        n_trials: the search's number of trials (W&B's ``run_cap``).
+
+    Raises:
+        ConfigError: the file is neither, or holds a key with no hpsearch equivalent.
+    """
+    if path.suffix == ".json":
+        converted = from_nni(path)
+    elif path.suffix in (".yaml", ".yml"):
+        data = read_yaml(path).data
+        if isinstance(data, dict) and any(key in data for key in _NNI_EXPERIMENT_KEYS):
+            raise ConfigError(
+                path,
+                "",
+                "an NNI experiment config; hpsearch convert reads its search space",
+                "convert the file searchSpaceFile names (search_space.json)",
+            )
+        converted = from_wandb(path)
+    else:
+        raise ConfigError(
+            path, "", "not a W&B sweep (.yaml) or an NNI search space (.json)", "check the path"
+        )
+    config = converted.config
+    if train is not None:
+        config["train"] = train_section(train)
+    if metric is not None:
+        config["objective"] = {"metric": metric, "direction": direction}
+    if n_trials is not None:
+        config["study"]["n_trials"] = n_trials
+    order = ("study", "objective", "train", "space", "tracking")
+    converted.config = {key: config[key] for key in order if key in config}
+    return converted

@@ -1,0 +1,118 @@
+"""What every converter shares: the converted config, its notes, and the space check."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import TypeAdapter, ValidationError
+
+from hpsearch.errors import ConfigError
+from hpsearch.space import ParamSpec, expand_space
+
+
+@dataclass
+class Converted:
+    """A hpsearch config made from another tool's file.
+
+    Attributes:
+        config: the config's sections, in the order a person would write them.
+        kind: what the source was, e.g. ``a W&B sweep``.
+        notes: what was mapped loosely or is left to the user, a line each; they head
+            the written file as comments and are printed when it is written.
+    """
+
+    config: dict[str, Any]
+    kind: str
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def missing(self) -> list[str]:
+        """What a config needs that the source did not say (``train``, ``objective``, an end)."""
+        missing = [key for key in ("train", "objective") if key not in self.config]
+        study = self.config.get("study", {})
+        if "n_trials" not in study and "timeout" not in study:
+            missing.append("study.n_trials")  # a search needs an end
+        return missing
+
+    def text(self, source: Path) -> str:
+        """The config as YAML, headed by where it came from and the notes."""
+        head = [f"# Converted from {source.name} ({self.kind}) by hpsearch convert."]
+        if self.missing:
+            head.append(f"# Still to add: {', '.join(self.missing)} (the source does not say).")
+        head += [f"# {note}" for note in self.notes]
+        body = yaml.safe_dump(
+            self.config, sort_keys=False, default_flow_style=None, allow_unicode=True, width=100
+        )
+        return "\n".join(head) + "\n" + body
+
+
+class Source:
+    """The file being converted, for errors that name it, its key and, where known, its line."""
+
+    def __init__(self, path: Path, line_of: Callable[[tuple[str | int, ...]], int | None]) -> None:
+        self.path = path
+        self._line_of = line_of
+
+    def error(self, key: tuple[str | int, ...], problem: str, fix: str = "") -> ConfigError:
+        """A one-line error at ``key`` of the source (``parameters.lr.distribution``)."""
+        dotted = ".".join(str(part) for part in key)
+        return ConfigError(self.path, dotted, problem, fix, line=self._line_of(key))
+
+
+_PARAM = TypeAdapter(ParamSpec)
+
+
+def checked_space(
+    source: Source, space: dict[str, Any], key_of: Mapping[str, tuple[str | int, ...]]
+) -> None:
+    """Check the converted ``space`` as a config's would be, blaming the source's keys.
+
+    Args:
+        key_of: each space entry's key in the source (branches' entries included).
+
+    Raises:
+        ConfigError: an entry hpsearch would refuse (a range not a whole number of steps,
+            a log range from 0, a name used in two branches), at its key in the source.
+    """
+    try:
+        expanded = expand_space(space)
+    except ValueError as exc:
+        raise source.error(("parameters",), str(exc)) from None
+    for name, entry in expanded.items():
+        try:
+            _PARAM.validate_python(entry)
+        except ValidationError as exc:
+            message = exc.errors(include_url=False)[0]["msg"]
+            problem, _, fix = str(message).partition("; ")
+            raise source.error(key_of.get(name, (name,)), problem, fix) from None
+
+
+def command_line(arguments: list[str]) -> str:
+    """``arguments`` as one command string that ``train.command`` splits back the same.
+
+    ``{args}`` stays as written; any other brace is doubled, so that it is not a placeholder.
+    """
+    words = []
+    for argument in arguments:
+        if argument == "{args}":
+            words.append(argument)
+            continue
+        escaped = argument.replace("{", "{{").replace("}", "}}")
+        words.append(shlex.quote(escaped))
+    return " ".join(words)
+
+
+def train_section(train: str) -> Any:
+    """``--train``: a ``package.module:function`` as it is; a command line in command mode.
+
+    A command's metrics are read from its output as ``key=value`` / ``key: value`` numbers
+    (and JSON lines), the broadest reading hpsearch has.
+    """
+    if " " not in train.strip() and ":" in train:
+        return train
+    return {"command": train, "metrics": {"scalars": True}}

@@ -1,0 +1,101 @@
+"""An NNI search space becomes a config's space, nested choices as branches."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+
+from hpsearch.config import load_config
+from hpsearch.convert import convert
+from hpsearch.errors import ConfigError
+
+SPACE = {
+    "dropout_rate": {"_type": "uniform", "_value": [0.5, 0.9]},
+    "conv_size": {"_type": "choice", "_value": [2, 3, 5, 7]},
+    "hidden_size": {"_type": "randint", "_value": [124, 1024]},
+    "learning_rate": {"_type": "loguniform", "_value": [0.0001, 0.1]},
+    "momentum_step": {"_type": "quniform", "_value": [0, 1, 0.25]},
+    "optimizer": {
+        "_type": "choice",
+        "_value": [
+            {"_name": "sgd", "momentum": {"_type": "uniform", "_value": [0, 0.9]}},
+            {"_name": "adam"},
+        ],
+    },
+}
+
+
+def _space_file(folder: Path, space: dict[str, Any]) -> Path:
+    folder.mkdir(exist_ok=True)
+    path = folder / "search_space.json"
+    path.write_text(json.dumps(space))
+    return path
+
+
+def test_a_search_space_becomes_a_space_with_its_branches(tmp_path: Path) -> None:
+    source = _space_file(tmp_path / "mnist-pytorch", SPACE)
+    converted = convert(source, train="python mnist.py {args}", metric="accuracy", n_trials=10)
+    written = tmp_path / "hpsearch.yaml"
+    written.write_text(converted.text(source))
+
+    config = load_config(written)
+    assert config.study.name == "mnist-pytorch"  # the folder, as NNI's examples are named
+    space = config.search_space
+    dists = space.distributions()
+    assert dists["conv_size"] == optuna.distributions.CategoricalDistribution((2, 3, 5, 7))
+    # randint's upper bound is excluded.
+    assert dists["hidden_size"] == optuna.distributions.IntDistribution(124, 1023)
+    assert dists["learning_rate"] == optuna.distributions.FloatDistribution(0.0001, 0.1, log=True)
+    assert dists["momentum_step"] == optuna.distributions.FloatDistribution(0.0, 1.0, step=0.25)
+    assert dists["dropout_rate"] == optuna.distributions.FloatDistribution(0.5, 0.9)
+    # A nested choice: momentum exists only when the optimizer is sgd.
+    assert dists["optimizer"] == optuna.distributions.CategoricalDistribution(("sgd", "adam"))
+    assert space.conditional
+    assert space.params["momentum"].when == {"optimizer": "sgd"}
+
+
+@pytest.mark.parametrize(
+    ("space", "where"),
+    [
+        (
+            {"lr": {"_type": "qloguniform", "_value": [0.001, 0.1, 0.001]}},
+            "lr._type: 'qloguniform'",
+        ),
+        ({"lr": {"_type": "normal", "_value": [0, 1]}}, "lr._type: 'normal'"),
+        ({"lr": {"_type": "uniform", "_value": [0.1]}}, "lr._value: uniform takes 2 numbers"),
+        ({"lr": {"_value": [0.1, 1]}}, 'lr: must be {"_type"'),
+        ({"a": {"_type": "choice", "_value": [1, {"_name": "x"}]}}, "a._value: a nested choice"),
+        (
+            {
+                "a": {
+                    "_type": "choice",
+                    "_value": [
+                        {"_name": "x", "k": {"_type": "choice", "_value": [1]}},
+                        {"_name": "y", "k": {"_type": "choice", "_value": [2]}},
+                    ],
+                }
+            },
+            "'k' is listed twice",
+        ),
+    ],
+)
+def test_what_hpsearch_cannot_search_is_one_line_naming_its_entry(
+    tmp_path: Path, space: dict[str, Any], where: str
+) -> None:
+    source = _space_file(tmp_path, space)
+    with pytest.raises(ConfigError) as caught:
+        convert(source)
+    message = str(caught.value)
+    assert message.startswith(str(source)), message
+    assert where in message, message
+
+
+def test_an_nni_experiment_config_points_to_its_search_space(tmp_path: Path) -> None:
+    config = tmp_path / "config.yml"
+    config.write_text("searchSpaceFile: search_space.json\ntrialCommand: python3 mnist.py\n")
+    with pytest.raises(ConfigError, match="convert the file searchSpaceFile names"):
+        convert(config)

@@ -1,0 +1,144 @@
+"""A W&B sweep becomes a config that hpsearch reads as the sweep meant it."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+from hpsearch.config import load_config
+from hpsearch.convert import convert
+from hpsearch.errors import ConfigError
+
+SWEEP = """\
+program: train.py
+method: bayes
+name: mnist-sweep
+project: mnist
+metric: {name: val_loss, goal: minimize}
+parameters:
+  learning_rate: {min: 0.0001, max: 0.1, distribution: log_uniform_values}
+  decay: {min: -9.0, max: -2.0, distribution: log_uniform}
+  optimizer: {values: [adam, sgd]}
+  epochs: {value: 5}
+  layers: {min: 1, max: 4}
+  dropout: {min: 0.0, max: 0.5}
+  batch_size: {distribution: q_uniform, min: 16, max: 128, q: 16}
+early_terminate: {type: hyperband, max_iter: 27, s: 2, eta: 3}
+run_cap: 30
+"""
+
+
+def _sweep(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "sweep.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_a_sweep_becomes_a_config_hpsearch_runs(tmp_path: Path) -> None:
+    source = _sweep(tmp_path, SWEEP)
+    converted = convert(source)
+    assert converted.missing == []
+    written = tmp_path / "hpsearch.yaml"
+    written.write_text(converted.text(source))
+
+    config = load_config(written)  # read as `hpsearch run` reads it
+    assert config.study.name == "mnist-sweep"
+    assert config.study.sampler.type == "tpe"
+    assert config.study.n_trials == 30
+    assert config.study.pruner.type == "hyperband"
+    # W&B's brackets below max_iter: 27 / 3**2.
+    assert config.study.pruner.options == {
+        "reduction_factor": 3,
+        "max_resource": 27,
+        "min_resource": 3,
+    }
+    assert [(o.metric, o.direction) for o in config.objective_list] == [("val_loss", "minimize")]
+    assert config.command is not None
+    assert config.command.command == "python train.py {args}"
+    assert config.tracking.experiment == "mnist"
+    space = config.search_space
+    dists = space.distributions()
+    assert dists["learning_rate"] == FloatDistribution(0.0001, 0.1, log=True)
+    # log_uniform's bounds are exponents of e.
+    assert dists["decay"] == FloatDistribution(math.exp(-9.0), math.exp(-2.0), log=True)
+    assert dists["optimizer"] == CategoricalDistribution(("adam", "sgd"))
+    assert space.constants() == {"epochs": 5}
+    assert dists["layers"] == IntDistribution(1, 4)  # W&B: int bounds, int_uniform
+    assert dists["dropout"] == FloatDistribution(0.0, 0.5)
+    assert dists["batch_size"] == IntDistribution(16, 128, step=16)  # q_uniform of integers
+
+
+def test_a_grid_sweeps_whole_grid(tmp_path: Path) -> None:
+    source = _sweep(
+        tmp_path,
+        "method: grid\nparameters:\n  a: {values: [1, 2, 3]}\n  b: {values: [x, y]}\n"
+        "  c: {value: 0}\nmetric: {name: acc, goal: maximize}\n"
+        "command: [python, t.py, '${args}']\n",
+    )
+    converted = convert(source)
+    assert converted.config["study"] == {
+        "name": "sweep",
+        "sampler": {"type": "grid"},
+        "n_trials": 6,
+    }
+    assert converted.config["train"]["command"] == "python t.py {args}"
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        (
+            "parameters: {lr: {distribution: normal, mu: 0, sigma: 1}}",
+            "parameters.lr.distribution: 'normal'",
+        ),
+        (
+            "parameters: {lr: {values: [1, 2], probabilities: [0.5, 0.5]}}",
+            "parameters.lr.probabilities",
+        ),
+        (
+            "parameters: {lr: {min: 0.1, max: 1.0, distribution: q_log_uniform_values}}",
+            "q_log_uniform_values",
+        ),
+        ("parameters: {a: {parameters: {b: {value: 1}}}}", "parameters.a.parameters: nested"),
+        ("metric: {name: acc, target: 0.9}\nparameters: {a: {value: 1}}", "metric.target"),
+        (
+            "method: grid\nparameters: {a: {min: 1, max: 3}}",
+            "parameters.a: method grid takes values",
+        ),
+        (
+            "parameters: {a: {value: 1}}\ncommand: [python, t.py, '${args_json}']",
+            "command.2: ${args_json}",
+        ),
+        (
+            "parameters: {a: {min: 0.1, max: 1.0, distribution: q_uniform, q: 0.2}}",
+            "whole number of steps",
+        ),
+        ("parameters: {a: {value: 1}}\nscheduler: x", "scheduler: has no hpsearch equivalent"),
+        ("method: anneal\nparameters: {a: {value: 1}}", "method: 'anneal'"),
+    ],
+)
+def test_what_hpsearch_cannot_search_is_one_line_naming_its_key(
+    tmp_path: Path, text: str, where: str
+) -> None:
+    source = _sweep(tmp_path, text + "\n")
+    with pytest.raises(ConfigError) as caught:
+        convert(source)
+    message = str(caught.value)
+    assert message.startswith(str(source)), message
+    assert where in message, message
+    assert "\n" not in message
+
+
+def test_a_sweep_without_a_program_or_budget_says_what_to_add(tmp_path: Path) -> None:
+    source = _sweep(tmp_path, "parameters: {a: {min: 0.0, max: 1.0}}\n")
+    converted = convert(source)
+    assert converted.missing == ["train", "objective", "study.n_trials"]
+    assert "# Still to add: train, objective, study.n_trials" in converted.text(source)
+    # What the command line gives completes it.
+    whole = convert(source, train="mod:train", metric="loss", direction="minimize", n_trials=5)
+    assert whole.missing == []
+    assert whole.config["train"] == "mod:train"
+    assert whole.config["objective"] == {"metric": "loss", "direction": "minimize"}
