@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import re
 from pathlib import Path
 
@@ -23,12 +24,19 @@ _OURS = [
 ]
 USER_CODE = "mypkg/"
 """The user's package the pages' examples invent."""
+OTHER_REPOSITORIES = ("optuna-examples/",)
+"""Other projects' repositories whose files a page names (their examples, run by hand)."""
 
 
 def _exists(named: str) -> bool:
-    """A ``.py`` path as the pages write it: the end of a path of the repository's."""
-    if named.startswith(USER_CODE):
+    """A ``.py`` path as the pages write it: the end of a path of the repository's, or
+    a file of an installed package (``ray/tune/examples/...``)."""
+    if named.startswith((USER_CODE, *OTHER_REPOSITORIES)):
         return True
+    top = named.split("/", 1)[0]
+    spec = importlib.util.find_spec(top) if "/" in named else None
+    if spec is not None and spec.origin is not None:
+        return (Path(spec.origin).parent.parent / named).is_file()
     return any(ours == named or ours.endswith(f"/{named}") for ours in _OURS)
 
 

@@ -1,6 +1,7 @@
 """The examples under ``examples/`` run as a user runs them: the ``hpsearch`` command, all real.
 
 A training script searched by its flags and a trial rerun to the same accuracy;
+Ray Tune's own Hyperband example, as Ray installs it;
 a conditional space whose trials, interrupted by Ctrl-C, resume from their
 checkpoints on the next run. The command runs in the test's process, on its Ray,
 except where a signal is what is tested.
@@ -217,3 +218,42 @@ def test_a_with_parameters_trainable_gets_its_data_from_rays_object_store(projec
     assert done.returncode == 0, done.stderr[-3000:]
     for trial in optuna.load_study(study_name="wp", storage=STORAGE).trials:
         assert trial.value == pytest.approx(2.0 * trial.params["x"])
+
+
+@pytest.mark.usefixtures("ray_one_gpu", "seeded_store")
+def test_ray_tunes_own_hyperband_example_runs_unchanged_with_its_checkpoints(
+    project: Path,
+) -> None:
+    """``ray/tune/examples/hyperband_function_example.py``, as Ray installs it: its
+    trainable checkpoints every 3 steps with ``tune.report(..., checkpoint=...)``,
+    and reads ``tune.get_checkpoint()`` first; Hyperband stops the weaker ones."""
+    (project / "hb.yaml").write_text(
+        "study:\n"
+        "  name: ray-hyperband-example\n"
+        "  n_trials: 4\n"
+        "  sampler: {type: random, seed: 0}\n"
+        "  pruner: {type: hyperband, options: {min_resource: 10, max_resource: 100}}\n"
+        "objective: {metric: episode_reward_mean, direction: maximize}\n"
+        "train: {tune: ray.tune.examples.hyperband_function_example:train_func}\n"
+        "space: {height: {type: float, low: 0.0, high: 100.0}}\n"
+    )
+    done = cli("run", "hb.yaml")
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    study = optuna.load_study(study_name="ray-hyperband-example", storage=STORAGE)
+    states = [t.state.name for t in study.trials]
+    assert set(states) <= {"COMPLETE", "PRUNED"}, states
+    completed = [t for t in study.trials if t.state.name == "COMPLETE"]
+    assert completed
+    client = mlflow_client(project)
+    for trial in completed:  # its 100 reports, and its value: tanh(99) * height
+        history = client.get_metric_history(
+            trial.user_attrs[attrs.MLFLOW_RUN], "episode_reward_mean"
+        )
+        assert sorted(m.step for m in history) == list(range(100))
+        assert trial.value == pytest.approx(trial.params["height"])
+    pruned_at = [t.last_step for t in study.trials if t.state.name == "PRUNED"]
+    assert all(step is not None and step < 99 for step in pruned_at), pruned_at
+    best = max(completed, key=lambda t: t.value or 0.0)
+    saved = Path(best.user_attrs[attrs.CHECKPOINT_DIR]) / "checkpoint.json"
+    assert json.loads(saved.read_text()) == {"timestep": 99}  # its last Checkpoint
