@@ -26,3 +26,14 @@ def two(trial: optuna.Trial) -> tuple[float, float]:
     """Two objectives, as a tuple."""
     x = trial.suggest_float("x", 0.0, 1.0)
     return x, 1.0 - x
+
+
+def runs_out(trial: optuna.Trial) -> float:
+    """Runs out of GPU memory on one branch, as a too-large model would."""
+    import torch
+
+    size = trial.suggest_categorical("size", ["small", "large"])
+    trial.suggest_float("x", 0.0, 1.0)
+    if size == "large":
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+    return 1.0

@@ -117,3 +117,31 @@ def test_an_objective_returning_a_tuple_has_two_objectives(project: Path) -> Non
         assert trial.values == [trial.params["x"], pytest.approx(1.0 - trial.params["x"])]
     # The sampler's draws differ trial to trial (each worker reseeds its copy).
     assert len({t.params["x"] for t in trials}) == 3
+
+
+def test_an_objective_that_runs_out_of_memory_is_judged_by_what_it_suggested(
+    project: Path,
+) -> None:
+    # Its parameters are suggested in the worker: a later trial cannot be predicted to
+    # run out from what Optuna sampled in the driver (nothing), so each one runs.
+    path = _config(
+        project,
+        "runs-out",
+        train={"optuna": "tests.optuna_objectives:runs_out"},
+        execution={"max_concurrent": 1},
+    )
+    done = cli("run", str(path))
+    assert done.returncode == 0, done.stderr[-3000:]
+    trials = optuna.load_study(study_name="runs-out", storage=STORAGE).trials
+    ran_out = [t for t in trials if t.params["size"] == "large"]
+    assert ran_out  # random, seed 4: both branches in 6 trials
+    assert len(ran_out) < len(trials)
+    for trial in trials:
+        oom = trial.user_attrs.get(attrs.OOM, {})
+        if trial.params["size"] == "large":
+            assert trial.state.name == "PRUNED"
+            assert oom["kind"] == "torch"  # ran out, and judged: not predicted
+            assert "predicted_from" not in oom
+        else:  # never held back as predicted_oom
+            assert trial.state.name == "COMPLETE", trial.user_attrs
+            assert oom == {}

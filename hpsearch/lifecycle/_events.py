@@ -208,7 +208,8 @@ class Ending:
     Attributes:
         number: the Optuna trial number.
         trial: the live Optuna trial (last user attrs go here).
-        params: the sampled parameters.
+        params: the sampled parameters, with those an Optuna objective suggested in
+            its worker (the configuration that ran, to judge an out-of-memory end by).
         admission: what it ran with.
         outcome: how it ends.
         error: why it failed.

@@ -160,7 +160,8 @@ class OpenTrial:
         return Ending(
             number=self.number,
             trial=self.trial,
-            params=self.sampled,
+            # Define-by-run: what Optuna sampled in the driver is not the configuration.
+            params=self._all_params() if self.define_by_run else self.sampled,
             admission=self.admission,
             outcome=outcome,
             error=error,

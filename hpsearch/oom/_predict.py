@@ -137,8 +137,13 @@ class MemoryNeeds:
         self._known: list[tuple[dict[str, Any], float, int, bool]] = []
 
     def ran(self, number: int, params: Mapping[str, Any], peak_mb: float) -> None:
-        """Trial ``number`` ran with these parameters and held ``peak_mb`` at most."""
-        self._known.append((dict(params), peak_mb, number, False))
+        """Trial ``number`` ran with these parameters and held ``peak_mb`` at most.
+
+        No parameters known at launch (an Optuna objective suggests them in its worker)
+        say nothing about the next trial's configuration: nothing is learnt.
+        """
+        if params:
+            self._known.append((dict(params), peak_mb, number, False))
 
     def ran_out(self, number: int, params: Mapping[str, Any], cap_mb: float) -> None:
         """Trial ``number`` ran out of memory under a cap of ``cap_mb``: it needs more."""
