@@ -135,7 +135,7 @@ class ProgressView(TrialListener):
         was = f"{decision.previous} → " if decision.previous is not None else ""
         line = Text.assemble(
             ("packing ", "bold blue"),
-            f"{gpu}: {was}{decision.limit} trial(s) · {decision.reason}"[:220],
+            f"{gpu}: {was}{decision.limit} trial(s) · {decision.reason}",  # whole: its arithmetic
         )
         with self._lock:
             self._recent.append(line)

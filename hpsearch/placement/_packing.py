@@ -274,7 +274,8 @@ class PackingPolicy:
             by_cpu = max(1, math.floor(cpus / max(view.new_trial_cpus, 1e-9) / gpus_on_node))
             hard.append(by_cpu)
             parts.append(
-                f"CPUs {cpus:g}/{view.new_trial_cpus:g} per trial/{gpus_on_node} GPU(s) → {by_cpu}"
+                f"CPUs {cpus:g} on the node / {view.new_trial_cpus:g} per trial / "
+                f"{gpus_on_node} GPU(s) → {by_cpu}"
             )
         ceiling = min(by_util, *hard)
         return by_util, min(hard), f"at most {ceiling} ({'; '.join(parts)})"
