@@ -25,6 +25,7 @@ import itertools
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -189,12 +190,47 @@ def _postgres(folder: Path) -> Any:
     return Postgres(folder)
 
 
+def _medians(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per store and size, the median of its runs' figures, and the targets on them."""
+    medians = []
+    for (store, trials), grouped in itertools.groupby(
+        sorted(results, key=lambda r: (r["store"], r["trials"])),
+        key=lambda r: (r["store"], r["trials"]),
+    ):
+        runs = list(grouped)
+        ratio = statistics.median(r["last_over_first"] for r in runs)
+        growth = statistics.median(r["memory_growth_mb"] for r in runs)
+        cpu = statistics.median(
+            statistics.median(w["cpu_ms_per_trial"] for w in r["windows"]) for r in runs
+        )
+        medians.append(
+            {
+                "store": store,
+                "trials": trials,
+                "runs": len(runs),
+                "last_over_first": ratio,
+                "memory_growth_mb": growth,
+                "cpu_ms_per_trial": round(cpu, 2),
+                "wall_s": statistics.median(r["wall_s"] for r in runs),
+                "targets": {
+                    "last 1,000 within 1.2x of first": ratio <= 1.2,
+                    "memory growth under 200 MB": growth < 200,
+                    "driver CPU 20 ms per trial at most": cpu <= 20,
+                },
+            }
+        )
+    return medians
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trials", type=int, nargs="+", default=[1000, 10000])
     parser.add_argument("--stores", nargs="+", default=["sqlite", "postgresql"])
     parser.add_argument("--one", nargs=3, help=argparse.SUPPRESS)  # trials, storage, tracking
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="runs of each search; the file adds their medians"
+    )
     args = parser.parse_args()
     if args.one:  # a child: one search, its figures as JSON on stdout's last line
         print(json.dumps(one_search(int(args.one[0]), args.one[1], args.one[2])))
@@ -204,27 +240,28 @@ def main() -> None:
     server = None
     folder = Path(tempfile.mkdtemp(prefix="bench-pg-"))
     try:
-        for store in args.stores:
-            for trials in args.trials:
-                if store == "sqlite":
-                    url, tracking = "sqlite:///mlruns/optuna.db", "sqlite:///mlruns/mlflow.db"
-                else:
-                    server = server or _postgres(folder)
-                    url, tracking = server.create_database("scale"), server.create_database("runs")
-                print(f"{store}: {trials} trials ...", flush=True)
-                child = subprocess.run(
-                    [sys.executable, __file__, "--one", str(trials), url, tracking],
-                    capture_output=True,
-                    text=True,
-                    check=False,
-                    cwd=REPO,
-                )
-                if child.returncode != 0:
-                    raise SystemExit(child.stderr[-3000:])
-                figures = json.loads(child.stdout.strip().splitlines()[-1])
-                figures["store"] = store
-                results.append(figures)
-                print(json.dumps(figures, indent=1), flush=True)
+        for store, trials, run in itertools.product(
+            args.stores, args.trials, range(1, args.repeat + 1)
+        ):
+            if store == "sqlite":
+                url, tracking = "sqlite:///mlruns/optuna.db", "sqlite:///mlruns/mlflow.db"
+            else:
+                server = server or _postgres(folder)
+                url, tracking = server.create_database("scale"), server.create_database("runs")
+            print(f"{store}: {trials} trials, run {run} ...", flush=True)
+            child = subprocess.run(
+                [sys.executable, __file__, "--one", str(trials), url, tracking],
+                capture_output=True,
+                text=True,
+                check=False,
+                cwd=REPO,
+            )
+            if child.returncode != 0:
+                raise SystemExit(child.stderr[-3000:])
+            figures = json.loads(child.stdout.strip().splitlines()[-1])
+            figures["store"], figures["run"] = store, run
+            results.append(figures)
+            print(json.dumps(figures, indent=1), flush=True)
     finally:
         if server is not None:
             server.stop()
@@ -239,6 +276,7 @@ def main() -> None:
                 "sampler": "random (TPE's own model cost grows with the study, as in Optuna)",
                 "stores": "sqlite: both stores SQLite files; postgresql: both in PostgreSQL",
                 "results": results,
+                "medians": _medians(results) if args.repeat > 1 else [],
             },
             indent=2,
         )
