@@ -179,7 +179,10 @@ def test_two_gpus_get_balanced_placements() -> None:
 def test_cpus_bound_the_count() -> None:
     machine = Machine(PackingPolicy(FAST), util=5, memory=100, cpus=3)
     assert machine.run(8) == 3
-    assert "CPUs 3 on the node / 1 per trial / 1 GPU(s) → 3" in machine.policy.decide(machine.view())[GPU0].reason
+    assert (
+        "CPUs 3 on the node / 1 per trial / 1 GPU(s) → 3"
+        in machine.policy.decide(machine.view())[GPU0].reason
+    )
 
 
 def test_memory_of_trials_not_yet_measured_counts_at_the_estimate() -> None:
