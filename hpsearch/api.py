@@ -20,7 +20,7 @@ from typing import Any
 
 from rich.console import Console
 
-from hpsearch import attrs
+from hpsearch import attrs, interrupts
 from hpsearch._importable import ensure_importable_from
 from hpsearch.config import ExecutionSpec, RunConfig, load_config
 from hpsearch.errors import ConfigError, HpsearchError
@@ -33,12 +33,15 @@ from hpsearch.lifecycle import (
     MlflowMirror,
     ObjectiveValues,
     OomHandling,
+    OutageLimit,
     ParentRun,
     RunningTrials,
     TrialLedger,
     TrialListener,
     VerdictPoster,
+    outage_line,
     reclaim_stale_trials,
+    record_unwritten_runs,
     sweep_checkpoints,
 )
 from hpsearch.oom import OomBook
@@ -67,7 +70,13 @@ from hpsearch.study import (
     serve_study,
 )
 from hpsearch.telemetry import ClusterGpuMetrics, ClusterReadings, GpuMonitor, TelemetryBackend
-from hpsearch.tracking import MlflowTracker, RunStatus, Tracker
+from hpsearch.tracking import (
+    MlflowTracker,
+    OutageTracker,
+    RunStatus,
+    Tracker,
+    use_quick_http_settings,
+)
 from hpsearch.trial.checkpoints import study_folder
 from hpsearch.trial.entrypoint import check_fusion, check_train
 from hpsearch.trial.other_tools import StudyAccess
@@ -236,12 +245,20 @@ def _search(  # noqa: PLR0917 - the root hands over what it opened
     for note in handle.notes:
         console.print(note, highlight=False, markup=False)
     if tracker is None:
+        if config.tracking.server:
+            use_quick_http_settings()  # a server out of reach is known in seconds
         if not new_mlflow_history:
             _check_mlflow_store(config, handle)
-        tracker = MlflowTracker(
-            config.tracking.uri, config.experiment_name, config.tracking.new_experiment_artifacts
-        )
+        tracker = _tracker(config, console)
     reclaim_stale_trials(handle, tracker)
+    recorded = record_unwritten_runs(handle, tracker)
+    if recorded:
+        console.print(
+            f"{recorded} MLflow run(s) recorded from the study: their trials ended while "
+            "the tracking server was out of reach and their search stopped",
+            highlight=False,
+            markup=False,
+        )
     before = count_budget(handle.study.get_trials(deepcopy=False))
     budget = TrialBudget(config.study.n_trials, config.study.timeout)
     if budget.decide(before) is BudgetDecision.FINISHED and before.running == 0:
@@ -307,6 +324,7 @@ def _search(  # noqa: PLR0917 - the root hands over what it opened
         raise
     finally:
         parent.end(status)
+        _land_tracking_writes(config, tracker, console)
 
     trials = handle.study.get_trials(deepcopy=False)
     checkpoints = study_folder(config.execution.checkpoint_dir, config.study.name)
@@ -324,6 +342,53 @@ def _search(  # noqa: PLR0917 - the root hands over what it opened
         short_of=budget.short_of(after),
         mlflow_experiment_id=tracker.experiment_id,
     )
+
+
+def _tracker(config: RunConfig, console: Console) -> Tracker:
+    """MLflow, as ``tracking`` says; a server's writes kept through an outage."""
+    tracker = MlflowTracker(
+        config.tracking.uri, config.experiment_name, config.tracking.new_experiment_artifacts
+    )
+    if not config.tracking.server:
+        return tracker
+    return OutageTracker(
+        tracker, tracker.uri, lambda line: console.print(line, highlight=False, markup=False)
+    )
+
+
+LAST_TRY_S = 3.0
+"""How long a stopped search tries its kept tracking writes once more before it exits."""
+
+
+def _land_tracking_writes(config: RunConfig, tracker: Tracker, console: Console) -> None:
+    """At the search's end, the writes its tracking server's outage kept: landed, or said.
+
+    An ended search waits for the server up to ``tracking.outage_limit``; one that was
+    stopped (Ctrl-C, the limit) tries for a few seconds. What is left unwritten is
+    said; the runs it leaves RUNNING are ended KILLED by the next ``hpsearch run``.
+    """
+    if not isinstance(tracker, OutageTracker):
+        return
+    down = tracker.down_for()
+    if down is None:
+        return
+    limit = config.tracking.outage_limit
+    stopped = interrupts.interrupted() or interrupts.stopped_for() is not None
+    if not tracker.drain(LAST_TRY_S if stopped else max(LAST_TRY_S, limit - down)):
+        return
+    left = tracker.give_up()
+    console.print(
+        f"{left} MLflow write(s) of this search could not be written (the tracking server "
+        f"{tracker.uri} is out of reach); the trials are in the study, and the next "
+        "hpsearch run records their runs from it",
+        highlight=False,
+        markup=False,
+    )
+    if not stopped:
+        interrupts.stop_for(
+            outage_line(config.source, tracker.uri, tracker.down_for() or down, limit),
+            signal_now=False,
+        )
 
 
 def _stop_reason(config: RunConfig, parts: SearchParts) -> str | None:
@@ -417,6 +482,13 @@ def build_search(
     if board is not None:
         listeners.append(VerdictPoster(board))
     listeners += [CheckpointKeeper(), parent, view]
+    if isinstance(parent.tracker, OutageTracker):
+        tracking = config.tracking
+        listeners.append(
+            OutageLimit(
+                parent.tracker.down_for, tracking.outage_limit, parent.tracker.uri, config.source
+            )
+        )
     settings = TrialSettings(
         train=config.train_target or config.optuna_objective or config.tune_trainable or "",
         command=config.command,

@@ -2,6 +2,10 @@
 
 MLFLOW_RUN = "mlflow_run_id"
 """The trial's MLflow child run."""
+MLFLOW_UNWRITTEN = "hpsearch.mlflow_unwritten"
+"""On a trial whose MLflow run was never created (its search stopped while the tracking
+server was out of reach): the search's parent run. The next search records the run from
+the study."""
 METRICS = "metrics"
 """Final value of every metric the trial reported."""
 OUTCOME = "hpsearch.outcome"

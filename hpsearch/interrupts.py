@@ -32,6 +32,25 @@ def note_interrupted() -> None:
     _interrupted.set()
 
 
+_stopped_for: list[str] = []
+
+
+def stop_for(reason: str, *, signal_now: bool = True) -> None:
+    """Stop the search as Ctrl-C does, for a fault it cannot go on with (a tracking server
+    gone too long): trials queued again, runs ended; the command prints ``reason`` as its
+    one error line and exits 2. ``signal_now``: interrupt the running search (else it has
+    already ended, and only the exit is decided)."""
+    if not _stopped_for:
+        _stopped_for.append(reason)
+    if signal_now:
+        os.kill(os.getpid(), signal.SIGINT)
+
+
+def stopped_for() -> str | None:
+    """Why :func:`stop_for` stopped the search, if it did."""
+    return _stopped_for[0] if _stopped_for else None
+
+
 def terminated() -> bool:
     """Whether a SIGTERM stopped the search (the interruption is then its doing)."""
     return _terminated.is_set()
@@ -69,6 +88,7 @@ def sigterm_as_ctrl_c() -> Iterator[None]:
     """
     _terminated.clear()
     _interrupted.clear()
+    _stopped_for.clear()
     if threading.current_thread() is not threading.main_thread():
         yield
         return

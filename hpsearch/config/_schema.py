@@ -196,11 +196,27 @@ class ExecutionSpec(Settings):
 
 
 class TrackingSpec(Settings):
-    """Where MLflow records runs. The experiment defaults to the study name."""
+    """Where MLflow records runs. The experiment defaults to the study name.
+
+    Attributes:
+        uri: a SQLite file, or a tracking server (``http://host:port``).
+        experiment: the MLflow experiment; the study name when left out.
+        artifact_location: where a new experiment keeps artifacts (a server's own
+            store when ``uri`` is a server and this is left out).
+        outage_limit: how long a tracking server may stay out of reach (seconds, or
+            ``10m``) while the search goes on and its writes wait; past it, the search
+            stops as on Ctrl-C (trials queued again) and exits 2.
+    """
 
     uri: str = DEFAULT_TRACKING_URI
     experiment: str | None = None
     artifact_location: str = DEFAULT_ARTIFACT_LOCATION
+    outage_limit: Seconds = 600.0
+
+    @property
+    def server(self) -> bool:
+        """Whether ``uri`` is a tracking server (which may stop answering for a while)."""
+        return self.uri.startswith(("http://", "https://"))
 
     @property
     def new_experiment_artifacts(self) -> str | None:
@@ -211,8 +227,7 @@ class TrackingSpec(Settings):
         local folder would exist on the driver's machine only. A location the config
         names is used anyway.
         """
-        server = self.uri.startswith(("http://", "https://"))
-        if server and "artifact_location" not in self.model_fields_set:
+        if self.server and "artifact_location" not in self.model_fields_set:
             return None
         return self.artifact_location
 

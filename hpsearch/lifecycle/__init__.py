@@ -30,11 +30,17 @@ from hpsearch.lifecycle._events import (
 from hpsearch.lifecycle._gpu import GPU_FLUSH_S, GpuSeries
 from hpsearch.lifecycle._launches import FusionPlan, Launches
 from hpsearch.lifecycle._ledger import TrialLedger
-from hpsearch.lifecycle._mlflow import MlflowMirror, end_reclaimed_runs, reclaim_stale_trials
+from hpsearch.lifecycle._mlflow import (
+    MlflowMirror,
+    end_reclaimed_runs,
+    reclaim_stale_trials,
+    record_unwritten_runs,
+)
 from hpsearch.lifecycle._objectives import ObjectiveValues
 from hpsearch.lifecycle._oom import OomHandling
 from hpsearch.lifecycle._parent_run import ParentRun
 from hpsearch.lifecycle._running import OomSink, RunningTrials
+from hpsearch.lifecycle._tracking_outage import OutageLimit, outage_line
 from hpsearch.lifecycle._verdicts import VerdictPoster
 
 __all__ = [
@@ -52,6 +58,7 @@ __all__ = [
     "OomHandling",
     "OomSink",
     "Opening",
+    "OutageLimit",
     "ParentRun",
     "RunningTrials",
     "TrialEnded",
@@ -66,6 +73,8 @@ __all__ = [
     "TrialsReclaimed",
     "VerdictPoster",
     "end_reclaimed_runs",
+    "outage_line",
     "reclaim_stale_trials",
+    "record_unwritten_runs",
     "sweep_checkpoints",
 ]

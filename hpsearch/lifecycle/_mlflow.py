@@ -28,7 +28,7 @@ from hpsearch.lifecycle._events import (
     TrialStarted,
 )
 from hpsearch.placement import Admission
-from hpsearch.study import StudyHandle
+from hpsearch.study import StudyHandle, set_user_attr_late
 from hpsearch.tracking import (
     FLUSH_S,
     FUSED_GROUP_TAG,
@@ -117,7 +117,14 @@ class MlflowMirror(TrialListener):
         )
         self._runs[number] = run_id
         self._logged[number] = set(params)
-        event.trial.set_user_attr(attrs.MLFLOW_RUN, run_id)
+        trial, parent = event.trial, self._parent
+        # At once; or, with the tracking server out of reach, once the run is created;
+        # or, never created, marked for the next search to record from the study.
+        self._tracker.when_created(
+            run_id,
+            lambda created: set_user_attr_late(trial.storage, trial, attrs.MLFLOW_RUN, created),
+            lambda: set_user_attr_late(trial.storage, trial, attrs.MLFLOW_UNWRITTEN, parent),
+        )
 
     def on_placed(self, event: TrialPlaced) -> None:
         self._tracker.set_tags(self._runs[event.number], _assigned_tags(event.assigned))
@@ -261,9 +268,70 @@ def reclaim_stale_trials(handle: StudyHandle, tracker: Tracker) -> int:
         for trial in handle.study.get_trials(deepcopy=False, states=_FINISHED_STATES):
             run_id = trial.user_attrs.get(attrs.MLFLOW_RUN)
             if run_id in running and trial.number not in lost:
+                # Its last writes may be what was lost (a tracking server's outage):
+                # the study's final metrics go with the end.
+                _log_final_metrics(tracker, str(run_id), trial)
                 tracker.end_if_running(str(run_id), _STATE_STATUS[trial.state])
     end_reclaimed_runs(tracker, reclaimed, handle.name)
     return len(reclaimed)
+
+
+def record_unwritten_runs(handle: StudyHandle, tracker: Tracker) -> int:
+    """The MLflow runs of trials whose search stopped before it could create them.
+
+    A search whose tracking server stayed out of reach past ``tracking.outage_limit``
+    marks the trials it opened runs for meanwhile (:data:`~hpsearch.attrs.MLFLOW_UNWRITTEN`).
+    Each gets its run here, from what the study holds: params, final metrics, state,
+    error, under the stopped search's parent run, which is ended KILLED. What only
+    MLflow would have had (per-step metrics, logs) is not recovered. How many runs.
+    """
+    recorded = 0
+    parents: set[str] = set()
+    for trial in handle.study.get_trials(deepcopy=False, states=_FINISHED_STATES):
+        parent = trial.user_attrs.get(attrs.MLFLOW_UNWRITTEN)
+        if parent is None or attrs.MLFLOW_RUN in trial.user_attrs:
+            continue
+        # Created as the search stopped, maybe; or recorded already by this process.
+        runs = tracker.runs_of_trial(trial.number)
+        if any(status != "RUNNING" for status in runs.values()):
+            continue
+        run_id = next(iter(runs), None) or tracker.start_run(
+            f"trial-{trial.number}",
+            params=trial.params,
+            tags={TRIAL_NUMBER_TAG: str(trial.number), STUDY_TAG: handle.name},
+            parent_run_id=str(parent),
+        )
+        tags = {
+            "hpsearch.state": trial.state.name,
+            "hpsearch.recorded_from_study": "its search stopped while the tracking server "
+            "was out of reach: params, final metrics and state from the study",
+        }
+        for key in (attrs.OUTCOME, attrs.ERROR, attrs.PRUNE_REASON):
+            if key in trial.user_attrs:
+                tags[key] = str(trial.user_attrs[key])
+        tracker.set_tags(run_id, tags)
+        _log_final_metrics(tracker, run_id, trial)
+        tracker.end_run(run_id, _STATE_STATUS[trial.state])
+        handle.set_late(trial, attrs.MLFLOW_RUN, run_id)
+        parents.add(str(parent))
+        recorded += 1
+    for parent in parents:
+        tracker.end_if_running(parent, RunStatus.KILLED)
+        tracker.end_running_children(parent, RunStatus.KILLED)
+    tracker.flush()
+    return recorded
+
+
+def _log_final_metrics(tracker: Tracker, run_id: str, trial: FrozenTrial) -> None:
+    """The trial's last value of each metric, as the study holds them."""
+    final = trial.user_attrs.get(attrs.METRICS)
+    if isinstance(final, dict) and final:
+        last = max(trial.intermediate_values, default=-1)
+        tracker.log_metrics(
+            run_id,
+            {k: float(v) for k, v in final.items() if isinstance(v, int | float)},
+            last + 1,
+        )
 
 
 _STATE_STATUS = {

@@ -9,7 +9,7 @@ written in one transaction), ``_proxy`` (the study served to workers over Optuna
 gRPC storage proxy).
 """
 
-from hpsearch.study._attrs import set_user_attrs
+from hpsearch.study._attrs import set_user_attr_late, set_user_attrs
 from hpsearch.study._budget import (
     BudgetCount,
     BudgetDecision,
@@ -56,5 +56,6 @@ __all__ = [
     "prepare_storage_url",
     "retried_numbers",
     "serve_study",
+    "set_user_attr_late",
     "set_user_attrs",
 ]

@@ -10,11 +10,14 @@ writes Optuna itself makes inside ``set_trial_user_attr``, pinned in
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
 import optuna
-from optuna.storages import RDBStorage
+from optuna.exceptions import UpdateFinishedTrialError
+from optuna.storages import BaseStorage, RDBStorage
+from optuna.trial import FrozenTrial
 
 
 def set_user_attrs(trial: optuna.Trial, values: Mapping[str, Any]) -> None:
@@ -38,3 +41,41 @@ def set_user_attrs(trial: optuna.Trial, values: Mapping[str, Any]) -> None:
                 session, models.TrialUserAttributeModel, trial._trial_id, key, value
             )
     trial._cached_frozen_trial.user_attrs.update(values)
+
+
+def set_user_attr_late(
+    storage: BaseStorage, trial: optuna.Trial | FrozenTrial, key: str, value: Any
+) -> None:
+    """``trial``'s user attribute ``key`` set to ``value``, also once the trial has ended.
+
+    For what is known only later (the MLflow run of a trial opened while the tracking
+    server was out of reach). Optuna refuses to update a finished trial through its
+    API; on an RDB storage the attribute is then written directly, elsewhere skipped.
+    """
+    trial_id = trial._trial_id
+    try:
+        storage.set_trial_user_attr(trial_id, key, value)
+    except UpdateFinishedTrialError:
+        _write_user_attr(storage, trial_id, key, value)
+    if isinstance(trial, optuna.Trial):
+        trial._cached_frozen_trial.user_attrs[key] = value
+
+
+def _write_user_attr(storage: BaseStorage, trial_id: int, key: str, value: Any) -> None:
+    backend = getattr(storage, "_backend", storage)
+    if not isinstance(backend, RDBStorage):
+        return
+    from optuna.storages._rdb import models
+    from optuna.storages._rdb.storage import _create_scoped_session
+
+    # Optuna's own setter checks that the trial still runs: the row is written here.
+    with _create_scoped_session(backend.scoped_session, True) as session:
+        row = (
+            session.query(models.TrialUserAttributeModel)
+            .filter_by(trial_id=trial_id, key=key)
+            .one_or_none()
+        )
+        if row is None:
+            row = models.TrialUserAttributeModel(trial_id=trial_id, key=key)
+            session.add(row)
+        row.value_json = json.dumps(value)

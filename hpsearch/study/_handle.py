@@ -16,6 +16,7 @@ from optuna.trial import FrozenTrial
 
 from hpsearch import attrs
 from hpsearch._locks import store_lock
+from hpsearch.study._attrs import set_user_attr_late
 from hpsearch.study._heartbeat import GRACE_PERIOD_S, HEARTBEAT_INTERVAL_S, LOST_REASON
 
 
@@ -46,6 +47,11 @@ class StudyHandle:
     def name(self) -> str:
         """The study name."""
         return self.study.study_name
+
+    def set_late(self, trial: FrozenTrial, key: str, value: Any) -> None:
+        """A user attribute of ``trial``, set also where it has ended (see
+        :func:`~hpsearch.study.set_user_attr_late`)."""
+        set_user_attr_late(self._storage, trial, key, value)
 
     def exclusive(self) -> AbstractContextManager[None]:
         """A lock the drivers sharing this study hold to count its trials and ask for one.

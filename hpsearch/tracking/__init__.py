@@ -2,7 +2,8 @@
 
 The tree: ``_base`` (the :class:`Tracker` interface, run statuses, the tags
 hpsearch sets), ``_mlflow`` (:class:`MlflowTracker`: MLflow, for every search a
-user runs) and ``_memory`` (:class:`MemoryTracker`: in memory, for the packing lab).
+user runs), ``_outage`` (:class:`OutageTracker`: a tracking server's writes kept
+through an outage) and ``_memory`` (:class:`MemoryTracker`: in memory, for the packing lab).
 """
 
 from hpsearch.tracking._base import (
@@ -25,6 +26,7 @@ from hpsearch.tracking._mlflow import (
     resolve_tracking_uri,
     runs_table_url,
 )
+from hpsearch.tracking._outage import OutageTracker, use_quick_http_settings
 
 __all__ = [
     "EXPERIMENT_KIND_TAG",
@@ -39,9 +41,11 @@ __all__ = [
     "MemoryTracker",
     "MetricRow",
     "MlflowTracker",
+    "OutageTracker",
     "RunStatus",
     "Tracker",
     "resolve_artifact_location",
     "resolve_tracking_uri",
     "runs_table_url",
+    "use_quick_http_settings",
 ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 TRIAL_NUMBER_TAG = "optuna.trial_number"
@@ -65,6 +65,16 @@ class Tracker(Protocol):
         parent_run_id: str | None = None,
     ) -> str:
         """Create a RUNNING run (nested under ``parent_run_id`` when given) and return its id."""
+
+    def when_created(
+        self,
+        run_id: str,
+        then: Callable[[str], None],
+        otherwise: Callable[[], None] | None = None,
+    ) -> None:
+        """Call ``then`` with the id the store gave ``run_id``: at once, or, for a run opened
+        while a tracking server was out of reach (a stand-in id), once it is created;
+        ``otherwise`` if the search ends without it having been created."""
 
     def log_metrics(self, run_id: str, metrics: Mapping[str, float], step: int) -> None:
         """Log metrics for one step."""

@@ -9,7 +9,7 @@ time; written to MLflow, a 200-trial search spent most of its minute in
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,6 +58,15 @@ class MemoryTracker:
         params = {str(k): str(v) for k, v in (params or {}).items()}
         self.runs[run_id] = MemoryRun(name, params, all_tags)
         return run_id
+
+    def when_created(
+        self,
+        run_id: str,
+        then: Callable[[str], None],
+        otherwise: Callable[[], None] | None = None,
+    ) -> None:
+        """``then(run_id)``: the run exists."""
+        then(run_id)
 
     def log_params(self, run_id: str, params: Mapping[str, Any]) -> None:
         """Log params the run did not start with."""

@@ -189,6 +189,15 @@ class MlflowTracker:
         self.log_params(run_id, params or {})
         return run_id
 
+    def when_created(
+        self,
+        run_id: str,
+        then: Callable[[str], None],
+        otherwise: Callable[[], None] | None = None,
+    ) -> None:
+        """``then(run_id)``: a run exists once :meth:`start_run` returns."""
+        then(run_id)
+
     def log_params(self, run_id: str, params: Mapping[str, Any]) -> None:
         """Log params (with the run's next batch)."""
         if params:
@@ -228,14 +237,38 @@ class MlflowTracker:
         params, tags = list(pending.params.values()), list(pending.tags.values())
         metrics = pending.metrics
         while params or tags or metrics:
-            self._client.log_batch(
-                run_id,
-                metrics=metrics[:_MAX_BATCH_ENTITIES],
-                params=params[:_MAX_BATCH_PARAMS],
-                tags=tags[:_MAX_BATCH_TAGS],
-            )
+            try:
+                self._client.log_batch(
+                    run_id,
+                    metrics=metrics[:_MAX_BATCH_ENTITIES],
+                    params=params[:_MAX_BATCH_PARAMS],
+                    tags=tags[:_MAX_BATCH_TAGS],
+                )
+            except Exception:
+                # Unwritten (a server out of reach): kept, ahead of what comes next.
+                self._keep(run_id, pending.since, params, tags, metrics)
+                raise
             metrics = metrics[_MAX_BATCH_ENTITIES:]
             params, tags = params[_MAX_BATCH_PARAMS:], tags[_MAX_BATCH_TAGS:]
+
+    def _keep(
+        self,
+        run_id: str,
+        since: float,
+        params: list[Param],
+        tags: list[RunTag],
+        metrics: list[Metric],
+    ) -> None:
+        """Put records a failed write did not write back in front of the run's pending ones."""
+        later = self._pending.pop(run_id, None)
+        kept = self._pending[run_id] = _Pending(since)
+        kept.params.update({p.key: p for p in params})
+        kept.tags.update({t.key: t for t in tags})
+        kept.metrics.extend(metrics)
+        if later is not None:
+            kept.params.update(later.params)
+            kept.tags.update(later.tags)
+            kept.metrics.extend(later.metrics)
 
     def log_series(self, run_id: str, rows: Sequence[MetricRow]) -> None:
         """Log timestamped rows (each at its own step and time) in as few calls as MLflow allows."""

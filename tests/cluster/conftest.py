@@ -160,14 +160,14 @@ class Postgres:
 
 
 class MlflowServer:
-    """``mlflow server`` on 127.0.0.1, its runs in PostgreSQL, its artifacts in a folder."""
+    """``mlflow server`` on 127.0.0.1, its runs in a database (PostgreSQL, SQLite), its artifacts in a folder."""
 
-    def __init__(self, backend: str, artifacts: Path) -> None:
-        self.port = free_port()
+    def __init__(self, backend: str, artifacts: Path, port: int | None = None) -> None:
+        self.port = port or free_port()  # a port again: the same server restarted
         self.uri = f"http://127.0.0.1:{self.port}"
         self.log = artifacts.parent / "mlflow-server.log"
         mlflow = str(Path(sys.executable).parent / "mlflow")
-        with open(self.log, "w") as log:
+        with open(self.log, "a") as log:
             self.process = subprocess.Popen(
                 [
                     mlflow,

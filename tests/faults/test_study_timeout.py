@@ -19,13 +19,20 @@ pytestmark = pytest.mark.process
 TIMEOUT_S, GRACE_S = 6, 4
 
 
+@pytest.mark.parametrize(
+    ("train", "space"),
+    [
+        ("hangs", {"steps": None}),  # asleep: Ray's own stop reaches it
+        ("stuck", {"steps": None, "how": "sigstop"}),  # stopped: the driver kills it
+    ],
+)
 def test_trials_running_past_the_timeout_and_its_grace_are_stopped_and_requeued(
-    write_config: ConfigWriter, project: Path
+    write_config: ConfigWriter, project: Path, train: str, space: dict[str, object]
 ) -> None:
     path = write_config(
         {
-            "train": "tests.train_functions:hangs",
-            "space": {"steps": None},
+            "train": f"tests.train_functions:{train}",
+            "space": space,
             "study": {"n_trials": 4, "timeout": TIMEOUT_S, "timeout_grace": GRACE_S},
             "execution": {"max_concurrent": 2},
         }
@@ -63,7 +70,7 @@ def test_trials_running_past_the_timeout_and_its_grace_are_stopped_and_requeued(
     # Ray's start, the timeout and its grace; not the hour the trials would hang.
     assert took < TIMEOUT_S + GRACE_S + 45, f"the search took {took:.0f} s"
     record_figures(
-        fault="trials still running after study.timeout and its grace",
+        fault=f"trials still running after study.timeout and its grace ({train})",
         took_s=round(took, 1),
         timeout_s=TIMEOUT_S,
         grace_s=GRACE_S,

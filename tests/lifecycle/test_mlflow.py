@@ -9,9 +9,9 @@ from optuna.trial import TrialState
 
 from hpsearch import attrs
 from hpsearch.config import RunConfig
-from hpsearch.lifecycle import reclaim_stale_trials
+from hpsearch.lifecycle import reclaim_stale_trials, record_unwritten_runs
 from hpsearch.study import GRACE_PERIOD_S, open_study
-from hpsearch.tracking import TRIAL_NUMBER_TAG, MlflowTracker
+from hpsearch.tracking import TRIAL_NUMBER_TAG, MlflowTracker, RunStatus
 from tests.conftest import age_heartbeat
 
 pytestmark = pytest.mark.usefixtures("seeded_store")
@@ -87,3 +87,36 @@ def test_a_lost_trial_its_driver_never_launched_gets_a_killed_run(
     # Reclaimed twice (a second driver's start): still one run.
     reclaim_stale_trials(handle, tracker)
     assert len(tracker.runs_of_trial(lost.number)) == 1
+
+
+def test_runs_a_stopped_search_could_not_create_are_recorded_from_the_study(
+    config: RunConfig, project: Path
+) -> None:
+    # The search's tracking server stayed out of reach: the parent run exists (it was
+    # created before), the trials' runs never were, and the trials are marked.
+    handle = open_study(config)
+    tracker = MlflowTracker(config.tracking.uri, "test-study", "mlruns/artifacts")
+    parent = tracker.start_run("the stopped search")
+    space = config.search_space.distributions()
+    done, pruned, written = (handle.ask(space) for _ in range(3))
+    done.set_user_attr(attrs.METRICS, {"score": 0.75, "loss": 0.5})
+    for trial in (done, pruned):
+        trial.set_user_attr(attrs.MLFLOW_UNWRITTEN, parent)
+    written.set_user_attr(attrs.MLFLOW_RUN, tracker.start_run("trial-2", parent_run_id=parent))
+    tracker.end_run(written.user_attrs[attrs.MLFLOW_RUN], RunStatus.FINISHED)
+    handle.study.tell(done, 0.75)
+    handle.study.tell(pruned, state=TrialState.PRUNED)
+    handle.study.tell(written, 0.5)
+
+    assert record_unwritten_runs(handle, tracker) == 2
+
+    trials = open_study(config).study.get_trials(deepcopy=False)  # as a new process reads
+    runs = {t.number: tracker.client.get_run(t.user_attrs[attrs.MLFLOW_RUN]) for t in trials}
+    assert runs[done.number].data.metrics == {"score": 0.75, "loss": 0.5}
+    assert runs[done.number].data.params == {k: str(v) for k, v in done.params.items()}
+    assert runs[done.number].data.tags["hpsearch.state"] == "COMPLETE"
+    assert runs[pruned.number].data.tags["hpsearch.state"] == "PRUNED"
+    assert {r.info.status for r in runs.values()} == {"FINISHED"}
+    assert {r.data.tags["mlflow.parentRunId"] for r in runs.values()} == {parent}
+    assert tracker.client.get_run(parent).info.status == "KILLED"
+    assert record_unwritten_runs(handle, tracker) == 0  # once

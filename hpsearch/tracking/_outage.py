@@ -1,0 +1,412 @@
+"""A tracking server that stops answering: its writes kept, retried, and landed when it is back.
+
+MLflow retries a request for about four minutes before it raises, and the driver
+writes from its search loop: a server that was down for 400 s held the search
+silent for 247 s, then ended it with a traceback. :class:`OutageTracker` stands in
+front of the :class:`~hpsearch.tracking.MlflowTracker` of a tracking server. While
+the server answers, it writes through. The first write that finds it out of reach
+(after one quick retry, ``MLFLOW_HTTP_REQUEST_MAX_RETRIES``) starts an outage:
+
+* every later write is kept in order, in memory, and the search goes on; a run
+  opened meanwhile gets a stand-in id (``pending-...``), replaced by the server's
+  once it is created (:meth:`OutageTracker.when_created` tells who needs it);
+* a thread of its own tries the kept writes again every :data:`RETRY_S`, the
+  oldest first, so that the search loop never waits on the server;
+* one line says when the server stopped answering, and one when it is back and
+  how many writes landed. :meth:`OutageTracker.down_for` lets the driver stop a
+  search whose server stays away past ``tracking.outage_limit``.
+
+Reads (the runs a killed driver left RUNNING, at a search's start) go straight
+to the server: a search does not start without it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from hpsearch.tracking._base import MetricRow, RunStatus, Tracker
+
+RETRY_S = 5.0
+"""How often the kept writes are tried again while the server is out of reach."""
+
+PENDING_PREFIX = "pending-"
+"""The start of a stand-in run id, for a run opened while the server was out of reach."""
+
+HTTP_SETTINGS = {
+    # One quick retry, a 10 s timeout: a server out of reach is known in seconds,
+    # not after MLflow's seven retries (minutes); the writes wait here instead.
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "10",
+}
+"""MLflow's HTTP settings in a driver that writes to a server (a user's own values win)."""
+
+
+def use_quick_http_settings() -> None:
+    """Set :data:`HTTP_SETTINGS` where the environment does not say otherwise."""
+    for name, value in HTTP_SETTINGS.items():
+        os.environ.setdefault(name, value)
+
+
+def unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` says the server could not be reached (not that it refused a write)."""
+    import requests
+
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(
+            seen,
+            requests.exceptions.ConnectionError
+            | requests.exceptions.Timeout
+            | requests.exceptions.RetryError,
+        ):
+            return True
+        text = str(seen)
+        if text.startswith("API request to ") and " failed with " in text:
+            return True  # MLflow's wrapping of the above (chained implicitly)
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+@dataclass(frozen=True)
+class _Waiting:
+    """Who waits for a run opened while the server was out of reach."""
+
+    then: Callable[[str], None]
+    otherwise: Callable[[], None] | None
+
+
+@dataclass
+class _Write:
+    """A write kept while the server was out of reach.
+
+    Attributes:
+        what: what it writes, for the line that counts them.
+        run_id: the run it writes to (a stand-in id until the run is created).
+        write: the write itself, given the server's id of the run.
+        kept_on_failure: once called, its records are held by the tracker beneath
+            even if the request then fails (a batched write): not called again.
+    """
+
+    what: str
+    run_id: str
+    write: Callable[[str], Any]
+    kept_on_failure: bool = False
+
+
+class OutageTracker:
+    """A :class:`~hpsearch.tracking.Tracker` that keeps writing through a server's outage.
+
+    Args:
+        inner: the tracker that writes to the server.
+        uri: the server's URI, for the lines.
+        say: prints one line (the outage's start and end).
+        clock: monotonic seconds.
+        wall: Unix time, for the time of day the outage started.
+        retry_s: how often kept writes are tried again.
+    """
+
+    def __init__(
+        self,
+        inner: Tracker,
+        uri: str,
+        say: Callable[[str], None],
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+        retry_s: float = RETRY_S,
+    ) -> None:
+        self.inner = inner
+        self.uri = uri
+        self._say = say
+        self._clock = clock
+        self._wall = wall
+        self._retry_s = retry_s
+        self._lock = threading.Lock()
+        self._kept: deque[_Write] = deque()
+        self._ids: dict[str, str] = {}
+        self._waiting: dict[str, list[_Waiting]] = {}
+        self._down_since: float | None = None
+        self._landed = 0
+        self._retrier: threading.Thread | None = None
+        self._last_try = 0.0
+
+    @property
+    def experiment_id(self) -> str:
+        """The experiment's id."""
+        return self.inner.experiment_id
+
+    def down_for(self) -> float | None:
+        """Seconds since the server stopped answering; ``None`` while it answers."""
+        with self._lock:
+            since = self._down_since
+        return None if since is None else self._clock() - since
+
+    def kept(self) -> int:
+        """How many writes wait for the server."""
+        with self._lock:
+            return len(self._kept)
+
+    # Writes ----------------------------------------------------------------
+
+    def start_run(
+        self,
+        name: str,
+        params: Mapping[str, Any] | None = None,
+        tags: Mapping[str, str] | None = None,
+        parent_run_id: str | None = None,
+    ) -> str:
+        """Create a run; while the server is out of reach, a stand-in id now, the run later."""
+        stand_in = f"{PENDING_PREFIX}{uuid.uuid4().hex}"
+
+        def create(_: str) -> str:
+            parent = self._resolved(parent_run_id) if parent_run_id else None
+            real = self.inner.start_run(name, params, tags, parent)
+            self._created(stand_in, real)
+            return real
+
+        if self._through():
+            try:
+                return self.inner.start_run(
+                    name, params, tags, self._resolved(parent_run_id) if parent_run_id else None
+                )
+            except Exception as exc:
+                self._went_down(exc)
+        self._keep(_Write(f"run {name}", stand_in, create))
+        return stand_in
+
+    def when_created(
+        self,
+        run_id: str,
+        then: Callable[[str], None],
+        otherwise: Callable[[], None] | None = None,
+    ) -> None:
+        """Call ``then`` with the server's id of ``run_id``: now, or once it is created;
+        ``otherwise`` if :meth:`give_up` finds it never was."""
+        with self._lock:
+            real = self._ids.get(run_id, None if run_id.startswith(PENDING_PREFIX) else run_id)
+            if real is None:
+                self._waiting.setdefault(run_id, []).append(_Waiting(then, otherwise))
+                return
+        then(real)
+
+    def give_up(self) -> int:
+        """At the end of a search whose server stayed away: the kept writes are dropped,
+        and those waiting on a run never created are told so. How many writes were kept."""
+        with self._lock:
+            dropped = len(self._kept)
+            self._kept.clear()
+            waiting, self._waiting = self._waiting, {}
+        for each in waiting.values():
+            for wait in each:
+                if wait.otherwise is not None:
+                    self._told(wait.otherwise)
+        return dropped
+
+    def log_metrics(self, run_id: str, metrics: Mapping[str, float], step: int) -> None:
+        """Log metrics for one step."""
+        self._write(
+            "metrics", run_id, lambda r: self.inner.log_metrics(r, metrics, step), batched=True
+        )
+
+    def log_params(self, run_id: str, params: Mapping[str, Any]) -> None:
+        """Log params the run did not start with."""
+        self._write("params", run_id, lambda r: self.inner.log_params(r, params), batched=True)
+
+    def set_tags(self, run_id: str, tags: Mapping[str, Any]) -> None:
+        """Set tags."""
+        self._write("tags", run_id, lambda r: self.inner.set_tags(r, tags), batched=True)
+
+    def log_series(self, run_id: str, rows: Sequence[MetricRow]) -> None:
+        """Log timestamped rows."""
+        self._write("series", run_id, lambda r: self.inner.log_series(r, rows))
+
+    def log_text(self, run_id: str, text: str, artifact_file: str) -> None:
+        """Store ``text`` as an artifact file of the run."""
+        self._write(artifact_file, run_id, lambda r: self.inner.log_text(r, text, artifact_file))
+
+    def log_figure(self, run_id: str, figure: Any, artifact_file: str) -> None:
+        """Store a figure as an artifact."""
+        self._write(
+            artifact_file, run_id, lambda r: self.inner.log_figure(r, figure, artifact_file)
+        )
+
+    def log_file(
+        self, run_id: str, path: str | os.PathLike[str], folder: str | None = None
+    ) -> None:
+        """Store a local file as an artifact of the run."""
+        self._write(os.fspath(path), run_id, lambda r: self.inner.log_file(r, path, folder))
+
+    def end_run(self, run_id: str, status: RunStatus) -> None:
+        """End a run with ``status``."""
+        self._write(f"end {status.value}", run_id, lambda r: self.inner.end_run(r, status))
+
+    def flush(self, older_than_s: float = 0.0) -> None:
+        """Write what waits; while the server is out of reach, start a retry when one is due."""
+        if self._through():
+            try:
+                self.inner.flush(older_than_s)
+            except Exception as exc:
+                self._went_down(exc)
+            return
+        now = self._clock()
+        with self._lock:
+            due = now - self._last_try >= self._retry_s
+            busy = self._retrier is not None and self._retrier.is_alive()
+            if not due or busy:
+                return
+            self._last_try = now
+            self._retrier = threading.Thread(
+                target=self._retry, name="hpsearch-tracking-retry", daemon=True
+            )
+            self._retrier.start()
+
+    def drain(self, timeout_s: float) -> int:
+        """At a search's end: try the kept writes for up to ``timeout_s``; how many are left."""
+        deadline = self._clock() + timeout_s
+        while self.down_for() is not None and self._clock() < deadline:
+            retrier = self._retrier
+            if retrier is not None and retrier.is_alive():
+                retrier.join(max(0.0, deadline - self._clock()))
+                continue
+            self._retry()
+            if self.down_for() is not None:
+                time.sleep(min(1.0, max(0.0, deadline - self._clock())))
+        if self.down_for() is None:
+            with contextlib.suppress(Exception):  # a last batch: the server may go again
+                self.inner.flush()
+        return self.kept()
+
+    # Reads: straight to the server ---------------------------------------------
+
+    def running_run_ids(self) -> set[str]:
+        """The experiment's runs still RUNNING."""
+        return self.inner.running_run_ids()
+
+    def runs_of_trial(self, number: int) -> dict[str, str]:
+        """The experiment's runs of trial ``number``: their status."""
+        return self.inner.runs_of_trial(number)
+
+    def end_running_children(self, parent_run_id: str, status: RunStatus) -> None:
+        """End every child run of ``parent_run_id`` still RUNNING."""
+        self.inner.end_running_children(self._resolved(parent_run_id), status)
+
+    def end_if_running(self, run_id: str, status: RunStatus) -> str | None:
+        """End a run left RUNNING by a driver that stopped."""
+        return self.inner.end_if_running(self._resolved(run_id), status)
+
+    # The outage --------------------------------------------------------------------
+
+    def _through(self) -> bool:
+        """Whether writes go straight to the server (it answers, and nothing waits)."""
+        with self._lock:
+            return self._down_since is None
+
+    def _write(
+        self, what: str, run_id: str, write: Callable[[str], Any], *, batched: bool = False
+    ) -> None:
+        real = self._resolved(run_id)  # a stand-in's run exists once the outage is over
+        if self._through() and not real.startswith(PENDING_PREFIX):
+            try:
+                write(real)
+                return
+            except Exception as exc:
+                self._went_down(exc)
+                if batched:
+                    return  # its records are held beneath, and go out with the next batch
+        self._keep(_Write(what, run_id, write, kept_on_failure=batched))
+
+    def _keep(self, write: _Write) -> None:
+        with self._lock:
+            self._kept.append(write)
+
+    def _went_down(self, exc: Exception) -> None:
+        """A write found the server out of reach: the outage starts (other errors are raised)."""
+        if not unreachable(exc):
+            raise exc
+        with self._lock:
+            if self._down_since is not None:
+                return
+            self._down_since = self._last_try = self._clock()
+            self._landed = 0
+        when = time.strftime("%H:%M:%S", time.localtime(self._wall()))
+        self._say(
+            f"tracking server {self.uri} unreachable since {when}: the search goes on; "
+            f"its MLflow writes are kept and tried again every {self._retry_s:g} s"
+        )
+
+    def _retry(self) -> None:
+        """Write the kept writes, oldest first, until one fails or none is left."""
+        for write in self._oldest_first():
+            try:
+                write.write(self._resolved(write.run_id))
+            except Exception as exc:
+                if not unreachable(exc):
+                    # Refused, not out of reach (a run deleted meanwhile): dropped, said.
+                    self._say(f"tracking: {write.what} of run {write.run_id} not written: {exc}")
+                    self._done_with(write)
+                    continue
+                if write.kept_on_failure:
+                    self._done_with(write)
+                return
+            self._done_with(write)
+        try:  # the batches held beneath, and the proof that the server answers again
+            self.inner.flush()
+        except Exception as exc:
+            if unreachable(exc):
+                return
+            raise
+        self._back()
+
+    def _oldest_first(self) -> Iterator[_Write]:
+        while True:
+            with self._lock:
+                if not self._kept:
+                    return
+                write = self._kept[0]
+            yield write
+
+    def _done_with(self, write: _Write) -> None:
+        with self._lock:
+            if self._kept and self._kept[0] is write:
+                self._kept.popleft()
+                self._landed += 1
+
+    def _back(self) -> None:
+        """Every kept write landed: writes go straight to the server again."""
+        with self._lock:
+            if self._kept or self._down_since is None:
+                return
+            lasted = self._clock() - self._down_since
+            self._down_since, landed = None, self._landed
+        self._say(
+            f"tracking server {self.uri} reachable again after {lasted:.0f} s: "
+            f"{landed} kept write(s) landed"
+        )
+
+    def _created(self, stand_in: str, real: str) -> None:
+        with self._lock:
+            self._ids[stand_in] = real
+            waiting = self._waiting.pop(stand_in, [])
+        for wait in waiting:
+            self._told(functools.partial(wait.then, real))
+
+    def _told(self, call: Callable[[], None]) -> None:
+        """A waiting caller told of its run: its failure said, never the retry's."""
+        try:
+            call()
+        except Exception as exc:  # e.g. the study's storage busy: one line, the rest go on
+            self._say(f"tracking: recording a run created late failed: {exc}")
+
+    def _resolved(self, run_id: str) -> str:
+        with self._lock:
+            return self._ids.get(run_id, run_id)

@@ -1,0 +1,140 @@
+"""A tracking server that stops answering: the search goes on, its writes land when the
+server is back, and past ``tracking.outage_limit`` it stops with one line, exit 2."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+from mlflow.tracking import MlflowClient
+
+from hpsearch import attrs
+from tests.cluster.conftest import MlflowServer
+from tests.conftest import ConfigWriter, wait_for
+from tests.faults.conftest import Drivers
+
+pytestmark = pytest.mark.process
+
+STORAGE = "sqlite:///optuna.db"
+
+
+class Output:
+    """A driver's stdout and stderr, read as they come (a full pipe would stop it)."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.process = process
+        self.out: list[str] = []
+        self.err: list[str] = []
+        assert process.stdout is not None
+        assert process.stderr is not None
+        self._readers = [
+            threading.Thread(target=self.out.extend, args=(process.stdout,), daemon=True),
+            threading.Thread(target=self.err.extend, args=(process.stderr,), daemon=True),
+        ]
+        for reader in self._readers:
+            reader.start()
+
+    def said(self, text: str) -> int:
+        """How many lines of stdout so far hold ``text``."""
+        return sum(text in line for line in list(self.out))
+
+    def wait(self, timeout: float) -> int:
+        code = self.process.wait(timeout)
+        for reader in self._readers:
+            reader.join(10)
+        return code
+
+
+def _trials() -> list[optuna.trial.FrozenTrial]:
+    if not Path("optuna.db").exists():
+        return []
+    try:
+        return optuna.load_study(study_name="test-study", storage=STORAGE).trials
+    except KeyError:  # the driver is creating the study
+        return []
+
+
+def test_an_outage_is_survived_and_one_past_the_limit_stops_the_search_with_exit_2(
+    write_config: ConfigWriter, project: Path, drivers: Drivers, mlflow_store_template: Path
+) -> None:
+    backend = project / "server" / "mlflow.db"
+    backend.parent.mkdir()
+    shutil.copyfile(mlflow_store_template, backend)  # a migrated store: a quick start
+    artifacts = project / "server" / "artifacts"
+    started = time.monotonic()
+    server = MlflowServer(f"sqlite:///{backend}", artifacts)
+    # The first outage lasts as long as the server takes to start again: the limit
+    # is above that on a loaded machine, and as low as it can be (the test waits it).
+    limit = min(60, max(20, round(2 * (time.monotonic() - started) + 8)))
+    path = write_config(
+        {
+            "study": {"n_trials": 2000, "storage": STORAGE},
+            "train": "tests.train_functions:timed",
+            "space": {"sleep": 0.5, "steps": None},
+            "execution": {"max_concurrent": 2},
+            "tracking": {"uri": server.uri, "outage_limit": limit},
+        }
+    )
+    driver = drivers.start(path)
+    output = Output(driver)
+    down = f"tracking server {server.uri} unreachable since"
+    back = f"tracking server {server.uri} reachable again after"
+
+    def alive(condition: bool) -> bool:
+        assert driver.poll() is None, "".join(output.err)[-3000:]
+        return condition
+
+    try:
+        wait_for(lambda: alive(_completed() >= 1), 120, "a trial to complete")
+        server.stop()  # an outage the search survives
+        wait_for(lambda: alive(output.said(down) == 1), 60, "the outage's line")
+        down_at = _completed()
+        server = MlflowServer(f"sqlite:///{backend}", artifacts, port=server.port)
+        wait_for(lambda: alive(output.said(back) == 1), 60, "the writes kept to land")
+        # Trials that ended before the server was back: their kept writes have landed.
+        replayed = [t.number for t in _trials() if t.state.name == "COMPLETE"]
+        wait_for(lambda: alive(_completed() >= len(replayed) + 4), 60, "trials after it")
+        server.stop()  # and one past the limit
+        stopped = time.monotonic()
+        code = output.wait(limit + 60)
+        lasted = time.monotonic() - stopped
+    finally:
+        server.stop()
+
+    stderr, stdout = "".join(output.err), "".join(output.out)
+    assert code == 2, stderr[-3000:]
+    error = stderr.strip().splitlines()[-1]
+    assert error.startswith(f"error: {path}: tracking.uri: the tracking server {server.uri} "), (
+        error
+    )
+    assert f"(tracking.outage_limit: {limit} s)" in error
+    assert lasted < limit + 25, lasted  # the limit, a tick, and closing out: not minutes
+    assert output.said(down) == 2, stdout[-3000:]
+    assert "Traceback" not in stderr
+    assert f"could not be written (the tracking server {server.uri} is out of reach)" in stdout
+
+    # Nothing lost: the study has every trial, none left RUNNING (the interrupted
+    # ones are queued again); each trial that ended has its run, landed after the
+    # first outage, or is marked for the next search to record from the study.
+    trials = _trials()
+    assert "RUNNING" not in {t.state.name for t in trials}
+    ended = [t for t in trials if t.state.name in {"COMPLETE", "FAIL"}]
+    landed = [t for t in ended if attrs.MLFLOW_RUN in t.user_attrs]
+    marked = [t for t in ended if attrs.MLFLOW_UNWRITTEN in t.user_attrs]
+    assert len(landed) + len(marked) == len(ended)
+    assert marked  # trials ran on during the second outage
+    client = MlflowClient(f"sqlite:///{backend}")  # the server's own store
+    assert len(replayed) > down_at  # some ended during the first outage
+    for trial in (t for t in trials if t.number in replayed):
+        run = client.get_run(trial.user_attrs[attrs.MLFLOW_RUN])
+        assert run.info.status == "FINISHED"
+        assert run.data.metrics["score"] == pytest.approx(trial.value)
+
+
+def _completed() -> int:
+    return sum(t.state.name == "COMPLETE" for t in _trials())

@@ -1,0 +1,196 @@
+"""A tracking server out of reach: writes kept in order, landed when it answers, said in a line."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+from mlflow.exceptions import MlflowException
+
+from hpsearch.tracking import MemoryTracker, MlflowTracker, OutageTracker, RunStatus
+from hpsearch.tracking._outage import unreachable
+
+
+class Server(MemoryTracker):
+    """A tracker whose server can be switched off: every write then fails as MLflow's do."""
+
+    def __init__(self) -> None:
+        super().__init__("outage")
+        self.up = True
+        self.held: list[tuple[str, dict[str, float], int]] = []  # batched, not yet written
+
+    def _check(self) -> None:
+        if not self.up:
+            try:
+                raise requests.exceptions.ConnectionError("Connection refused")
+            except requests.exceptions.ConnectionError:
+                # As MLflow wraps it: the requests error is the implicit context.
+                raise MlflowException(  # noqa: B904
+                    "API request to http://127.0.0.1:1/api/2.0/mlflow/runs/create failed "
+                    "with exception Connection refused"
+                )
+
+    def start_run(self, name: str, *args: Any, **kwargs: Any) -> str:
+        self._check()
+        return super().start_run(name, *args, **kwargs)
+
+    def log_metrics(self, run_id: str, metrics: Mapping[str, float], step: int) -> None:
+        # Batched like MlflowTracker: held, then written; a failed write keeps them held.
+        self.held.append((run_id, dict(metrics), step))
+        self.flush()
+
+    def flush(self, older_than_s: float = 0.0) -> None:
+        self._check()
+        for run_id, metrics, step in self.held:
+            super().log_metrics(run_id, metrics, step)
+        self.held.clear()
+
+    def set_tags(self, run_id: str, tags: Mapping[str, Any]) -> None:
+        self._check()
+        super().set_tags(run_id, tags)
+
+    def end_run(self, run_id: str, status: RunStatus) -> None:
+        self._check()
+        super().end_run(run_id, status)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _outage(server: Server, clock: Clock, said: list[str]) -> OutageTracker:
+    return OutageTracker(
+        server, "http://127.0.0.1:1", said.append, clock=clock, wall=lambda: 0.0, retry_s=5.0
+    )
+
+
+def test_writes_kept_while_the_server_is_out_of_reach_land_in_order_when_it_answers() -> None:
+    server, clock, said = Server(), Clock(), list[str]()
+    tracker = _outage(server, clock, said)
+    parent = tracker.start_run("search")  # the server answers: written through
+    assert parent in server.runs
+    assert tracker.down_for() is None
+
+    server.up = False
+    trial = tracker.start_run("trial-0", params={"lr": 0.1}, parent_run_id=parent)
+    assert trial.startswith("pending-")  # a stand-in: the search goes on
+    ids: list[str] = []
+    tracker.when_created(trial, ids.append)
+    tracker.log_metrics(trial, {"loss": 1.0}, 0)
+    tracker.log_metrics(trial, {"loss": 0.5}, 1)
+    tracker.set_tags(parent, {"progress": "1/2"})
+    tracker.end_run(trial, RunStatus.FINISHED)
+    assert len(said) == 1
+    assert said[0].startswith("tracking server http://127.0.0.1:1 unreachable since ")
+    clock.now += 7.0
+    assert tracker.down_for() == pytest.approx(7.0)
+    assert tracker.kept() == 5
+    assert ids == []
+
+    assert tracker.drain(timeout_s=0.0) == 5  # still down: nothing lost, nothing landed
+    server.up = True
+    assert tracker.drain(timeout_s=1.0) == 0
+    assert tracker.down_for() is None
+    assert said[-1] == (
+        "tracking server http://127.0.0.1:1 reachable again after 7 s: 5 kept write(s) landed"
+    )
+    (created,) = ids  # whoever waited for the run's id got the server's
+    run = server.runs[created]
+    assert run.tags["mlflow.parentRunId"] == parent
+    assert run.params == {"lr": "0.1"}
+    assert run.metrics == [("loss", 1.0, 0), ("loss", 0.5, 1)]
+    assert run.status == "FINISHED"
+    assert server.runs[parent].tags["progress"] == "1/2"
+    # Through again: the next write goes straight to the server.
+    tracker.log_metrics(created, {"loss": 0.25}, 2)
+    assert run.metrics[-1] == ("loss", 0.25, 2)
+
+
+def test_a_batch_held_beneath_is_not_sent_twice_and_proves_the_server_back() -> None:
+    server, clock, said = Server(), Clock(), list[str]()
+    tracker = _outage(server, clock, said)
+    run = tracker.start_run("trial-0")
+    server.up = False
+    tracker.log_metrics(run, {"loss": 1.0}, 0)  # held beneath when its write failed
+    assert tracker.down_for() is not None
+    assert tracker.kept() == 0
+    assert tracker.drain(timeout_s=0.0) == 0
+    assert tracker.down_for() is not None  # the held batch is the probe: still down
+    server.up = True
+    tracker.drain(timeout_s=1.0)
+    assert tracker.down_for() is None
+    assert server.runs[run].metrics == [("loss", 1.0, 0)]
+
+
+def test_a_write_the_server_refuses_is_raised_not_kept() -> None:
+    server, clock, said = Server(), Clock(), list[str]()
+    tracker = _outage(server, clock, said)
+
+    def refuse(*_: Any, **__: Any) -> str:
+        raise MlflowException("INVALID_PARAMETER_VALUE: name too long")
+
+    server.start_run = refuse  # type: ignore[method-assign]
+    with pytest.raises(MlflowException, match="too long"):
+        tracker.start_run("trial-0")
+    assert tracker.down_for() is None
+    assert said == []
+
+
+@pytest.mark.parametrize(
+    ("error", "expected"),
+    [
+        (requests.exceptions.ConnectionError("refused"), True),
+        (requests.exceptions.ReadTimeout("read timed out"), True),
+        (MlflowException("API request to http://x/api failed with exception refused"), True),
+        (MlflowException("RESOURCE_DOES_NOT_EXIST: run not found"), False),
+        (OSError("No space left on device"), False),
+    ],
+)
+def test_out_of_reach_is_told_from_a_refusal(error: Exception, expected: bool) -> None:
+    assert unreachable(error) is expected
+
+
+def test_a_failed_batch_keeps_its_records_ahead_of_later_ones(tmp_path: Path) -> None:
+    tracker = MlflowTracker(f"sqlite:///{tmp_path}/mlflow.db", "keep", str(tmp_path / "a"))
+    run = tracker.start_run("trial-0")
+    tracker.log_metrics(run, {"loss": 1.0}, 0)
+    write: Callable[..., Any] = tracker._client.log_batch
+    calls = []
+
+    def fail_once(*args: Any, **kwargs: Any) -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            raise requests.exceptions.ConnectionError("refused")
+        write(*args, **kwargs)
+
+    tracker._client.log_batch = fail_once  # type: ignore[method-assign]
+    with pytest.raises(requests.exceptions.ConnectionError):
+        tracker.flush()
+    tracker.log_metrics(run, {"loss": 0.5}, 1)
+    tracker.end_run(run, RunStatus.FINISHED)
+    history = tracker._client.get_metric_history(run, "loss")
+    assert [(m.step, m.value) for m in history] == [(0, 1.0), (1, 0.5)]
+
+
+def test_a_run_never_created_is_told_so_when_the_search_gives_up() -> None:
+    server, clock, said = Server(), Clock(), list[str]()
+    tracker = _outage(server, clock, said)
+    server.up = False
+    stand_in = tracker.start_run("trial-0")
+    tracker.log_metrics(stand_in, {"score": 1.0}, 0)
+    created, never = list[str](), list[str]()
+    tracker.when_created(stand_in, created.append, lambda: never.append(stand_in))
+
+    assert tracker.give_up() == 2  # the run and its metrics, dropped
+    assert (created, never) == ([], [stand_in])
+    assert tracker.kept() == 0
+    server.up = True
+    tracker.drain(0.0)
+    assert list(server.runs) == []  # nothing written after giving up
