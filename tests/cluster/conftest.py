@@ -160,7 +160,7 @@ class Postgres:
 
 
 class MlflowServer:
-    """``mlflow server`` on 127.0.0.1, its runs in a database (PostgreSQL, SQLite), its artifacts in a folder."""
+    """``mlflow server`` on 127.0.0.1: runs in PostgreSQL or SQLite, artifacts in a folder."""
 
     def __init__(self, backend: str, artifacts: Path, port: int | None = None) -> None:
         self.port = port or free_port()  # a port again: the same server restarted

@@ -19,7 +19,7 @@ def test_an_attribute_known_only_after_its_trial_ended_is_recorded_where_storage
     trial = study.ask()
     set_user_attr_late(study._storage, trial, "run", "pending")  # running: Optuna's own setter
     study.tell(trial, 1.0)
-    set_user_attr_late(study._storage, trial, "run", "abc")  # ended: Optuna refuses; written directly
+    set_user_attr_late(study._storage, trial, "run", "abc")  # ended: Optuna refuses; written
     set_user_attr_late(study._storage, study.trials[0], "other", 3)
 
     if storage == "sqlite":
