@@ -602,10 +602,12 @@ def close_out(
     if monitor is not None:
         monitor.stop()
         parent.record_gpu_report(monitor)
-    if parts.placing is not None:
-        parent.record_packing(parts.placing.decisions, parts.placing.policy.settings.mode)
-    if parts.fusion is not None:
-        parent.record_fusion(parts.fusion.sizer.decisions)
+    if parts.placing is not None or parts.fusion is not None:
+        parent.record_packing(
+            parts.placing.decisions if parts.placing is not None else [],
+            parts.fusion.sizer.decisions if parts.fusion is not None else [],
+            parts.placing.policy.settings.mode if parts.placing is not None else None,
+        )
     parent.record_analysis(StudyResults(handle.study))
     return interrupted
 

@@ -241,10 +241,10 @@ def test_a_group_out_of_memory_is_split_and_its_shape_capped(project: Path) -> N
 
 
 def _fusion_decisions(project: Path, outcome: hpsearch.RunOutcome) -> list[dict[str, Any]]:
-    """The ``fusion_decisions.json`` of the search's parent run."""
+    """The fusion decisions in the ``packing_decisions.json`` of the search's parent run."""
     assert outcome.mlflow_parent_run_id is not None
     text = mlflow_client(project).download_artifacts(
-        outcome.mlflow_parent_run_id, "fusion_decisions.json", str(project)
+        outcome.mlflow_parent_run_id, "packing_decisions.json", str(project)
     )
     decisions: list[dict[str, Any]] = json.loads(Path(text).read_text())
-    return decisions
+    return [d for d in decisions if d.pop("decides") == "members"]

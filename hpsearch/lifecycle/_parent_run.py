@@ -117,16 +117,24 @@ class ParentRun(TrialListener):
         )
         self.tracker.log_text(self.run_id, report, "gpu_report.txt")
 
-    def record_packing(self, decisions: list[dict[str, object]], mode: str) -> None:
-        """Every packing decision of the search, with its reason."""
+    def record_packing(
+        self,
+        processes: list[dict[str, object]],
+        members: list[dict[str, object]],
+        mode: str | None,
+    ) -> None:
+        """Every packing decision of the search, with its reason, in time order, in
+        ``packing_decisions.json``: how many trial processes share a GPU (``"decides":
+        "processes"``) and how many members a fused group of a shape has (``"members"``)."""
+        decisions = [{"decides": "processes", **d} for d in processes] + [
+            {"decides": "members", **d} for d in members
+        ]
+        decisions.sort(key=lambda d: float(d.get("time") or 0.0))  # type: ignore[arg-type]
         self.tracker.log_text(
             self.run_id, json.dumps(decisions, indent=2), "packing_decisions.json"
         )
-        self.tracker.set_tags(self.run_id, {"hpsearch.packing_mode": mode})
-
-    def record_fusion(self, decisions: list[dict[str, object]]) -> None:
-        """Every ``fusion: auto`` decision of the search: a shape's member count and why."""
-        self.tracker.log_text(self.run_id, json.dumps(decisions, indent=2), "fusion_decisions.json")
+        if mode is not None:
+            self.tracker.set_tags(self.run_id, {"hpsearch.packing_mode": mode})
 
     def record_analysis(self, results: StudyResults) -> None:
         """Optuna's figures of the study (``analysis/``), and with several objectives the

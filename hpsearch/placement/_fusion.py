@@ -152,5 +152,10 @@ class FusionSizer:
 
     def _record(self, shape: Hashable, members: int, reason: str) -> None:
         self.decisions.append(
-            {"at": self._clock(), "shape": repr(shape), "members": members, "reason": reason}
+            {
+                "time": round(self._clock(), 3),
+                "shape": repr(shape),
+                "members": members,
+                "reason": reason,
+            }
         )

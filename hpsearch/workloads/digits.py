@@ -21,7 +21,7 @@ import torch
 from torch import nn
 from torch.utils.data import TensorDataset
 
-from hpsearch.torch import KNOB_NAMES, checkpointed, configure
+from hpsearch.torch import KNOB_NAMES, checkpointed, configure, knobs_from_params
 from hpsearch.trial.context import TrialContext, TrialPruned
 from hpsearch.trial.members import Member, fused
 from hpsearch.workloads import _params
@@ -150,7 +150,9 @@ def train_members(members: list[Member]) -> None:
     initialisation, its data order and its dropout masks, as it would alone),
     reports its own epochs and is pruned on its own; the shared ones must agree.
     Mixed precision is ``precision: bf16`` autocast (fp16 adds a loss scale per
-    member on CUDA); the other knobs apply to one trial only and are noted as such.
+    member on CUDA), and gradient accumulation (``grad_accum_steps`` or
+    ``effective_batch_size``) is done as one trial does it; the other knobs apply to
+    one trial only and are noted as such.
     A member that leaves (pruned, diverged, done) leaves the stack: the others
     train on untouched, each epoch costing only theirs.
     """
@@ -198,12 +200,20 @@ class _Group:
         precision = str(first.get("precision") or "fp32")
         if precision == "fp16" and self.device != "cuda":
             precision = "fp32"  # fp16 autocast needs CUDA, as configure() decides for one trial
-        ignored = sorted(n for n in KNOB_NAMES & set(first) if n not in {"batch_size", "precision"})
+        knobs = knobs_from_params(first)
+        # Accumulation as one trial does it (TrainingSetup.backward): each micro-batch
+        # weighted by its share of the effective batch, a partial window rescaled.
+        self.accum, self.full = knobs.grad_accum_steps, knobs.effective_batch_size
+        applied = {
+            "batch_size": first["batch_size"],
+            "precision": precision,
+            "grad_accum_steps": self.accum,
+            "effective_batch_size": self.full,
+        }
+        ignored = sorted(n for n in KNOB_NAMES & set(first) if n not in applied)
         for member in members:
             notes = [f"{n} is not applied in a fused group" for n in ignored]
-            member.ctx.record_knobs(
-                {"batch_size": first["batch_size"], "precision": precision}, notes
-            )
+            member.ctx.record_knobs(applied, notes)
         self.autocast = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
         x_train, y_train, self.x_val, self.y_val = (t.to(self.device) for t in load_split())
         modules, self.streams, self.orders = [], [], []
@@ -241,20 +251,36 @@ class _Group:
         self.model.train()
         began = time.perf_counter()
         totals = torch.zeros(len(self.open), device=self.device)
-        seen = 0
+        seen = micro = window = 0
+        self.optimizer.zero_grad()
         for inputs, targets in self.batches:
-            self.optimizer.zero_grad()
+            samples = targets.shape[1]
             with self._autocast():
                 losses = member_losses(self.loss_fn, self.model(inputs), targets)
-            if self.scaler.enabled:
-                self.scaler.scale(losses.float()).backward()  # type: ignore[no-untyped-call]
-                self.scaler.step(self.optimizer)
-            else:
-                losses.sum().backward()  # type: ignore[no-untyped-call]
-                self.optimizer.step()
-            totals += losses.detach().float() * targets.shape[1]
-            seen += targets.shape[1]
+            weighted = losses.float() * (samples / self.full)
+            self.scaler.scale(weighted).backward()  # type: ignore[no-untyped-call]
+            micro, window = micro + 1, window + samples
+            if micro >= self.accum:
+                self._step(window)
+                micro = window = 0
+            totals += losses.detach().float() * samples
+            seen += samples
+        if micro:  # a partly filled window at the epoch's end steps too
+            self._step(window)
         return (totals / seen).tolist(), seen, time.perf_counter() - began
+
+    def _step(self, window: int) -> None:
+        """Step every open member on the gradient of the samples the window holds."""
+        if window != self.full:
+            with torch.no_grad():
+                for param in self.model.parameters():
+                    if param.grad is not None:
+                        param.grad.mul_(self.full / window)
+        if self.scaler.enabled:
+            self.scaler.step(self.optimizer)
+        else:
+            self.optimizer.step()
+        self.optimizer.zero_grad()
 
     def report_epoch(self, losses: list[float], seen: int, seconds: float) -> None:
         """Validate, checkpoint and report each open member; let those done or pruned leave."""

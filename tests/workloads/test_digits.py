@@ -123,8 +123,16 @@ def _history(member: Member) -> list[Any]:
     return ctx.history
 
 
-def test_fused_members_train_as_each_would_alone() -> None:
-    members = _members([1e-3, 3e-3, 1e-2], batch_size=64, dropout=0.2)
+@pytest.mark.parametrize(
+    "shape",
+    [
+        {"batch_size": 64, "dropout": 0.2},
+        # Accumulated over micro-batches, the last window of each epoch partly filled.
+        {"batch_size": 48, "grad_accum_steps": 3},
+    ],
+)
+def test_fused_members_train_as_each_would_alone(shape: dict[str, Any]) -> None:
+    members = _members([1e-3, 3e-3, 1e-2], **shape)
     train_members(members)
     for k, member in enumerate(members):
         alone = TrialContext.local(trial_number=k, seed=k)
