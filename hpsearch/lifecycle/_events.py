@@ -164,8 +164,9 @@ class TrialReported:
     Attributes:
         first: the trial's first report (it is past its warm-up).
         verdict: whether the pruner says to stop after this step.
-        sharing: the trials running on its GPU when it reported, itself included
-            (0: no GPU); what it measured of its own speed was measured so.
+        sharing: the trial processes running on its GPU when it reported, its own
+            included (a fused group is one; 0: no GPU); what it measured of its own
+            speed was measured so.
     """
 
     number: int
@@ -215,7 +216,8 @@ class Ending:
         error: why it failed.
         crash: the runner's error when the worker died without an end event.
         report: the worker's end report (its own prune reason, an OOM, retries).
-        co_tenants: trials sharing its GPU when it ended.
+        co_tenants: other trial processes on its GPU when it ended (its fused
+            group's members are not: they share its process).
         alone_retry_of: the trial it re-runs alone on a whole GPU, if any.
         last_step: its last reported step.
         prune_reason: why it was pruned (the pruner's verdict, or an amendment).

@@ -145,10 +145,22 @@ class OpenTrial:
         return resources
 
     def sharing(self, open_trials: Iterable[OpenTrial]) -> int:
-        """Trials on its GPU now, itself included (0: it has no GPU)."""
+        """Trial processes on its GPU now, its own included (0: it has no GPU).
+
+        A fused group is one process: its members count once, as the group's (what
+        a member's OOM is shared with, and how many take turns on the GPU).
+        """
         if self.assigned is None or not self.assigned.gpu_ids:
             return 0
-        return 1 + sum(o is not self and o.shares_gpu_with(self) for o in open_trials)
+        others = {
+            o.process for o in open_trials if o.process != self.process and o.shares_gpu_with(self)
+        }
+        return 1 + len(others)
+
+    @property
+    def process(self) -> int:
+        """The process it trains in: its fused group's, or its own trial number."""
+        return self.number if self.group is None else self.group
 
     def shares_gpu_with(self, other: OpenTrial) -> bool:
         """Whether both run on one GPU (as their workers said)."""

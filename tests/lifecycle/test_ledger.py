@@ -550,3 +550,58 @@ def test_a_trial_past_its_limit_when_the_search_stops_fails_and_is_not_queued_ag
     states = [(t.state.name, t.user_attrs[attrs.OUTCOME]) for t in d.handle.study.trials]
     assert states == [("FAIL", "fail"), ("FAIL", "fail")]  # nothing WAITING: not run again
     assert d.handle.study.trials[0].user_attrs[attrs.ERROR].endswith("last reported step: 3")
+
+
+def test_a_fused_groups_members_share_a_gpu_as_one_process(
+    write_config: ConfigWriter, driver: DriverFactory
+) -> None:
+    # Two groups of two members on one GPU: two processes take turns there, so a
+    # member reports 2 sharing, and one that runs out has one co-tenant (the other
+    # process), not its fellow member.
+    config = load_config(
+        write_config(
+            {
+                "train": "hpsearch.workloads.simulated_gpu:train",
+                "space": {"width": [64], "batch_size": [32], "lr": [0.01, 0.02], "epochs": 2},
+                "fusion": {
+                    "mode": "fixed",
+                    "members": 2,
+                    "train": "hpsearch.workloads.simulated_gpu:train_members",
+                },
+                "study": {"n_trials": 6},
+            }
+        )
+    )
+    d = driver(
+        config,
+        policy=StaticPolicy(trials_per_gpu=2),
+        gpus=LoadModelBackend([GpuInfo(0, "sim", 6141.0, 115.0)]),
+    )
+    group, other = d.launch("group"), d.launch("other")
+    assert [len(group.members), len(other.members)] == [2, 2]  # two processes, 4 trials
+    node = d.session.local_node_id
+    for pid, launch in enumerate([group, other]):
+        # As a fused worker sends them: each member's first event says where it runs.
+        assigned = Assignment(gpus=0.5, gpu_ids=("0",), node_id=node, pid=pid)
+        for member in launch.members:
+            load = WorkerEvent(
+                EventKind.GPU_LOAD,
+                gpu_load=GpuLoad(20, 300),
+                assigned=assigned,
+                member=member.number,
+            )
+            d.ledger.event("group" if launch is group else "other", load)
+    first, second = (m.number for m in group.members)
+    d.ledger.event(
+        "group", WorkerEvent(EventKind.REPORT, step=0, metrics={"score": 0.5}, member=first)
+    )
+    d.ledger.event(
+        "group",
+        WorkerEvent(EventKind.END, outcome=Outcome.PRUNED, end=_oom_end().end, member=first),
+    )
+    d.ledger.event("group", WorkerEvent(EventKind.END, outcome=Outcome.COMPLETE, member=second))
+    d.ledger.ended("group")
+    d.tracker.flush()
+    run = d.tracker.client.get_run(d.run_id(first))
+    assert run.data.metrics["trials_sharing_gpu"] == 2.0
+    assert "1 co-tenant trial(s)" in d.handle.study.trials[first].user_attrs[attrs.PRUNE_REASON]
