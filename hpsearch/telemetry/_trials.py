@@ -67,6 +67,10 @@ class _Placement:
     co_tenants: set[int] = field(default_factory=set)
     alone_util: list[float] = field(default_factory=list)
 
+    def same_process(self, other: _Placement) -> bool:
+        """Whether both are trials of one worker process (members of a fused group)."""
+        return self.pid is not None and self.pid == other.pid
+
 
 class TrialGpuMetrics:
     """Per-trial GPU series and summaries, cut from one node's GPU samples.
@@ -118,7 +122,12 @@ class TrialGpuMetrics:
         placement = _Placement(gpus=gpus, pid=pid, start=started_at, cursor=started_at)
         self._trials[number] = placement
         for other_number, other in self._trials.items():
-            if other_number != number and other.end is None and set(other.gpus) & set(gpus):
+            if (
+                other_number != number
+                and other.end is None
+                and set(other.gpus) & set(gpus)
+                and not other.same_process(placement)
+            ):
                 placement.co_tenants.add(other_number)
                 other.co_tenants.add(number)
         return ""
@@ -215,6 +224,7 @@ class TrialGpuMetrics:
         placement.end = ended_at
         if self._load_sink is not None:
             self._load_sink.clear_load(number)
+        self._hand_over_load(number, placement)
         report = self._report(number, placement)
         # Ended trials stay a while: samples of their co-tenants taken before they
         # ended may still be attributed (series are flushed every few seconds).
@@ -224,15 +234,32 @@ class TrialGpuMetrics:
 
     # -- internals -------------------------------------------------------------
 
+    def _hand_over_load(self, number: int, placement: _Placement) -> None:
+        """A fused member that declared its group's load ended: a member still training
+        in that process holds the load now (the group runs on)."""
+        if placement.load is None:
+            return
+        for other_number, other in self._trials.items():
+            if other_number != number and other.end is None and other.same_process(placement):
+                other.load = placement.load
+                if self._load_sink is not None:
+                    self._load_sink.set_load(other_number, other.load)
+                return
+
     def _sharing(self, index: int, at: float) -> int:
         return len(self._members(index, at))
 
     def _members(self, index: int, at: float) -> list[_Placement]:
-        return [
-            p
-            for p in self._trials.values()
-            if index in p.gpus and p.start < at and (p.end is None or at <= p.end)
-        ]
+        """The trial processes on GPU ``index`` at ``at``: the members of a fused group,
+        one process, count once (the one that declared the group's load, if any)."""
+        processes: dict[object, _Placement] = {}
+        for number, p in self._trials.items():
+            if index in p.gpus and p.start < at and (p.end is None or at <= p.end):
+                key = p.pid if p.pid is not None else ("trial", number)
+                held = processes.get(key)
+                if held is None or (held.load is None and p.load is not None):
+                    processes[key] = p
+        return list(processes.values())
 
     def _learn(self, index: int) -> None:
         """Take the solo utilisations the GPU's new samples show (alone, or not busy)."""

@@ -185,6 +185,36 @@ def test_each_trials_series_comes_from_the_node_it_ran_on(clock: Clock) -> None:
 # -- a trial's share of its solo speed ------------------------------------------------
 
 
+def test_a_fused_groups_members_are_one_process_on_their_gpu(
+    model: LoadModelBackend, monitor: GpuMonitor, clock: Clock
+) -> None:
+    # Trials 0 and 1: members of one fused group (one worker, pid 100; the first
+    # declares the group's load); trial 2: a process of its own.
+    gpu = TrialGpuMetrics(monitor, load_sink=model, sharing=SHARING)
+    start = clock.now
+    for number, pid in ((0, 100), (1, 100), (2, 200)):
+        gpu.placed(number, gpu_ids=["0"], pid=pid, started_at=start)
+    gpu.declared_load(0, GpuLoad(60.0, 1500.0))
+    gpu.declared_load(2, GpuLoad(60.0, 500.0))
+    _tick(monitor, clock, 4)
+
+    assert {p.metrics["system/gpu_0_trials_sharing"] for p in gpu.new_points(1)} == {2}
+    # Both members run at the share of two 60% processes, not of three trials.
+    two = SharingModel().gpu_rates([GpuDemand(60.0)] * 2)[0]
+    assert gpu.speed_share(1, start, clock.now) == pytest.approx(two)
+    assert gpu.speed_share(0, start, clock.now) == pytest.approx(two)
+    # The member that declared the group's load leaves; the group runs on, its load too.
+    gpu.finish(0, clock.now)
+    _tick(monitor, clock, 1)
+    assert gpu.new_points(2)[-1].metrics["system/gpu_0_memory_usage_megabytes"] == 2000.0
+    _, report = gpu.finish(1, clock.now)
+    assert report is not None
+    assert report.tags["hpsearch.gpu_co_tenants"] == "2"  # not its fellow member
+    assert report.metrics["gpu_trials_sharing_max"] == 2
+    _tick(monitor, clock, 1)  # and with the group's last member, the load is gone
+    assert gpu.new_points(2)[-1].metrics["system/gpu_0_memory_usage_megabytes"] == 500.0
+
+
 def test_a_shared_trial_runs_at_the_sharing_models_share_of_its_solo_speed(
     model: LoadModelBackend, monitor: GpuMonitor, clock: Clock
 ) -> None:
