@@ -31,6 +31,7 @@ from hpsearch.tracking._base import (
     RunStatus,
     clip,
 )
+from hpsearch.tracking._outage import unreachable
 
 _MAX_TAG = 5000
 _MAX_PARAM = 6000
@@ -244,9 +245,11 @@ class MlflowTracker:
                     params=params[:_MAX_BATCH_PARAMS],
                     tags=tags[:_MAX_BATCH_TAGS],
                 )
-            except Exception:
-                # Unwritten (a server out of reach): kept, ahead of what comes next.
-                self._keep(run_id, pending.since, params, tags, metrics)
+            except Exception as exc:
+                if unreachable(exc):
+                    # Unwritten (a server out of reach): kept, ahead of what comes next.
+                    # A refusal is not kept: it would be refused again at every flush.
+                    self._keep(run_id, pending.since, params, tags, metrics)
                 raise
             metrics = metrics[_MAX_BATCH_ENTITIES:]
             params, tags = params[_MAX_BATCH_PARAMS:], tags[_MAX_BATCH_TAGS:]

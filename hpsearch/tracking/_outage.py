@@ -95,12 +95,14 @@ class _Write:
         write: the write itself, given the server's id of the run.
         kept_on_failure: once called, its records are held by the tracker beneath
             even if the request then fails (a batched write): not called again.
+        creates: it creates the run ``run_id`` stands in for.
     """
 
     what: str
     run_id: str
     write: Callable[[str], Any]
     kept_on_failure: bool = False
+    creates: bool = False
 
 
 class OutageTracker:
@@ -174,14 +176,16 @@ class OutageTracker:
             self._created(stand_in, real)
             return real
 
-        if self._through():
-            try:
-                return self.inner.start_run(
-                    name, params, tags, self._resolved(parent_run_id) if parent_run_id else None
-                )
-            except Exception as exc:
-                self._went_down(exc)
-        self._keep(_Write(f"run {name}", stand_in, create))
+        kept = _Write(f"run {name}", stand_in, create, creates=True)
+        if self._kept_while_down(kept):
+            return stand_in
+        try:
+            return self.inner.start_run(
+                name, params, tags, self._resolved(parent_run_id) if parent_run_id else None
+            )
+        except Exception as exc:
+            self._went_down(exc)
+        self._keep(kept)
         return stand_in
 
     def when_created(
@@ -314,16 +318,27 @@ class OutageTracker:
     def _write(
         self, what: str, run_id: str, write: Callable[[str], Any], *, batched: bool = False
     ) -> None:
+        kept = _Write(what, run_id, write, kept_on_failure=batched)
+        if self._kept_while_down(kept):
+            return
         real = self._resolved(run_id)  # a stand-in's run exists once the outage is over
-        if self._through() and not real.startswith(PENDING_PREFIX):
-            try:
-                write(real)
-                return
-            except Exception as exc:
-                self._went_down(exc)
-                if batched:
-                    return  # its records are held beneath, and go out with the next batch
-        self._keep(_Write(what, run_id, write, kept_on_failure=batched))
+        if real.startswith(PENDING_PREFIX):
+            return  # its creation was refused (and said): there is no run to write to
+        try:
+            write(real)
+        except Exception as exc:
+            self._went_down(exc)
+            if not batched:  # a batch's records are held beneath, sent with the next one
+                self._keep(kept)
+
+    def _kept_while_down(self, write: _Write) -> bool:
+        """Keep ``write`` if an outage is on: decided under the lock, so that a write is
+        never kept just after the retry thread found nothing left and ended the outage."""
+        with self._lock:
+            if self._down_since is None:
+                return False
+            self._kept.append(write)
+            return True
 
     def _keep(self, write: _Write) -> None:
         with self._lock:
@@ -347,8 +362,12 @@ class OutageTracker:
     def _retry(self) -> None:
         """Write the kept writes, oldest first, until one fails or none is left."""
         for write in self._oldest_first():
+            run_id = self._resolved(write.run_id)
+            if run_id.startswith(PENDING_PREFIX) and not write.creates:
+                self._done_with(write)  # its run's creation was refused (and said)
+                continue
             try:
-                write.write(self._resolved(write.run_id))
+                write.write(run_id)
             except Exception as exc:
                 if not unreachable(exc):
                     # Refused, not out of reach (a run deleted meanwhile): dropped, said.
@@ -364,7 +383,8 @@ class OutageTracker:
         except Exception as exc:
             if unreachable(exc):
                 return
-            raise
+            # Refused (dropped beneath): the server answered, so the outage is over.
+            self._say(f"tracking: a batch of kept writes not written: {exc}")
         self._back()
 
     def _oldest_first(self) -> Iterator[_Write]:

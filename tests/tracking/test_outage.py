@@ -194,3 +194,32 @@ def test_a_run_never_created_is_told_so_when_the_search_gives_up() -> None:
     server.up = True
     tracker.drain(0.0)
     assert list(server.runs) == []  # nothing written after giving up
+
+
+def test_a_run_refused_when_its_creation_is_retried_takes_its_writes_along() -> None:
+    server, clock, said = Server(), Clock(), list[str]()
+    tracker = _outage(server, clock, said)
+    server.up = False
+    refused = tracker.start_run("trial-0")  # kept; the server will refuse it
+    tracker.set_tags(refused, {"a": "b"})
+    tracker.end_run(refused, RunStatus.FINISHED)
+    kept = tracker.start_run("trial-1")
+    tracker.end_run(kept, RunStatus.FINISHED)
+    server.up = True
+    create = server.start_run
+
+    def refuse_trial_0(name: str, *args: Any, **kwargs: Any) -> str:
+        if name == "trial-0":
+            raise MlflowException("INVALID_PARAMETER_VALUE: a param too long")
+        return create(name, *args, **kwargs)
+
+    server.start_run = refuse_trial_0  # type: ignore[method-assign]
+    clock.now += 5.0
+    assert tracker.drain(1.0) == 0
+
+    assert [run.name for run in server.runs.values()] == ["trial-1"]
+    assert [run.status for run in server.runs.values()] == [RunStatus.FINISHED]
+    assert any("run trial-0" in line and "not written" in line for line in said)
+    assert tracker.down_for() is None  # the outage is over: the rest landed
+    tracker.set_tags(refused, {"c": "d"})  # later writes to it: dropped, not kept
+    assert tracker.kept() == 0
