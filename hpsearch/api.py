@@ -174,8 +174,11 @@ def run(
             (``study.allow_space_change``).
 
     Raises:
-        HpsearchError: anything the user can fix (the CLI exits with code 2).
+        HpsearchError: anything the user can fix (the CLI exits with code 2), a
+            tracking server out of reach past ``tracking.outage_limit`` included (the
+            search stopped as on Ctrl-C first).
     """
+    interrupts.clear_stop()
     if not isinstance(config, RunConfig):
         config = load_config(config)
     simulated = None
@@ -196,7 +199,23 @@ def run(
 
         runner = RayTuneRunner()
     with _quiet_libraries():
-        return _run(config, policy, console or Console(), runner, new_mlflow_history, tracker)
+        try:
+            outcome = _run(
+                config, policy, console or Console(), runner, new_mlflow_history, tracker
+            )
+        except KeyboardInterrupt:
+            _raise_stopped_for()
+            raise
+        _raise_stopped_for()
+        return outcome
+
+
+def _raise_stopped_for() -> None:
+    """A search stopped for a fault it could not go on with (its tracking server gone past
+    ``tracking.outage_limit``) ends as an error the user can fix: its one line."""
+    reason = interrupts.stopped_for()
+    if reason is not None:
+        raise HpsearchError(reason) from None
 
 
 def _run(  # noqa: PLR0917 - the public entry's arguments, handed on

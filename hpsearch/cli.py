@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 
 from hpsearch.errors import ConfigError, HpsearchError
-from hpsearch.interrupts import EXIT_TERMINATED, interrupted, stopped_for, terminated
+from hpsearch.interrupts import EXIT_TERMINATED, interrupted, terminated
 from hpsearch.storage_faults import Stores, storage_fault
 
 if TYPE_CHECKING:
@@ -82,9 +82,6 @@ class _Group(click.Group):
             click.echo(f"error: {line}", err=True)
             raise click.exceptions.Exit(EXIT_USER_ERROR) from None
         except KeyboardInterrupt:
-            if stopped_for() is not None:  # a fault the search could not go on with
-                click.echo(f"error: {stopped_for()}", err=True)
-                raise click.exceptions.Exit(EXIT_USER_ERROR) from None
             if terminated():
                 click.echo("terminated (SIGTERM)", err=True)
                 raise click.exceptions.Exit(EXIT_TERMINATED) from None
@@ -184,9 +181,6 @@ def run(  # noqa: PLR0917 - click passes one parameter per option
             f"{outcome.interrupted} trial(s) were interrupted and will run again on the next "
             f"`hpsearch run {config}`"
         )
-    if stopped_for() is not None:  # a fault the search could not go on with
-        click.echo(f"error: {stopped_for()}", err=True)
-        raise click.exceptions.Exit(EXIT_USER_ERROR)
     # Ctrl-C exits 130 even where every trial it stopped had ended otherwise (timed out).
     if (outcome.interrupted or interrupted()) and (terminated() or not outcome.overdue):
         raise click.exceptions.Exit(EXIT_TERMINATED if terminated() else EXIT_INTERRUPTED)

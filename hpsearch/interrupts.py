@@ -51,6 +51,11 @@ def stopped_for() -> str | None:
     return _stopped_for[0] if _stopped_for else None
 
 
+def clear_stop() -> None:
+    """Forget an earlier search's :func:`stop_for` (a new search starts)."""
+    _stopped_for.clear()
+
+
 def terminated() -> bool:
     """Whether a SIGTERM stopped the search (the interruption is then its doing)."""
     return _terminated.is_set()
