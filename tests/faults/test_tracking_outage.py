@@ -11,6 +11,7 @@ from pathlib import Path
 
 import optuna
 import pytest
+import sqlalchemy.exc
 from mlflow.tracking import MlflowClient
 
 from hpsearch import attrs
@@ -55,7 +56,7 @@ def _trials() -> list[optuna.trial.FrozenTrial]:
         return []
     try:
         return optuna.load_study(study_name="test-study", storage=STORAGE).trials
-    except KeyError:  # the driver is creating the study
+    except (KeyError, sqlalchemy.exc.OperationalError):  # the driver is creating the study
         return []
 
 
@@ -90,6 +91,9 @@ def test_an_outage_is_survived_and_one_past_the_limit_stops_the_search_with_exit
         return condition
 
     try:
+        # Read the study once the driver has made it (two processes creating its
+        # tables at once: "table ... already exists").
+        wait_for(lambda: alive(output.said("hpsearch: study") == 1), 120, "the study")
         wait_for(lambda: alive(_completed() >= 1), 120, "a trial to complete")
         server.stop()  # an outage the search survives
         wait_for(lambda: alive(output.said(down) == 1), 60, "the outage's line")
