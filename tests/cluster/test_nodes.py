@@ -48,10 +48,10 @@ def test_both_nodes_gpus_pack_and_a_lost_node_monitor_falls_back_to_one_trial(
     search = load_search(util=11, memory=167, trials=N_TRIALS, seconds=3.0, gpus=2)
     address = f"127.0.0.1:{two_gpu_nodes.port}"
     search["execution"] = {"address": address, "max_concurrent": 8}
-    # One GPU holds 4 at most: the 8 running trials need both nodes' GPUs. (With 8
-    # allowed on one GPU, the first node measured could take every trial, and the
+    # A GPU holds 2 at most and a node has 2: the 8 running trials need both nodes.
+    # (With more allowed on one GPU, the first node measured could take every trial, and the
     # other node's GPU never shared: a flake on a loaded machine.)
-    search["packing"]["max_trials_per_gpu"] = 4
+    search["packing"]["max_trials_per_gpu"] = 2
     path = write_config(search)
     driver = drivers.start(path, env=two_gpu_nodes.env)
 
