@@ -47,12 +47,13 @@ lint: setup
 	$(BIN)/mypy
 
 # mypy (about 40 s of one core from cold) checks beside the tests, which mostly
-# wait on Ray and subprocesses; the target fails if either does.
+# wait on Ray and subprocesses; the target fails if either does. The 30 slowest
+# tests are listed at the end: where the suite's time goes, in every CI log.
 test: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy & types=$$!; \
-	$(BIN)/python -m pytest -ra -n $(TEST_WORKERS) --dist worksteal; tests=$$?; \
+	$(BIN)/python -m pytest -ra -n $(TEST_WORKERS) --dist worksteal --durations=30; tests=$$?; \
 	wait $$types; typed=$$?; \
 	test $$tests -eq 0 -a $$typed -eq 0
 

@@ -18,7 +18,10 @@ from tests.faults.conftest import Drivers, study_trials
 
 pytestmark = pytest.mark.process
 
-N_TRIALS = 12
+# Enough for the second node to be measured and packed while trials are still
+# launched: under a loaded CI its first trials took 13 s each, and with 12 trials
+# the first node (the driver's own monitor, measured first) had launched them all.
+N_TRIALS = 24
 
 
 @pytest.fixture
