@@ -1,6 +1,7 @@
 """A CNN→LSTM sequence classifier on synthetic variable-length signals (after seed 000).
 
-Use it as ``train: hpsearch.workloads.sequences:train``. Seed 000 tuned such a
+Use it as ``train: hpsearch.workloads.sequences:train`` (and ``train_members`` for
+fused trials). Seed 000 tuned such a
 model by hand on an RTX 4060 (batch size, workers, prefetch, pinned memory,
 AMP, cudnn.benchmark) and read ~105 samples/s off the console; here the same
 shape of job is searched and measured.
@@ -24,16 +25,21 @@ from __future__ import annotations
 import functools
 import math
 import time
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import torch
 from torch import nn
+from torch.nn.functional import pad
 from torch.nn.utils.rnn import pack_padded_sequence
-from torch.utils.data import Dataset
+from torch.utils.data import DataLoader, Dataset, get_worker_info
 
-from hpsearch.torch import TrainingSetup, checkpointed, configure
+from hpsearch.torch import KNOB_NAMES, TrainingSetup, checkpointed, configure
+from hpsearch.torch.fused import FusedModule
 from hpsearch.trial.context import TrialContext, TrialPruned
+from hpsearch.trial.members import Member, fused
 from hpsearch.workloads import _params
+from hpsearch.workloads._fused_group import FusedGroup
 
 DEFAULTS: dict[str, Any] = {
     "epochs": 8,
@@ -90,11 +96,20 @@ class SignalSet(Dataset[tuple[torch.Tensor, int]]):
         self.labels = labels
         self.noise_std = 0.0
         self.mask_prob = 0.0
+        self.generator: torch.Generator | None = None
 
-    def augmented(self, noise_std: float, mask_prob: float) -> SignalSet:
-        """The same data, with noise and time masking applied as items are read."""
+    def augmented(
+        self, noise_std: float, mask_prob: float, generator: torch.Generator | None = None
+    ) -> SignalSet:
+        """The same data, with noise and time masking applied as items are read.
+
+        Read in the trial's own process, the augmentation draws from ``generator``
+        (a trial's data order: its run is then the same alone and fused); in a
+        DataLoader worker, from the worker's own seeded stream.
+        """
         copy = SignalSet(self.signals, self.labels)
         copy.noise_std, copy.mask_prob = noise_std, mask_prob
+        copy.generator = generator
         return copy
 
     def __len__(self) -> int:
@@ -102,10 +117,12 @@ class SignalSet(Dataset[tuple[torch.Tensor, int]]):
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
         signal = self.signals[index]
+        generator = self.generator if get_worker_info() is None else None
         if self.noise_std > 0:
-            signal = signal + self.noise_std * torch.randn_like(signal)
+            noise = torch.randn(signal.shape, generator=generator)
+            signal = signal + self.noise_std * noise
         if self.mask_prob > 0:
-            signal = _time_mask(signal, self.mask_prob)
+            signal = _time_mask(signal, self.mask_prob, generator)
         return signal, int(self.labels[index])
 
 
@@ -120,8 +137,28 @@ def collate(
     return padded, lengths, torch.tensor([label for _, label in items])
 
 
+class ConvBlock(nn.Module):
+    """A length-preserving Conv1d, a LayerNorm over its channels at each step, ReLU; the
+    steps past each sequence's length are zeroed, so padding never reaches a real step."""
+
+    def __init__(self, size: int, channels: int, kernel_size: int) -> None:
+        super().__init__()
+        self.conv = nn.Conv1d(size, channels, kernel_size, padding=kernel_size // 2)
+        self.norm = nn.LayerNorm(channels)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        x = self.norm(self.conv(x).transpose(-1, -2)).transpose(-1, -2)
+        return torch.relu(x) * mask
+
+
 class ConvLstm(nn.Module):
-    """Length-preserving Conv1d blocks, an LSTM over the packed sequence, a linear head."""
+    """Conv blocks, an LSTM over the packed sequence, a linear head.
+
+    What it computes for a sequence does not depend on how far its batch is
+    padded (each step is normalised on its own, padded steps are zeroed, the LSTM
+    reads the packed sequence), so a fused member padded to its group's longest
+    batch computes what it does alone.
+    """
 
     def __init__(
         self,
@@ -134,18 +171,12 @@ class ConvLstm(nn.Module):
         dropout: float,
     ) -> None:
         super().__init__()
-        blocks: list[nn.Module] = []
-        size = CHANNELS
-        for _ in range(conv_layers):
-            blocks += [
-                nn.Conv1d(size, conv_channels, kernel_size, padding=kernel_size // 2),
-                nn.BatchNorm1d(conv_channels),
-                nn.ReLU(),
-            ]
-            size = conv_channels
-        self.encoder: nn.Module = nn.Sequential(*blocks)
+        sizes = [CHANNELS] + [conv_channels] * conv_layers
+        self.blocks = nn.ModuleList(
+            ConvBlock(size, conv_channels, kernel_size) for size in sizes[:-1]
+        )
         self.lstm = nn.LSTM(
-            size,
+            sizes[-1],
             hidden_size,
             num_layers=lstm_layers,
             batch_first=True,
@@ -154,19 +185,41 @@ class ConvLstm(nn.Module):
         self.head = nn.Sequential(nn.Dropout(dropout), nn.Linear(hidden_size, CLASSES))
 
     def forward(self, signals: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        features = self.encoder(signals).transpose(1, 2)  # [B, T, C]
+        x = signals
+        mask = step_mask(lengths, x.shape[-1]).to(x.device, x.dtype)
+        for block in self.blocks:
+            x = block(x, mask)
         packed = pack_padded_sequence(
-            features, lengths.cpu(), batch_first=True, enforce_sorted=False
+            x.transpose(1, 2), lengths.cpu(), batch_first=True, enforce_sorted=False
         )
         _, (hidden, _) = self.lstm(packed)
         logits: torch.Tensor = self.head(hidden[-1])
         return logits
 
 
+def build_model(params: dict[str, Any]) -> ConvLstm:
+    """The model ``params`` (resolved) describe."""
+    return ConvLstm(
+        conv_channels=int(params["conv_channels"]),
+        conv_layers=int(params["conv_layers"]),
+        kernel_size=int(params["kernel_size"]),
+        hidden_size=int(params["hidden_size"]),
+        lstm_layers=int(params["lstm_layers"]),
+        dropout=float(params["dropout"]),
+    )
+
+
+def step_mask(lengths: torch.Tensor, steps: int) -> torch.Tensor:
+    """``[..., 1, steps]``: 1 at each sequence's real steps, 0 past its length."""
+    at = torch.arange(steps, device=lengths.device)
+    return (at < lengths.unsqueeze(-1)).unsqueeze(-2)
+
+
 def checkpoint_encoder(model: nn.Module) -> None:
-    """The gradient-checkpointing hook: recompute the conv encoder's activations in backward."""
+    """The gradient-checkpointing hook: recompute the conv blocks' activations in backward."""
     assert isinstance(model, ConvLstm)
-    model.encoder = checkpointed(model.encoder)
+    for index, block in enumerate(model.blocks):
+        model.blocks[index] = checkpointed(block)
 
 
 def train(params: dict[str, Any], ctx: TrialContext) -> None:
@@ -178,23 +231,17 @@ def train(params: dict[str, Any], ctx: TrialContext) -> None:
     order = torch.Generator().manual_seed(seed)
     train_set, val_set = make_split(int(p["train_size"]))
     loader = setup.loader(
-        train_set.augmented(float(p["noise_std"]), float(p["mask_prob"])),
+        train_set.augmented(float(p["noise_std"]), float(p["mask_prob"]), order),
         shuffle=True,
         collate_fn=collate,
         generator=order,
     )
-    val_loader = setup.loader(val_set, collate_fn=collate, batch_size=256)
-    model = setup.prepare_model(
-        ConvLstm(
-            conv_channels=int(p["conv_channels"]),
-            conv_layers=int(p["conv_layers"]),
-            kernel_size=int(p["kernel_size"]),
-            hidden_size=int(p["hidden_size"]),
-            lstm_layers=int(p["lstm_layers"]),
-            dropout=float(p["dropout"]),
-        ),
-        checkpointing=checkpoint_encoder,
+    # Its own generator: reading the validation split draws a seed, which would shift
+    # the trial's dropout masks from the next epoch on, depending on how it validates.
+    val_loader = setup.loader(
+        val_set, collate_fn=collate, batch_size=256, generator=torch.Generator()
     )
+    model = setup.prepare_model(build_model(p), checkpointing=checkpoint_encoder)
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=float(p["lr"]), weight_decay=float(p["weight_decay"])
     )
@@ -226,6 +273,143 @@ def train(params: dict[str, Any], ctx: TrialContext) -> None:
             raise TrialPruned(f"pruned after epoch {epoch}")
 
 
+SHARED = (
+    "epochs",
+    "conv_channels",
+    "conv_layers",
+    "kernel_size",
+    "hidden_size",
+    "lstm_layers",
+    "train_size",
+    "noise_std",
+    "mask_prob",
+    "batch_size",
+    *sorted(KNOB_NAMES - {"batch_size"}),
+)
+"""What a fused group's members share: the model's shape, the data pipeline, every knob."""
+
+
+@fused(shared=SHARED)
+def train_members(members: list[Member]) -> None:
+    """Train a fused group (``fusion.train``): one model for all, each member its own trial.
+
+    Each member has its own learning rate, weight decay, dropout and seed (its
+    initialisation, its data order and augmentation, its dropout masks), reports
+    its own epochs and is pruned on its own; the shared ones must agree. Its
+    batches are the ones it draws alone, padded to the group's longest, which
+    changes nothing it computes (see :class:`ConvLstm`); with one LSTM layer it
+    trains as it would alone. Between LSTM layers, its dropout masks are its own
+    but not those ``nn.LSTM`` draws. The data is read in the group's process
+    (``num_workers`` applies to one trial only, and is noted as such).
+    """
+    _Group(members).run()
+
+
+class FusedConvLstm(FusedModule):
+    """K :class:`ConvLstm` of one shape: ``forward(signals [K, B, C, T], lengths [K, B])``."""
+
+    def __init__(
+        self, models: Sequence[ConvLstm], generators: Sequence[torch.Generator] | None = None
+    ) -> None:
+        from hpsearch.torch.fused import FusedConv, FusedLayerNorm, FusedLSTM, fuse
+
+        super().__init__()
+        self.members = len(models)
+        blocks = [[_block(m, i) for m in models] for i in range(len(models[0].blocks))]
+        self.convs = nn.ModuleList(FusedConv([b.conv for b in block]) for block in blocks)
+        self.norms = nn.ModuleList(FusedLayerNorm([b.norm for b in block]) for block in blocks)
+        self.lstm = FusedLSTM([m.lstm for m in models], generators)
+        self.head = fuse([m.head for m in models], generators=generators)
+
+    def forward(self, signals: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        x = signals
+        mask = step_mask(lengths, x.shape[-1]).to(x.device, x.dtype)
+        for conv, norm in zip(self.convs, self.norms, strict=True):
+            x = torch.relu(norm(conv(x).transpose(-1, -2)).transpose(-1, -2)) * mask
+        _, (hidden, _) = self.lstm(x.transpose(-1, -2), lengths)
+        logits: torch.Tensor = self.head(hidden[:, -1])
+        return logits
+
+    def member_state_dict(self, member: int) -> dict[str, torch.Tensor]:
+        parts: list[tuple[str, nn.Module]] = []
+        for index, (conv, norm) in enumerate(zip(self.convs, self.norms, strict=True)):
+            parts += [(f"blocks.{index}.conv", conv), (f"blocks.{index}.norm", norm)]
+        parts += [("lstm", self.lstm), ("head", self.head)]
+        state: dict[str, torch.Tensor] = {}
+        for prefix, part in parts:
+            assert isinstance(part, FusedModule)
+            for key, value in part.member_state_dict(member).items():
+                state[f"{prefix}.{key}"] = value
+        return state
+
+
+def _block(model: ConvLstm, index: int) -> ConvBlock:
+    block = model.blocks[index]
+    assert isinstance(block, ConvBlock)
+    return block
+
+
+class _MemberLoaders:
+    """Each member's own DataLoader (its order and augmentation); one step's batches
+    padded to the longest and stacked: ``((signals, lengths), labels)``."""
+
+    def __init__(self, loaders: list[DataLoader[Any]], device: str) -> None:
+        self.loaders = loaders
+        self.device = device
+
+    def select(self, keep: Sequence[int]) -> None:
+        self.loaders = [self.loaders[k] for k in keep]
+
+    def __iter__(self) -> Iterator[tuple[tuple[torch.Tensor, torch.Tensor], torch.Tensor]]:
+        for batches in zip(*self.loaders, strict=True):
+            steps = max(int(signals.shape[-1]) for signals, _, _ in batches)
+            signals = torch.stack([pad(s, (0, steps - s.shape[-1])) for s, _, _ in batches])
+            lengths = torch.stack([lengths for _, lengths, _ in batches])
+            labels = torch.stack([labels for _, _, labels in batches])
+            device = self.device
+            yield (signals.to(device), lengths.to(device)), labels.to(device)
+
+
+class _Group(FusedGroup):
+    """A fused sequences group: stacked CNN→LSTMs, each member's own loader."""
+
+    def __init__(self, members: list[Member]) -> None:
+        self.val_loader: DataLoader[Any] | None = None
+        super().__init__(members, resolve=resolve_params, shared=SHARED, train=train)
+
+    def build_member(self, params: dict[str, Any]) -> nn.Module:
+        return build_model(params)
+
+    def fuse_members(self, modules: list[nn.Module]) -> FusedModule:
+        return FusedConvLstm([m for m in modules if isinstance(m, ConvLstm)], self.streams)
+
+    def member_data(self, params: dict[str, Any]) -> _MemberLoaders:
+        train_set, val_set = make_split(int(params["train_size"]))
+        self.val_loader = DataLoader(
+            val_set, batch_size=256, collate_fn=collate, generator=torch.Generator()
+        )
+        noise, mask = float(params["noise_std"]), float(params["mask_prob"])
+        loaders: list[DataLoader[Any]] = [
+            DataLoader(
+                train_set.augmented(noise, mask, order),
+                batch_size=int(params["batch_size"]),
+                shuffle=True,
+                collate_fn=collate,
+                generator=order,
+            )
+            for order in self.orders
+        ]
+        return _MemberLoaders(loaders, self.device)
+
+    def validation_outputs(self) -> Iterable[tuple[torch.Tensor, torch.Tensor]]:
+        assert self.val_loader is not None
+        k = len(self.open)
+        for host_signals, host_lengths, labels in self.val_loader:
+            signals, lengths = host_signals.to(self.device), host_lengths.to(self.device)
+            inputs = signals.expand(k, *signals.shape), lengths.expand(k, *lengths.shape)
+            yield self.model(*inputs), labels.to(self.device)
+
+
 def _accuracy(model: nn.Module, loader: Any, setup: TrainingSetup) -> float:
     model.eval()
     correct = total = 0
@@ -255,13 +439,15 @@ def _generate(count: int, generator: torch.Generator) -> tuple[list[torch.Tensor
     return signals, labels
 
 
-def _time_mask(signal: torch.Tensor, share: float) -> torch.Tensor:
+def _time_mask(
+    signal: torch.Tensor, share: float, generator: torch.Generator | None
+) -> torch.Tensor:
     """Zero about ``share`` of the time steps, in spans of up to 8 steps."""
     length = signal.shape[1]
     masked = signal.clone()
     spans = max(1, round(share * length / 4))
-    starts = torch.randint(0, length, (spans,))
-    widths = torch.randint(1, 9, (spans,))
+    starts = torch.randint(0, length, (spans,), generator=generator)
+    widths = torch.randint(1, 9, (spans,), generator=generator)
     for start, width in zip(starts.tolist(), widths.tolist(), strict=True):
         masked[:, start : start + width] = 0.0
     return masked

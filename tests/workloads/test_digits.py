@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from hpsearch import TrialContext, TrialPruned
-from hpsearch.trial.context import LocalTrialContext
 from hpsearch.trial.members import Member
 from hpsearch.trial.protocol import Outcome
 from hpsearch.workloads.digits import DEFAULTS, load_split, resolve_params, train, train_members
+from tests.workloads.conftest import member_history
 
 
 def test_learns_digits_and_reports_each_epoch() -> None:
@@ -116,13 +116,6 @@ def _members(lrs: list[float], **shape: object) -> list[Member]:
     ]
 
 
-def _history(member: Member) -> list[Any]:
-    """The reports of a member whose context is a local one."""
-    ctx = member.ctx
-    assert isinstance(ctx, LocalTrialContext)
-    return ctx.history
-
-
 @pytest.mark.parametrize(
     "shape",
     [
@@ -137,9 +130,9 @@ def test_fused_members_train_as_each_would_alone(shape: dict[str, Any]) -> None:
     for k, member in enumerate(members):
         alone = TrialContext.local(trial_number=k, seed=k)
         train({**member.params}, alone)
-        fused = [h.metrics["val_accuracy"] for h in _history(member)]
+        fused = [h.metrics["val_accuracy"] for h in member_history(member)]
         assert fused == pytest.approx([h.metrics["val_accuracy"] for h in alone.history], rel=1e-5)
-        metrics = _history(member)[-1].metrics
+        metrics = member_history(member)[-1].metrics
         # Its share of the group's speed, and its shape's alone (what objectives read).
         assert metrics["samples_per_sec"] > 0
         assert metrics["samples_per_sec_solo"] > 0
@@ -151,9 +144,9 @@ def test_a_pruned_member_leaves_and_the_others_finish() -> None:
     members[0] = Member(members[0].params, TrialContext.local(trial_number=0, prune_at=0))
     train_members(members)
     assert members[0].outcome is Outcome.PRUNED
-    assert [h.step for h in _history(members[0])] == [0]
+    assert [h.step for h in member_history(members[0])] == [0]
     assert members[1].outcome is Outcome.COMPLETE
-    assert [h.step for h in _history(members[1])] == [0, 1]
+    assert [h.step for h in member_history(members[1])] == [0, 1]
 
 
 def test_a_fused_member_resumes_from_its_own_checkpoint(tmp_path: Path) -> None:
@@ -169,7 +162,7 @@ def test_a_fused_member_resumes_from_its_own_checkpoint(tmp_path: Path) -> None:
     train_members(group(2))
     resumed = group(3)
     train_members(resumed)
-    assert [[h.step for h in _history(m)] for m in resumed] == [[2], [2]]
+    assert [[h.step for h in member_history(m)] for m in resumed] == [[2], [2]]
 
 
 def test_members_of_another_shape_are_refused() -> None:

@@ -7,6 +7,8 @@ different hyperparameters train K times the work for about the cost of one
 
 * :func:`fuse` turns K initialised modules into one :class:`FusedModule` whose
   inputs and outputs carry a leading member axis ``[K, batch, ...]``.
+* :class:`FusedLSTM`: K ``nn.LSTM`` layers, each member's sequences of their own
+  lengths (``vmap`` cannot map ``nn.LSTM`` over packed sequences).
 * :class:`FusedSGD`, :class:`FusedAdam` and :class:`FusedAdamW` step every
   member with its own learning rate, weight decay, momentum and betas;
   ``optimizer.member(k)`` is the optimizer an LR scheduler drives for member k.
@@ -23,6 +25,7 @@ on CPU float32).
 """
 
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 import torch
 
@@ -45,6 +48,7 @@ from hpsearch.torch.fused._optim import (
     FusedOptimizer,
     FusedSGD,
 )
+from hpsearch.torch.fused._recurrent import FusedLSTM
 
 
 def member_losses(
@@ -65,14 +69,21 @@ def member_losses(
     return flat.reshape(k, batch, -1).mean(dim=(1, 2))
 
 
+class Selectable(Protocol):
+    """Anything holding per-member state that members leave: a scaler, a data order."""
+
+    def select(self, keep: Sequence[int]) -> None:
+        """Keep only the members at positions ``keep`` (in that order)."""
+
+
 def keep(
     members: Sequence[int],
     model: FusedModule,
     optimizer: FusedOptimizer | None = None,
-    *others: FusedGradScaler | MemberBatches,
+    *others: Selectable,
 ) -> None:
     """Keep only ``members`` (positions, in order): the others leave the model, its optimizer,
-    and any scaler or data order passed.
+    and any scaler, data order or other :class:`Selectable` passed.
 
     Call it between steps: the members left keep their parameters, optimizer
     state, loss scale and data order untouched, and the next step costs only theirs.
@@ -90,6 +101,7 @@ __all__ = [
     "FusedConv",
     "FusedDropout",
     "FusedGradScaler",
+    "FusedLSTM",
     "FusedLayerNorm",
     "FusedLinear",
     "FusedModule",
@@ -99,6 +111,7 @@ __all__ = [
     "FusedVmap",
     "MemberBatches",
     "Method",
+    "Selectable",
     "fuse",
     "keep",
     "member_losses",

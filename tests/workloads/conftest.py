@@ -1,0 +1,15 @@
+"""What the workloads' tests share."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hpsearch.trial.context import LocalTrialContext
+from hpsearch.trial.members import Member
+
+
+def member_history(member: Member) -> list[Any]:
+    """The reports of a fused member whose context is a local one."""
+    ctx = member.ctx
+    assert isinstance(ctx, LocalTrialContext)
+    return ctx.history
