@@ -381,7 +381,9 @@ class _Group(FusedGroup):
         return build_model(params)
 
     def fuse_members(self, modules: list[nn.Module]) -> FusedModule:
-        return FusedConvLstm([m for m in modules if isinstance(m, ConvLstm)], self.streams)
+        models = [m for m in modules if isinstance(m, ConvLstm)]
+        assert len(models) == len(modules), "build_member makes ConvLstm models"
+        return FusedConvLstm(models, self.streams)
 
     def member_data(self, params: dict[str, Any]) -> _MemberLoaders:
         train_set, val_set = make_split(int(params["train_size"]))
