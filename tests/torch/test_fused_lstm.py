@@ -37,15 +37,15 @@ def test_outputs_states_and_gradients_equal_each_members_packed_lstm(layers: int
     torch.testing.assert_close(h, torch.stack([a[1] for a in alone]), rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(c, torch.stack([a[2] for a in alone]), rtol=1e-5, atol=1e-6)
 
-    h[:, -1].pow(2).sum().backward()
-    for a in alone:
-        a[1][-1].pow(2).sum().backward()
+    losses = [h[:, -1].pow(2).sum()] + [a[1][-1].pow(2).sum() for a in alone]
+    torch.autograd.backward(losses)
     for k, lstm in enumerate(lstms):
-        grads = {name: p.grad for name, p in fused.named_parameters()}
         for name, param in lstm.named_parameters():
-            fused_grad = grads[name][k]
-            expected = param.grad if name.startswith("bias") else param.grad.t()  # type: ignore[union-attr]
-            torch.testing.assert_close(fused_grad, expected, rtol=1e-5, atol=1e-6)
+            fused_grad, grad = fused.get_parameter(name).grad, param.grad
+            assert fused_grad is not None
+            assert grad is not None
+            expected = grad if name.startswith("bias") else grad.t()
+            torch.testing.assert_close(fused_grad[k], expected, rtol=1e-5, atol=1e-6)
 
 
 def test_without_lengths_every_step_counts() -> None:
