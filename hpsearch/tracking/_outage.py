@@ -105,6 +105,76 @@ class _Write:
     creates: bool = False
 
 
+class _StandIns:
+    """The server's ids of runs opened while it was out of reach, and who waits for them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ids: dict[str, str] = {}
+        self._waiting: dict[str, list[_Waiting]] = {}
+
+    def resolved(self, run_id: str) -> str:
+        """The server's id of ``run_id`` (itself unless it stands in for a run created since)."""
+        with self._lock:
+            return self._ids.get(run_id, run_id)
+
+    def created(self, stand_in: str, real: str) -> list[_Waiting]:
+        """``stand_in``'s run exists now, as ``real``: who waited for it."""
+        with self._lock:
+            self._ids[stand_in] = real
+            return self._waiting.pop(stand_in, [])
+
+    def known_or_wait(self, run_id: str, wait: _Waiting) -> str | None:
+        """The server's id of ``run_id``; ``None`` (and ``wait`` kept) while it is not created."""
+        with self._lock:
+            real = self._ids.get(run_id, None if run_id.startswith(PENDING_PREFIX) else run_id)
+            if real is None:
+                self._waiting.setdefault(run_id, []).append(wait)
+            return real
+
+    def abandoned(self) -> list[_Waiting]:
+        """Every wait still open: its run will not be created."""
+        with self._lock:
+            waiting, self._waiting = self._waiting, {}
+        return [wait for each in waiting.values() for wait in each]
+
+
+class _Retrier:
+    """Runs ``retry`` on a thread of its own, one at a time, at most every ``every_s``."""
+
+    def __init__(self, retry: Callable[[], None], every_s: float, clock: Callable[[], float]):
+        self._retry, self._every_s, self._clock = retry, every_s, clock
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._last = 0.0
+
+    def restart(self) -> None:
+        """An outage starts now: the first retry is one interval away."""
+        with self._lock:
+            self._last = self._clock()
+
+    def start_if_due(self) -> None:
+        """Start a retry if the interval has passed and none is under way."""
+        now = self._clock()
+        with self._lock:
+            busy = self._thread is not None and self._thread.is_alive()
+            if busy or now - self._last < self._every_s:
+                return
+            self._last = now
+            self._thread = threading.Thread(
+                target=self._retry, name="hpsearch-tracking-retry", daemon=True
+            )
+            self._thread.start()
+
+    def join(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` for a retry under way; whether one was."""
+        thread = self._thread
+        if thread is None or not thread.is_alive():
+            return False
+        thread.join(timeout_s)
+        return True
+
+
 class OutageTracker:
     """A :class:`~hpsearch.tracking.Tracker` that keeps writing through a server's outage.
 
@@ -135,12 +205,10 @@ class OutageTracker:
         self._retry_s = retry_s
         self._lock = threading.Lock()
         self._kept: deque[_Write] = deque()
-        self._ids: dict[str, str] = {}
-        self._waiting: dict[str, list[_Waiting]] = {}
+        self._stand_ins = _StandIns()
         self._down_since: float | None = None
         self._landed = 0
-        self._retrier: threading.Thread | None = None
-        self._last_try = 0.0
+        self._retries = _Retrier(self._retry, retry_s, clock)
 
     @property
     def experiment_id(self) -> str:
@@ -170,9 +238,11 @@ class OutageTracker:
         """Create a run; while the server is out of reach, a stand-in id now, the run later."""
         stand_in = f"{PENDING_PREFIX}{uuid.uuid4().hex}"
 
+        def parent() -> str | None:  # a stand-in parent may have been created since
+            return self._stand_ins.resolved(parent_run_id) if parent_run_id else None
+
         def create(_: str) -> str:
-            parent = self._resolved(parent_run_id) if parent_run_id else None
-            real = self.inner.start_run(name, params, tags, parent)
+            real = self.inner.start_run(name, params, tags, parent())
             self._created(stand_in, real)
             return real
 
@@ -180,9 +250,7 @@ class OutageTracker:
         if self._kept_while_down(kept):
             return stand_in
         try:
-            return self.inner.start_run(
-                name, params, tags, self._resolved(parent_run_id) if parent_run_id else None
-            )
+            return self.inner.start_run(name, params, tags, parent())
         except Exception as exc:
             self._went_down(exc)
         self._keep(kept)
@@ -196,12 +264,9 @@ class OutageTracker:
     ) -> None:
         """Call ``then`` with the server's id of ``run_id``: now, or once it is created;
         ``otherwise`` if :meth:`give_up` finds it never was."""
-        with self._lock:
-            real = self._ids.get(run_id, None if run_id.startswith(PENDING_PREFIX) else run_id)
-            if real is None:
-                self._waiting.setdefault(run_id, []).append(_Waiting(then, otherwise))
-                return
-        then(real)
+        real = self._stand_ins.known_or_wait(run_id, _Waiting(then, otherwise))
+        if real is not None:
+            then(real)
 
     def give_up(self) -> int:
         """At the end of a search whose server stayed away: the kept writes are dropped,
@@ -209,11 +274,9 @@ class OutageTracker:
         with self._lock:
             dropped = len(self._kept)
             self._kept.clear()
-            waiting, self._waiting = self._waiting, {}
-        for each in waiting.values():
-            for wait in each:
-                if wait.otherwise is not None:
-                    self._told(wait.otherwise)
+        for wait in self._stand_ins.abandoned():
+            if wait.otherwise is not None:
+                self._told(wait.otherwise)
         return dropped
 
     def log_metrics(self, run_id: str, metrics: Mapping[str, float], step: int) -> None:
@@ -262,25 +325,13 @@ class OutageTracker:
             except Exception as exc:
                 self._went_down(exc)
             return
-        now = self._clock()
-        with self._lock:
-            due = now - self._last_try >= self._retry_s
-            busy = self._retrier is not None and self._retrier.is_alive()
-            if not due or busy:
-                return
-            self._last_try = now
-            self._retrier = threading.Thread(
-                target=self._retry, name="hpsearch-tracking-retry", daemon=True
-            )
-            self._retrier.start()
+        self._retries.start_if_due()
 
     def drain(self, timeout_s: float) -> int:
         """At a search's end: try the kept writes for up to ``timeout_s``; how many are left."""
         deadline = self._clock() + timeout_s
         while self.down_for() is not None and self._clock() < deadline:
-            retrier = self._retrier
-            if retrier is not None and retrier.is_alive():
-                retrier.join(max(0.0, deadline - self._clock()))
+            if self._retries.join(max(0.0, deadline - self._clock())):
                 continue
             self._retry()
             if self.down_for() is not None:
@@ -302,11 +353,11 @@ class OutageTracker:
 
     def end_running_children(self, parent_run_id: str, status: RunStatus) -> None:
         """End every child run of ``parent_run_id`` still RUNNING."""
-        self.inner.end_running_children(self._resolved(parent_run_id), status)
+        self.inner.end_running_children(self._stand_ins.resolved(parent_run_id), status)
 
     def end_if_running(self, run_id: str, status: RunStatus) -> str | None:
         """End a run left RUNNING by a driver that stopped."""
-        return self.inner.end_if_running(self._resolved(run_id), status)
+        return self.inner.end_if_running(self._stand_ins.resolved(run_id), status)
 
     # The outage --------------------------------------------------------------------
 
@@ -321,7 +372,7 @@ class OutageTracker:
         kept = _Write(what, run_id, write, kept_on_failure=batched)
         if self._kept_while_down(kept):
             return
-        real = self._resolved(run_id)  # a stand-in's run exists once the outage is over
+        real = self._stand_ins.resolved(run_id)  # a stand-in's run exists once the outage is over
         if real.startswith(PENDING_PREFIX):
             return  # its creation was refused (and said): there is no run to write to
         try:
@@ -351,8 +402,9 @@ class OutageTracker:
         with self._lock:
             if self._down_since is not None:
                 return
-            self._down_since = self._last_try = self._clock()
+            self._down_since = self._clock()
             self._landed = 0
+            self._retries.restart()
         when = time.strftime("%H:%M:%S", time.localtime(self._wall()))
         self._say(
             f"tracking server {self.uri} unreachable since {when}: the search goes on; "
@@ -362,7 +414,7 @@ class OutageTracker:
     def _retry(self) -> None:
         """Write the kept writes, oldest first, until one fails or none is left."""
         for write in self._oldest_first():
-            run_id = self._resolved(write.run_id)
+            run_id = self._stand_ins.resolved(write.run_id)
             if run_id.startswith(PENDING_PREFIX) and not write.creates:
                 self._done_with(write)  # its run's creation was refused (and said)
                 continue
@@ -414,10 +466,7 @@ class OutageTracker:
         )
 
     def _created(self, stand_in: str, real: str) -> None:
-        with self._lock:
-            self._ids[stand_in] = real
-            waiting = self._waiting.pop(stand_in, [])
-        for wait in waiting:
+        for wait in self._stand_ins.created(stand_in, real):
             self._told(functools.partial(wait.then, real))
 
     def _told(self, call: Callable[[], None]) -> None:
@@ -426,7 +475,3 @@ class OutageTracker:
             call()
         except Exception as exc:  # e.g. the study's storage busy: one line, the rest go on
             self._say(f"tracking: recording a run created late failed: {exc}")
-
-    def _resolved(self, run_id: str) -> str:
-        with self._lock:
-            return self._ids.get(run_id, run_id)
