@@ -137,26 +137,63 @@ def collate(
     return padded, lengths, torch.tensor([label for _, label in items])
 
 
+def masked_batch_norm(
+    x: torch.Tensor, mask: torch.Tensor, norm: MaskedBatchNorm | FusedMaskedBatchNorm
+) -> torch.Tensor:
+    """Batch normalisation of ``x [..., B, C, T]`` over its real steps (``mask [..., B, 1, T]``)
+    only, with ``norm``'s scale, shift and running statistics (``[..., C]``, any leading
+    member axes): as ``nn.BatchNorm1d``, padding left out."""
+    if norm.training:
+        count = mask.sum(dim=(-3, -1))
+        mean = (x * mask).sum(dim=(-3, -1)) / count
+        var = ((x - mean[..., None, :, None]) * mask).pow(2).sum(dim=(-3, -1)) / count
+        with torch.no_grad():  # as nn.BatchNorm1d: the running variance unbiased
+            norm.running_mean.lerp_(mean.detach(), norm.momentum)
+            norm.running_var.lerp_(var.detach() * count / (count - 1), norm.momentum)
+    else:
+        mean, var = norm.running_mean, norm.running_var
+    scale = norm.weight * torch.rsqrt(var + norm.eps)
+    shift = norm.bias - mean * scale
+    return x * scale[..., None, :, None] + shift[..., None, :, None]
+
+
+class MaskedBatchNorm(nn.Module):
+    """``nn.BatchNorm1d`` over each sequence's real steps: padding changes nothing it computes."""
+
+    running_mean: torch.Tensor
+    running_var: torch.Tensor
+
+    def __init__(self, channels: int, eps: float = 1e-5, momentum: float = 0.1) -> None:
+        super().__init__()
+        self.eps, self.momentum = eps, momentum
+        self.weight = nn.Parameter(torch.ones(channels))
+        self.bias = nn.Parameter(torch.zeros(channels))
+        self.register_buffer("running_mean", torch.zeros(channels))
+        self.register_buffer("running_var", torch.ones(channels))
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return masked_batch_norm(x, mask, self)
+
+
 class ConvBlock(nn.Module):
-    """A length-preserving Conv1d, a LayerNorm over its channels at each step, ReLU; the
+    """A length-preserving Conv1d, a batch normalisation over the real steps, ReLU; the
     steps past each sequence's length are zeroed, so padding never reaches a real step."""
 
     def __init__(self, size: int, channels: int, kernel_size: int) -> None:
         super().__init__()
         self.conv = nn.Conv1d(size, channels, kernel_size, padding=kernel_size // 2)
-        self.norm = nn.LayerNorm(channels)
+        self.norm = MaskedBatchNorm(channels)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        x = self.norm(self.conv(x).transpose(-1, -2)).transpose(-1, -2)
-        return torch.relu(x) * mask
+        return torch.relu(self.norm(self.conv(x), mask)) * mask
 
 
 class ConvLstm(nn.Module):
     """Conv blocks, an LSTM over the packed sequence, a linear head.
 
     What it computes for a sequence does not depend on how far its batch is
-    padded (each step is normalised on its own, padded steps are zeroed, the LSTM
-    reads the packed sequence), so a fused member padded to its group's longest
+    padded (the normalisation's statistics leave padding out, padded steps are
+    zeroed, the LSTM reads the packed sequence), so a fused member padded to its group's longest
     batch computes what it does alone.
     """
 
@@ -311,13 +348,13 @@ class FusedConvLstm(FusedModule):
     def __init__(
         self, models: Sequence[ConvLstm], generators: Sequence[torch.Generator] | None = None
     ) -> None:
-        from hpsearch.torch.fused import FusedConv, FusedLayerNorm, FusedLSTM, fuse
+        from hpsearch.torch.fused import FusedConv, FusedLSTM, fuse
 
         super().__init__()
         self.members = len(models)
         blocks = [[_block(m, i) for m in models] for i in range(len(models[0].blocks))]
         self.convs = nn.ModuleList(FusedConv([b.conv for b in block]) for block in blocks)
-        self.norms = nn.ModuleList(FusedLayerNorm([b.norm for b in block]) for block in blocks)
+        self.norms = nn.ModuleList(FusedMaskedBatchNorm([b.norm for b in bs]) for bs in blocks)
         self.lstm = FusedLSTM([m.lstm for m in models], generators)
         self.head = fuse([m.head for m in models], generators=generators)
 
@@ -325,7 +362,7 @@ class FusedConvLstm(FusedModule):
         x = signals
         mask = step_mask(lengths, x.shape[-1]).to(x.device, x.dtype)
         for conv, norm in zip(self.convs, self.norms, strict=True):
-            x = torch.relu(norm(conv(x).transpose(-1, -2)).transpose(-1, -2)) * mask
+            x = torch.relu(norm(conv(x), mask)) * mask
         _, (hidden, _) = self.lstm(x.transpose(-1, -2), lengths)
         logits: torch.Tensor = self.head(hidden[:, -1])
         return logits
@@ -341,6 +378,38 @@ class FusedConvLstm(FusedModule):
             for key, value in part.member_state_dict(member).items():
                 state[f"{prefix}.{key}"] = value
         return state
+
+
+class FusedMaskedBatchNorm(FusedModule):
+    """K :class:`MaskedBatchNorm`: each member's own statistics, over its own real steps."""
+
+    weight: nn.Parameter
+    bias: nn.Parameter
+    running_mean: torch.Tensor
+    running_var: torch.Tensor
+
+    def __init__(self, norms: Sequence[nn.Module]) -> None:
+        super().__init__()
+        first = norms[0]
+        assert isinstance(first, MaskedBatchNorm)
+        self.members = len(norms)
+        self.eps, self.momentum = first.eps, first.momentum
+        for name in ("weight", "bias"):
+            stacked = torch.stack([n.get_parameter(name).detach() for n in norms])
+            setattr(self, name, nn.Parameter(stacked.clone()))
+        for name in ("running_mean", "running_var"):
+            self.register_buffer(name, torch.stack([n.get_buffer(name) for n in norms]).clone())
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return masked_batch_norm(x, mask, self)
+
+    def member_state_dict(self, member: int) -> dict[str, torch.Tensor]:
+        return {
+            "weight": self.weight[member],
+            "bias": self.bias[member],
+            "running_mean": self.running_mean[member],
+            "running_var": self.running_var[member],
+        }
 
 
 def _block(model: ConvLstm, index: int) -> ConvBlock:

@@ -29,9 +29,7 @@ def test_learns_above_chance_on_the_held_out_split() -> None:
     train({"epochs": 6, "train_size": 768, "hidden_size": 48}, ctx)
     accuracies = [h.metrics["val_accuracy"] for h in ctx.history]
     assert len(accuracies) == 6
-    # Six classes: chance is 0.17. (The padding-invariant model, LayerNorm per step,
-    # reaches 0.47-0.76 in 6 epochs over seeds 0-5; BatchNorm reached 0.65-0.88.)
-    assert max(accuracies) > 0.4
+    assert max(accuracies) > 0.5  # six classes: chance is 0.17
     assert ctx.history[-1].metrics["samples_per_sec"] > 0
     assert ctx.knobs["batch_size"] == 64
 
@@ -69,12 +67,16 @@ def test_stops_when_pruned_and_rejects_typos() -> None:
 
 def test_padding_does_not_change_what_the_model_computes() -> None:
     torch.manual_seed(0)
-    model = build_model(resolve_params({"hidden_size": 16, "conv_channels": 8})).eval()
+    params = resolve_params({"hidden_size": 16, "conv_channels": 8, "dropout": 0.0})
+    model = build_model(params)
     train_set, _ = make_split(256)
     signals, lengths, _ = collate([train_set[i] for i in range(6)])
     padded = torch.nn.functional.pad(signals, (0, 20))
     with torch.no_grad():
-        torch.testing.assert_close(model(padded, lengths), model(signals, lengths))
+        # In training, the batch statistics leave the padding out; in eval, the running ones.
+        for mode in (model.train, model.eval):
+            mode()
+            torch.testing.assert_close(model(padded, lengths), model(signals, lengths))
 
 
 SMALL = {"epochs": 2, "train_size": 128, "hidden_size": 16, "conv_channels": 8, "batch_size": 32}
@@ -96,9 +98,12 @@ def test_fused_members_train_as_each_would_alone_and_a_pruned_one_leaves() -> No
     for k, member in enumerate(members):
         alone = TrialContext.local(trial_number=k, seed=k)
         train({**member.params, "epochs": len(member_history(member))}, alone)
-        for name in ("val_accuracy", "train_loss"):
-            fused = [h.metrics[name] for h in member_history(member)]
-            assert fused == pytest.approx([h.metrics[name] for h in alone.history], rel=1e-5)
+        fused = [h.metrics["train_loss"] for h in member_history(member)]
+        assert fused == pytest.approx([h.metrics["train_loss"] for h in alone.history], rel=1e-5)
+        # Near chance, a logit tie can fall either way on float noise: a sample or two.
+        fused = [h.metrics["val_accuracy"] for h in member_history(member)]
+        expected = [h.metrics["val_accuracy"] for h in alone.history]
+        assert fused == pytest.approx(expected, abs=2 / 512)
     for member in members[1:]:
         assert member.outcome is Outcome.COMPLETE
         metrics = member_history(member)[-1].metrics
