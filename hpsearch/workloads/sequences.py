@@ -433,8 +433,8 @@ class _MemberLoaders:
         for batches in zip(*self.loaders, strict=True):
             steps = max(int(signals.shape[-1]) for signals, _, _ in batches)
             signals = torch.stack([pad(s, (0, steps - s.shape[-1])) for s, _, _ in batches])
-            lengths = torch.stack([lengths for _, lengths, _ in batches])
-            labels = torch.stack([labels for _, _, labels in batches])
+            lengths = torch.stack([b[1] for b in batches])
+            labels = torch.stack([b[2] for b in batches])
             device = self.device
             yield (signals.to(device), lengths.to(device)), labels.to(device)
 

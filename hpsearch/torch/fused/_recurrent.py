@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from hpsearch.torch.fused._layers import FusedModule, _stacked
+from hpsearch.torch.fused._layers import FusedDropout, FusedModule, _stacked
 
 
 class FusedLSTM(FusedModule):
@@ -48,8 +48,8 @@ class FusedLSTM(FusedModule):
         self.num_layers = first.num_layers
         self.hidden_size = first.hidden_size
         self.bias = first.bias
-        self.register_buffer("dropout", torch.tensor([float(lstm.dropout) for lstm in layers]))
-        self.generators = None if generators is None else list(generators)
+        # Between layers, as FusedDropout does for nn.Dropout (it leaves with its members).
+        self.between = FusedDropout([nn.Dropout(lstm.dropout) for lstm in layers], generators)
         for layer in range(self.num_layers):
             # [K, in, 4H] and [K, H, 4H]: x @ W^T as one bmm, without a transpose per step.
             for kind in ("ih", "hh"):
@@ -58,11 +58,6 @@ class FusedLSTM(FusedModule):
                 if self.bias:
                     bias = f"bias_{kind}_l{layer}"
                     setattr(self, bias, _stacked([getattr(lstm, bias) for lstm in layers]))
-
-    def select(self, keep: Sequence[int]) -> None:
-        super().select(keep)
-        if self.generators is not None:
-            self.generators = [self.generators[k] for k in keep]
 
     def forward(
         self, x: torch.Tensor, lengths: torch.Tensor | None = None
@@ -110,23 +105,8 @@ class FusedLSTM(FusedModule):
             last_h.append(h)
             last_c.append(c)
             if layer < self.num_layers - 1:
-                x = self._dropout(x)
+                x = self.between(x)
         return x, (torch.stack(last_h, dim=1), torch.stack(last_c, dim=1))
-
-    def _dropout(self, x: torch.Tensor) -> torch.Tensor:
-        rates = self.get_buffer("dropout")
-        if not self.training or not bool((rates > 0).any()):
-            return x
-        outs = []
-        for member in range(x.shape[0]):
-            rate = float(rates[member])
-            if rate == 0.0:
-                outs.append(x[member])
-                continue
-            generator = None if self.generators is None else self.generators[member]
-            noise = torch.empty_like(x[member]).bernoulli_(1 - rate, generator=generator)
-            outs.append(x[member] * noise.div_(1 - rate))
-        return torch.stack(outs)
 
     def member_state_dict(self, member: int) -> dict[str, torch.Tensor]:
         state: dict[str, torch.Tensor] = {}
