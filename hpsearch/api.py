@@ -477,7 +477,7 @@ def build_search(
     running = RunningTrials(
         config.oom.grows_memory,
         earlier,
-        ran_out=placing.trial_ran_out if placing is not None else None,
+        feedback=placing,
         clock=session.clock,
     )
     worker_dir = str(session.scratch) if session.scratch is not None else ""

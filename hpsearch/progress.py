@@ -131,11 +131,14 @@ class ProgressView(TrialListener):
             self._console.print(Text.assemble(line, "  ", self._status_line()), soft_wrap=True)
 
     def decided(self, gpu: str, decision: GpuDecision) -> None:
-        """A GPU's trial count was set or changed: one line with the reason."""
-        was = f"{decision.previous} → " if decision.previous is not None else ""
+        """A GPU's trial count was set, changed or judged: one line with the reason."""
+        was = f"{decision.previous} → " if decision.changed else ""
+        why = decision.reason if decision.changed or not decision.judged else decision.judged
+        if decision.judged and decision.changed:
+            why = f"{decision.judged}; {why}" if decision.judged not in why else why
         line = Text.assemble(
             ("packing ", "bold blue"),
-            f"{gpu}: {was}{decision.limit} trial(s) · {decision.reason}",  # whole: its arithmetic
+            f"{gpu}: {was}{decision.limit} trial(s) · {why}",  # whole: its arithmetic
         )
         with self._lock:
             self._recent.append(line)

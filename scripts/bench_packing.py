@@ -56,6 +56,8 @@ FIXED = tuple(range(1, 9))
 FUSED = (1, 2, 4, 8, 16)
 """The member counts of the fused lab's oracle grid (1: unfused)."""
 MEMBERS_TRAIN = "hpsearch.workloads.simulated_gpu:train_members"
+REAL_TRIALS = 60
+"""The budget of each ``--real`` search unless ``--trials`` says."""
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,11 @@ class LabWorkload:
     memory_total_mb: float
     space: dict[str, Any] = field(default_factory=dict)
     target: bool = False
-    """Whether the 5x-over-off target applies (the idle workload)."""
+    """Whether the 5x-over-off target applies (the idle workloads)."""
+    trials: int = 60
+    """Its budget (``--trials`` sets every workload's)."""
+    interval_s: float = 1.0
+    """Seconds between GPU samples (simulated)."""
 
 
 WORKLOADS: dict[str, LabWorkload] = {
@@ -102,6 +108,57 @@ WORKLOADS: dict[str, LabWorkload] = {
         16384.0,
         {"batch_size": [32, 64, 128, 256, 512], "width": [128, 256, 512, 1024, 2048]},
     ),
+    # Short trials, as people run them. The H200 main job as measured on 2026-11-26
+    # (benchmarks/evidence/2026-11-26-nvidia-h200): trials of 0.3-1.9 s (median 0.6),
+    # SM busy 2.3% on average, 815-831 MiB for its worker process, the first trial 6.1 s
+    # (a new worker's start-up: imports, CUDA context, first kernels); 16 cores.
+    "h200-main-job": LabWorkload(
+        "the H200 main job replayed: 0.6 s trials at 2%, 830 MiB, a new worker starts in 5.5 s",
+        "NVIDIA H200",
+        143771.0,
+        {
+            "utilization_pct": 2.0,
+            "memory_mb": 830.0,
+            "epochs": 10,
+            "steps_per_epoch": 17,  # 10 epochs of 0.06 s
+            "cold_start_s": 5.5,
+        },
+        target=True,
+        # The job's 48 trials would leave even the best fixed count 3.8x off: eight
+        # new workers start in 5.5 s each. The same trials, a longer search.
+        trials=300,
+        interval_s=0.2,
+    ),
+    "short-3s": LabWorkload(
+        "trials of 3 s at 6%, 2 GB, on an 80 GB card; a new worker starts in 3 s",
+        "NVIDIA H100 80GB HBM3",
+        81559.0,
+        {
+            "utilization_pct": 6.0,
+            "memory_mb": 2048.0,
+            "epochs": 10,
+            "steps_per_epoch": 83,  # 10 epochs of 0.3 s
+            "cold_start_s": 3.0,
+        },
+        target=True,
+        trials=96,
+        interval_s=0.2,
+    ),
+    "mixed-lengths": LabWorkload(
+        "trials of 0.4 s to 90 s (sampled epochs and step), 5%, 1 GB, on an 80 GB card; "
+        "workers start in 3 s",
+        "NVIDIA H100 80GB HBM3",
+        81559.0,
+        {
+            "utilization_pct": 5.0,
+            "memory_mb": 1024.0,
+            "epochs": [2, 8, 40, 200],
+            "steps_per_epoch": [60, 120],  # epochs of 0.22 or 0.43 s
+            "cold_start_s": 3.0,
+        },
+        trials=60,
+        interval_s=0.2,
+    ),
 }
 
 
@@ -126,6 +183,9 @@ def lab_config(
         "memory_budget_mb": workload.memory_total_mb,
         **workload.space,
     }
+    # Whether the budget's trials differ in length: the sampler then must suggest the
+    # same ones in every mode, or modes would compare lengths, not packing.
+    varied = not scripted or any(isinstance(space[k], list) for k in ("epochs", "steps_per_epoch"))
     packing: dict[str, Any] = {"mode": mode}
     members = 1
     if mode.startswith("fixed"):
@@ -143,7 +203,7 @@ def lab_config(
             # Where the sampled sizes set each trial's work (mixed), a sampler that
             # suggests the same trials in every mode, so that modes compare packing,
             # not which sizes TPE happened to try with different histories.
-            "sampler": {"type": "tpe" if scripted else "random", "seed": 0},
+            "sampler": {"type": "random" if varied else "tpe", "seed": 0},
             "n_trials": trials,
             "storage": "memory",  # the lab reads the study it is handed back, nothing else
         },
@@ -155,7 +215,7 @@ def lab_config(
         "fusion": fusing,
         "telemetry": {
             "backend": "simulated",
-            "interval_s": 5,
+            "interval_s": workload.interval_s,
             "simulated": {
                 "source": "load",
                 "gpus": gpus,
@@ -212,6 +272,7 @@ def run(config: dict[str, Any], *, simulated: bool) -> dict[str, Any]:
     from hpsearch.tracking import MemoryTracker
 
     tracker = MemoryTracker() if simulated else None
+    tick_s = float(config["telemetry"]["interval_s"])
     scratch = "/dev/shm" if simulated and os.access("/dev/shm", os.W_OK) else None
     with tempfile.TemporaryDirectory(dir=scratch) as folder:
         previous = os.getcwd()
@@ -223,7 +284,9 @@ def run(config: dict[str, Any], *, simulated: bool) -> dict[str, Any]:
             outcome = hpsearch.run(
                 path,
                 console=Console(file=io.StringIO()),
-                runner=SimulatedRunner() if simulated else None,
+                # The runner looks at the scheduler as often as the GPUs are sampled: a
+                # real driver asks at each of Tune's steps, many times a second.
+                runner=SimulatedRunner(tick_s=tick_s) if simulated else None,
                 tracker=tracker,
             )
             wall = time.perf_counter() - started
@@ -299,7 +362,9 @@ def judge(name: str, modes: dict[str, dict[str, Any]]) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--real", action="store_true", help="run on this machine's NVIDIA GPU")
-    parser.add_argument("--trials", type=int, default=60)
+    parser.add_argument(
+        "--trials", type=int, help="every workload's budget (default: each its own)"
+    )
     parser.add_argument("--workloads", help="comma-separated subset of the workloads")
     parser.add_argument("--gpus", default="1,2", help="comma-separated GPU counts (the lab)")
     parser.add_argument("--modes", help="comma-separated subset of off,auto,fixed1..fixed8")
@@ -326,7 +391,8 @@ def main() -> None:
             key = f"{name}-{gpus}gpu"
             per_mode = {}
             for mode in modes:
-                config = lab_config(name, mode, args.trials, gpus, args.fusion)
+                budget = args.trials or WORKLOADS[name].trials
+                config = lab_config(name, mode, budget, gpus, args.fusion)
                 per_mode[mode] = run(config, simulated=True)
                 print(key, mode, per_mode[mode], flush=True)
             fixed = any(m.startswith("fixed") for m in per_mode)
@@ -337,7 +403,7 @@ def main() -> None:
         "date": time.strftime("%Y-%m-%d"),
         "device": "the packing lab: simulated GPUs that slow trials sharing them, simulated time",
         "cpu_count": os.cpu_count(),
-        "trials": args.trials,
+        "trials": {name: args.trials or WORKLOADS[name].trials for name in names},
         "fusion": args.fusion,
         "results": results,
     }
@@ -355,7 +421,7 @@ def real(args: argparse.Namespace) -> None:
     for name in names:
         per_mode: dict[str, Any] = {}
         for mode in modes:
-            config = real_config(name, mode, args.trials)
+            config = real_config(name, mode, args.trials or REAL_TRIALS)
             if args.mps:
                 config["packing"]["mps"] = "auto"
             per_mode[mode] = run(config, simulated=False)
@@ -381,7 +447,7 @@ def real(args: argparse.Namespace) -> None:
         "date": time.strftime("%Y-%m-%d"),
         "device": device,
         "mps": args.mps,
-        "trials": args.trials,
+        "trials": args.trials or REAL_TRIALS,
         "results": results,
     }
     write_with_targets(out, payload)

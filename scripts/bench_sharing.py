@@ -7,8 +7,10 @@ GPU (``telemetry.simulated.sharing`` and the simulated workload's ``context_mb``
   beyond what PyTorch allocated (NVML's per-process figure less torch's
   reserved memory);
 * **switch cost**: n processes (1, 2, 4, 8) run a GPU-filling matmul loop at
-  once; each progresses at ``r_n`` of its solo speed, and the model's
-  ``r_n = (1 - c (n - 1)) / n`` gives ``c`` per n (their mean is kept);
+  once; each progresses at ``r_n`` of its solo speed, so they keep ``n r_n`` of
+  one alone in aggregate; the model's switch cost is what contention loses,
+  ``1 - n r_n``, averaged over the counts above one (on the H200 it was the same
+  at 2, 4 and 8: a loss paid once the GPU is contended, not per process);
 * **MPS**: where ``nvidia-cuda-mps-control`` is installed, the same with small
   kernels under an MPS daemon against time-slicing: the aggregate gain
   (``mps_max_speedup``) and MPS's own per-process cost (``mps_switch_cost``).
@@ -143,19 +145,29 @@ def at_once(kind: str, n: int, device: str, seconds: float, env: dict[str, str])
 
 
 def switch_costs(rates: dict[int, list[float]]) -> dict[str, Any]:
-    """Each n's per-process share of solo speed, and the model's switch cost it implies."""
+    """Each n's per-process share of solo speed and aggregate, and the switch cost they imply."""
     solo = statistics.mean(rates[1])
     per_n: dict[str, Any] = {}
     for n, figures in sorted(rates.items()):
         share = statistics.mean(figures) / solo
-        cost = None if n == 1 else max(0.0, (1 - n * share) / (n - 1))
-        per_n[str(n)] = {
-            "per_process_share": round(share, 4),
-            "aggregate": round(n * share, 4),
-            "switch_cost": None if cost is None else round(cost, 4),
-        }
-    costs = [v["switch_cost"] for v in per_n.values() if v["switch_cost"] is not None]
-    return {"per_count": per_n, "switch_cost": round(statistics.mean(costs), 4) if costs else None}
+        per_n[str(n)] = {"per_process_share": round(share, 4), "aggregate": round(n * share, 4)}
+    cost = contention_loss(per_n)
+    return {"per_count": per_n, "switch_cost": None if cost is None else round(cost, 4)}
+
+
+def contention_loss(per_count: dict[str, Any]) -> float | None:
+    """The sharing model's switch cost: one less the mean aggregate of the counts above one
+    (``None``: none measured), never below 0 (processes that gained lost nothing)."""
+    shared = [float(v["aggregate"]) for n, v in per_count.items() if int(n) > 1]
+    if not shared:
+        return None
+    return max(0.0, 1.0 - statistics.mean(shared))
+
+
+def _with_repo(path: str | None) -> str:
+    """``PYTHONPATH`` with the repository first, extended, never replaced: a site the
+    interpreter finds through it (the GPU kit's) stays visible to the workers."""
+    return os.pathsep.join(filter(None, [str(REPO), path]))
 
 
 class MpsDaemon:
@@ -199,7 +211,7 @@ def main() -> None:
     device = "cuda" if args.real else "cpu"
     counts = COUNTS if args.real else (1, 2)
     seconds = args.seconds if args.real else 0.2
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": _with_repo(os.environ.get("PYTHONPATH"))}
     context = json.loads(
         subprocess.run(
             [sys.executable, __file__, "--worker", json.dumps(
@@ -218,7 +230,7 @@ def main() -> None:
     }
     if args.real and shutil.which("nvidia-cuda-mps-control"):
         with MpsDaemon() as daemon_env:
-            mps_env = {**daemon_env, "PYTHONPATH": str(REPO)}
+            mps_env = {**daemon_env, "PYTHONPATH": _with_repo(daemon_env.get("PYTHONPATH"))}
             mps_small = {n: at_once("small", n, device, seconds, mps_env) for n in (1, counts[-1])}
             mps_filling = {n: at_once("filling", n, device, seconds, mps_env) for n in counts}
         n = counts[-1]

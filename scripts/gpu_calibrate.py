@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from bench_sharing import contention_loss  # scripts/ is on the path when a script runs
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -36,10 +37,18 @@ def constants(results: dict[str, Any]) -> dict[str, Any]:
         "name": results["device"],
         "memory_total_mb": figures.get("memory_total_mb"),
         "context_mb": figures["context"].get("context_mb"),
-        "switch_cost": figures["time_sliced_filling"].get("switch_cost"),
-        "mps_switch_cost": mps.get("filling", {}).get("switch_cost"),
+        "switch_cost": _switch_cost(figures["time_sliced_filling"]),
+        "mps_switch_cost": _switch_cost(mps.get("filling", {})),
         "mps_max_speedup": mps.get("mps_max_speedup"),
     }
+
+
+def _switch_cost(measured: dict[str, Any]) -> float | None:
+    """The model's switch cost, from the measured aggregates where the file has them (a file
+    written before the model's switch cost was a contention loss kept a per-process cost)."""
+    per_count = measured.get("per_count")
+    cost = contention_loss(per_count) if per_count else measured.get("switch_cost")
+    return None if cost is None else round(float(cost), 3)
 
 
 def fragment(measured: dict[str, Any]) -> dict[str, Any]:

@@ -240,13 +240,15 @@ class TelemetrySpec(Settings):
             runs without telemetry otherwise (one line says so); ``nvml`` requires
             them; ``simulated`` reads simulated GPUs (see ``simulated``); ``off``
             reads nothing.
-        interval_s: seconds between samples.
+        interval_s: seconds between samples: fast enough to see trials that last
+            under a second (NVML answers in microseconds; each trial's MLflow series
+            keeps a point a second).
         window_s: the rolling window that live summaries cover.
         simulated: the simulated GPUs, with ``backend: simulated``.
     """
 
     backend: Literal["auto", "nvml", "simulated", "off"] = "auto"
-    interval_s: Seconds = 1.0
+    interval_s: Seconds = 0.2
     window_s: Seconds = 60.0
     simulated: SimulatedSpec | None = None
 

@@ -39,7 +39,7 @@ from hpsearch.lifecycle._mlflow import (
 from hpsearch.lifecycle._objectives import ObjectiveValues
 from hpsearch.lifecycle._oom import OomHandling
 from hpsearch.lifecycle._parent_run import ParentRun
-from hpsearch.lifecycle._running import OomSink, RunningTrials
+from hpsearch.lifecycle._running import RunningTrials
 from hpsearch.lifecycle._tracking_outage import OutageLimit, outage_line
 from hpsearch.lifecycle._verdicts import VerdictPoster
 
@@ -56,7 +56,6 @@ __all__ = [
     "MlflowMirror",
     "ObjectiveValues",
     "OomHandling",
-    "OomSink",
     "Opening",
     "OutageLimit",
     "ParentRun",

@@ -2,9 +2,11 @@
 
 The scheduler asks :meth:`RunningTrials.running` before each admission: where
 each trial runs, whether it is past its warm-up (packing may measure it), the
-CPUs it keeps busy and whether it is larger than any trial measured so far. A
-trial that runs out of memory on a placed GPU is passed on to the packing
-policy, which lowers that GPU's count.
+CPUs it keeps busy and whether it is larger than any trial measured so far.
+The packing policy is told what the trials it placed do: each step they
+report and each end (the work its ramp judges a count by, and the spans its
+evidence is cut along), and each out-of-memory on a placed GPU, which lowers
+that GPU's count.
 """
 
 from __future__ import annotations
@@ -26,10 +28,7 @@ from hpsearch.lifecycle._events import (
     TrialReported,
 )
 from hpsearch.oom import MeasuredConfigs
-from hpsearch.placement import RunningTrial
-
-OomSink = Callable[[int, str, float, int], None]
-"""Told ``(gpu_index, node_id, at, sharing)`` when a trial ran out on a placed GPU."""
+from hpsearch.placement import PackingFeedback, RunningTrial
 
 
 class RunningTrials(TrialListener):
@@ -39,7 +38,7 @@ class RunningTrials(TrialListener):
         grows_memory: the parameters that grow memory (``oom.grows_memory``), to tell
             a trial of a new kind (larger than any measured) from a known one.
         earlier: the study's trials so far (completed ones count as measured).
-        ran_out: told of each out-of-memory on a placed GPU (the packing policy).
+        feedback: told what the placed trials do (the packing policy).
         clock: Unix time (the runner's).
     """
 
@@ -47,14 +46,14 @@ class RunningTrials(TrialListener):
         self,
         grows_memory: Sequence[str],
         earlier: Sequence[FrozenTrial] = (),
-        ran_out: OomSink | None = None,
+        feedback: PackingFeedback | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._measured = MeasuredConfigs(grows_memory)
         for done in earlier:
             if done.state == TrialState.COMPLETE:
                 self._measured.add(done.params)
-        self._ran_out = ran_out
+        self._feedback = feedback
         self._clock = clock
         self._trials: dict[int, RunningTrial] = {}  # by the launch's first trial
         self._params: dict[int, dict[str, Any]] = {}
@@ -82,15 +81,20 @@ class RunningTrials(TrialListener):
             node=admission.node,
             alone=event.alone_retry_of is not None,
             new_kind=not self._measured.covers(event.params),
+            started_at=self._clock(),
         )
 
     def on_placed(self, event: TrialPlaced) -> None:
         self._update(event.number, pid=event.assigned.pid)
 
     def on_reported(self, event: TrialReported) -> None:
+        now = self._clock()
         if event.first:  # past its warm-up: packing may measure it
-            self._update(event.number, warm_at=self._clock())
+            self._update(event.number, warm_at=now)
             self._measured.add(self._params.get(event.number, {}))
+        trial = self._trials.get(self._holder.get(event.number, event.number))
+        if trial is not None and self._feedback is not None:
+            self._feedback.trial_reported(trial, event.number, now)
 
     def on_knobs(self, event: KnobsReported) -> None:
         workers = event.knobs.effective.get("num_workers")
@@ -99,17 +103,22 @@ class RunningTrials(TrialListener):
 
     def on_out_of_memory(self, event: TrialOutOfMemory) -> None:
         admission = event.admission
-        if self._ran_out is not None and admission.gpu_index is not None:
-            self._ran_out(admission.gpu_index, admission.node or "", event.at, event.sharing)
+        if self._feedback is not None and admission.gpu_index is not None:
+            self._feedback.trial_ran_out(
+                admission.gpu_index, admission.node or "", event.at, event.sharing
+            )
 
     def on_ended(self, event: TrialEnded) -> None:
         self._params.pop(event.number, None)
         holder = self._holder.pop(event.number, event.number)
         members = self._members.get(holder, set())
         members.discard(event.number)
-        if not members:
-            self._members.pop(holder, None)
-            self._trials.pop(holder, None)
+        if members:
+            return
+        self._members.pop(holder, None)
+        trial = self._trials.pop(holder, None)
+        if trial is not None and self._feedback is not None:
+            self._feedback.trial_ended(trial, self._clock())
 
     def _update(self, number: int, **changes: Any) -> None:
         holder = self._holder.get(number, number)

@@ -5,8 +5,10 @@ and answers), ``settings`` (the ``packing`` section, pure data), ``_capacity``
 (how many trials of a measured size one GPU should hold: the one arithmetic of
 packing, which ``hpsearch monitor``'s advice shares), ``_static`` (a fixed count
 per GPU, or CPU only), ``_views`` (what the packing policy reads and answers),
-``_profiles`` (what the search's trials were measured to need), ``_packing``
-(the pure utilisation-aware packing policy, decided per GPU with a reason),
+``_profiles`` (what the search's trials were measured to need), ``_evidence``
+(what a GPU's samples say per trial, cut along the trials' spans), ``_ramp``
+(a count doubled while each doubling pays, judged by the work done),
+``_packing`` (the pure utilisation-aware packing policy, decided per GPU with a reason),
 ``_fusion`` (how many members a fused group gets, from its measured throughput) and
 ``_admission`` (that policy fed by the monitor and the cluster's GPUs, as a
 resource policy).
@@ -23,6 +25,7 @@ if TYPE_CHECKING:
         SERIES_INTERVAL_S,
         AdmissionRequest,
         PackingAdmission,
+        PackingFeedback,
         PackingObserver,
     )
     from hpsearch.placement._base import (
@@ -33,6 +36,7 @@ if TYPE_CHECKING:
         RunningTrial,
     )
     from hpsearch.placement._capacity import MIN_GAIN, Fit, fit
+    from hpsearch.placement._evidence import TrialSpan, device_reading, trial_profile
     from hpsearch.placement._fusion import (
         FusionChoice,
         FusionReading,
@@ -40,8 +44,10 @@ if TYPE_CHECKING:
         choose_members,
     )
     from hpsearch.placement._packing import PackingPolicy
+    from hpsearch.placement._ramp import Judgement, StepRates, Verdict
     from hpsearch.placement._static import StaticPolicy
     from hpsearch.placement._views import (
+        DeviceReading,
         GpuDecision,
         GpuKey,
         GpuView,
@@ -50,6 +56,7 @@ if TYPE_CHECKING:
         Placement,
         TrialOnGpu,
         TrialProfile,
+        WorkDone,
     )
     from hpsearch.placement.settings import (
         MEMORY_HEADROOM,
@@ -72,6 +79,7 @@ __all__ = [
     "Admission",
     "AdmissionRequest",
     "ClusterCapacity",
+    "DeviceReading",
     "Fit",
     "FusionChoice",
     "FusionReading",
@@ -79,9 +87,11 @@ __all__ = [
     "GpuDecision",
     "GpuKey",
     "GpuView",
+    "Judgement",
     "NodeGpus",
     "OomEvent",
     "PackingAdmission",
+    "PackingFeedback",
     "PackingMode",
     "PackingObserver",
     "PackingPolicy",
@@ -91,8 +101,14 @@ __all__ = [
     "ResourcePolicy",
     "RunningTrial",
     "StaticPolicy",
+    "StepRates",
     "TrialOnGpu",
     "TrialProfile",
+    "TrialSpan",
+    "Verdict",
+    "WorkDone",
     "choose_members",
+    "device_reading",
     "fit",
+    "trial_profile",
 ]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -25,6 +26,7 @@ from hpsearch.placement._base import (
     ResourcePolicy,
     RunningTrial,
 )
+from hpsearch.placement._evidence import TrialSpan, device_reading, trial_profile
 from hpsearch.placement._packing import PackingPolicy
 from hpsearch.placement._views import (
     GpuDecision,
@@ -33,11 +35,15 @@ from hpsearch.placement._views import (
     OomEvent,
     PackingView,
     TrialOnGpu,
+    TrialProfile,
+    WorkDone,
 )
-from hpsearch.telemetry import ClusterReadings, summarize
+from hpsearch.telemetry import ClusterReadings, GpuSample, summarize
 
 SERIES_INTERVAL_S = 2.0
 """Seconds between points of the parent run's per-GPU series (changes are logged at once)."""
+_ENDED_KEPT = 64
+"""Ended trials' spans kept per GPU: the samples of their co-tenants are cut by them."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +71,19 @@ class PackingObserver(Protocol):
 
     def series(self, points: dict[str, float]) -> None:
         """Per-GPU series points: trials running, trials allowed, utilisation."""
+
+
+class PackingFeedback(Protocol):
+    """What the packing policy is told of the trials it placed (the running-trials listener)."""
+
+    def trial_reported(self, trial: RunningTrial, number: int, at: float) -> None:
+        """Trial ``number`` of launch ``trial`` (itself, or a fused member) reported a step."""
+
+    def trial_ended(self, trial: RunningTrial, at: float) -> None:
+        """``trial`` (a launch) ended at ``at``."""
+
+    def trial_ran_out(self, gpu_index: int, node_id: str, at: float, sharing: int) -> None:
+        """A trial on a placed GPU ran out of memory with ``sharing`` trials there."""
 
 
 class PackingAdmission(ResourcePolicy):
@@ -102,18 +121,49 @@ class PackingAdmission(ResourcePolicy):
         self._lock = threading.Lock()
         self._ooms: list[OomEvent] = []
         self._limits: dict[GpuKey, int] = {}
+        self._work: list[WorkDone] = []
+        self._ended: list[tuple[RunningTrial, float]] = []
+        self._warm: dict[GpuKey, set[int]] = {}  # launches on each GPU that reported a step
+        self._last_step: dict[int, float] = {}  # each trial's latest step
+        self._spans: dict[GpuKey, deque[TrialSpan]] = {}
         self._members: dict[GpuKey, frozenset[int]] = {}
         self._members_since: dict[GpuKey, float] = {}
         self._series_at = -float("inf")
         self.decisions: list[dict[str, object]] = []
-        """Every first or changed limit: time, GPU, limit, previous, reason (for the parent run)."""
+        """Every first or changed limit, and every count judged: time, GPU, limit, previous,
+        reason and what the count measured (for the parent run)."""
 
-    # -- told when a trial runs out ---------------------------------------------------
+    # -- told what the placed trials do --------------------------------------------
 
     def trial_ran_out(self, gpu_index: int, node_id: str, at: float, sharing: int) -> None:
         """A trial on a placed GPU ran out of memory; the next decision lowers that GPU."""
         with self._lock:
             self._ooms.append(OomEvent(GpuKey(node_id, gpu_index), at, sharing))
+
+    def trial_reported(self, trial: RunningTrial, number: int, at: float) -> None:
+        """A step of work on the trial's GPU: how long it took, with how many warm trials."""
+        key = _key(trial)
+        if key is None:
+            return
+        with self._lock:
+            warm = self._warm.setdefault(key, set())
+            warm.add(trial.number)
+            previous = self._last_step.get(number)
+            self._last_step[number] = at
+            step = at - previous if previous is not None else None
+            self._work.append(WorkDone(key, at, number, step_s=step, warm=len(warm)))
+
+    def trial_ended(self, trial: RunningTrial, at: float) -> None:
+        """The trial left its GPU: its span ends, and its samples make its profile."""
+        key = _key(trial)
+        if key is None:
+            return
+        ran = at - trial.started_at if trial.started_at is not None else 0.0
+        with self._lock:
+            self._warm.get(key, set()).discard(trial.number)
+            self._last_step.pop(trial.number, None)
+            self._work.append(WorkDone(key, at, trial.number, ended=True, ran_s=ran))
+            self._ended.append((trial, at))
 
     # -- asked by the searcher ---------------------------------------------------
 
@@ -149,6 +199,11 @@ class PackingAdmission(ResourcePolicy):
         nodes = self._current_nodes(now)
         with self._lock:
             ooms, self._ooms = tuple(self._ooms), []
+            work, self._work = tuple(self._work), []
+            ended, self._ended = self._ended, []
+        profiles = tuple(
+            p for trial, at in ended if (p := self._ended_profile(trial, at, running)) is not None
+        )
         busy = [t.busy_cpus for t in running if t.busy_cpus is not None]
         gpus = [
             self._gpu_view(node, index, [t for t in running if _on(t, node.node_id, index)])
@@ -161,6 +216,8 @@ class PackingAdmission(ResourcePolicy):
             node_cpus={node.node_id: node.cpus for node in nodes},
             new_trial_cpus=max([self._cpus, *busy]),
             ooms=ooms,
+            work=work,
+            profiles=profiles,
         )
 
     # -- internals ---------------------------------------------------------------
@@ -175,19 +232,21 @@ class PackingAdmission(ResourcePolicy):
         key = GpuKey(node.node_id, index, address=node.node)
         readings = self._readings.of(node.node_id) if self._readings is not None else None
         read = node.monitored and readings is not None
+        now = self._clock()
         warm = [t.warm_at for t in trials if t.warm_at is not None]
         # Readings count from when the trials now on the GPU all ran: the latest
         # warm-up, or the latest end of another trial there, whichever is later.
         members = frozenset(t.number for t in trials)
         if self._members.get(key) != members:
             self._members[key] = members
-            self._members_since[key] = self._clock()
+            self._members_since[key] = now
         since = max([*warm, self._members_since[key]]) if warm else None
-        samples = (
-            readings.history(index, since)
-            if read and since is not None and readings is not None
-            else []
-        )
+        spans = self._spans_now(key, trials)
+        history: list[GpuSample] = []
+        if read and readings is not None:
+            oldest = min([now - self.policy.settings.probe_seconds, *warm])
+            history = readings.history(index, oldest)
+        samples = [s for s in history if since is not None and s.time > since]
         summary = summarize(samples) if samples else None
         on_gpu = []
         for trial in trials:
@@ -196,6 +255,9 @@ class PackingAdmission(ResourcePolicy):
                 for s in samples
                 if trial.pid is not None and (m := s.process_memory_mb(trial.pid)) is not None
             ]
+            after_warm = (
+                sum(s.time > trial.warm_at for s in history) if trial.warm_at is not None else 0
+            )
             on_gpu.append(
                 TrialOnGpu(
                     number=trial.number,
@@ -204,8 +266,11 @@ class PackingAdmission(ResourcePolicy):
                     memory_mb=max(own) if own else None,
                     alone=trial.alone,
                     new_kind=trial.new_kind,
+                    samples_warm=after_warm,
+                    started_at=trial.started_at,
                 )
             )
+        oldest_evidence = now - self.policy.settings.probe_seconds
         return GpuView(
             key=key,
             memory_total_mb=node.memory_mb.get(index),
@@ -214,6 +279,34 @@ class PackingAdmission(ResourcePolicy):
             utilization_pct=(summary.utilization.mean if summary and summary.utilization else None),
             memory_used_mb=summary.memory_used.max if summary and summary.memory_used else None,
             telemetry=read,
+            recent=device_reading(history, spans, now, oldest_evidence) if read else None,
+        )
+
+    def _spans_now(self, key: GpuKey, trials: list[RunningTrial]) -> list[TrialSpan]:
+        """The GPU's trial processes: those that ended lately, and those running now."""
+        ended = list(self._spans.get(key, ()))
+        running = [
+            TrialSpan(t.number, t.started_at, t.warm_at, None, t.pid)
+            for t in trials
+            if t.started_at is not None
+        ]
+        return ended + running
+
+    def _ended_profile(
+        self, trial: RunningTrial, at: float, running: Sequence[RunningTrial]
+    ) -> TrialProfile | None:
+        """Keep the ended trial's span; its profile from the samples of its warm run."""
+        key = _key(trial)
+        if key is None or trial.started_at is None:
+            return None
+        span = TrialSpan(trial.number, trial.started_at, trial.warm_at, at, trial.pid)
+        self._spans.setdefault(key, deque(maxlen=_ENDED_KEPT)).append(span)
+        readings = self._readings.of(key.node) if self._readings is not None else None
+        if readings is None or trial.warm_at is None:
+            return None
+        neighbours = [t for t in running if _key(t) == key]
+        return trial_profile(
+            span, readings.history(key.index, trial.warm_at), self._spans_now(key, neighbours)
         )
 
     def _publish(self, view: PackingView, decisions: dict[GpuKey, GpuDecision]) -> None:
@@ -222,20 +315,21 @@ class PackingAdmission(ResourcePolicy):
         single_node = len({g.key.node for g in view.gpus}) == 1
         for gpu in view.gpus:
             decision = decisions[gpu.key]
-            if self._limits.get(gpu.key) == decision.limit:
+            if self._limits.get(gpu.key) == decision.limit and not decision.judged:
                 continue
             changed = True
-            self.decisions.append(
-                {
-                    "time": round(view.now, 3),
-                    "gpu": gpu.key.label(single_node),
-                    "node": gpu.key.address,
-                    "limit": decision.limit,
-                    "previous": self._limits.get(gpu.key),
-                    "running": len(gpu.trials),
-                    "reason": decision.reason,
-                }
-            )
+            record: dict[str, object] = {
+                "time": round(view.now, 3),
+                "gpu": gpu.key.label(single_node),
+                "node": gpu.key.address,
+                "limit": decision.limit,
+                "previous": self._limits.get(gpu.key),
+                "running": len(gpu.trials),
+                "reason": decision.reason,
+            }
+            if decision.judged:
+                record["judged"] = decision.judged
+            self.decisions.append(record)
             self._limits[gpu.key] = decision.limit
             for observer in self._observers:
                 observer.decided(gpu.key.label(single_node), decision)
@@ -267,3 +361,10 @@ class PackingAdmission(ResourcePolicy):
 
 def _on(trial: RunningTrial, node_id: str, index: int) -> bool:
     return trial.gpu_index == index and trial.node == node_id
+
+
+def _key(trial: RunningTrial) -> GpuKey | None:
+    """The GPU a placed trial runs on (``None``: not placed by the policy)."""
+    if trial.gpu_index is None or trial.node is None:
+        return None
+    return GpuKey(trial.node, trial.gpu_index)

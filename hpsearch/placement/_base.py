@@ -62,6 +62,7 @@ class RunningTrial:
         alone: it runs alone on a whole GPU (an OOM retry).
         new_kind: it is larger, in the parameters that grow memory, than any
             trial measured so far.
+        started_at: when it was admitted (``None``: not known).
     """
 
     number: int
@@ -74,6 +75,7 @@ class RunningTrial:
     busy_cpus: float | None = None
     alone: bool = False
     new_kind: bool = False
+    started_at: float | None = None
 
 
 class ResourcePolicy(ABC):

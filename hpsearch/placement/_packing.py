@@ -1,30 +1,43 @@
 """Utilisation-aware packing: how many trials each GPU may hold now, the share each gets, and why.
 
 A pure policy: it reads a :class:`PackingView` (what the monitor measured on
-each GPU, which trials run where, the OOMs seen) and answers, per GPU, how many
-trials it may hold and the memory share a new one gets, with a sentence a
-person can check. No Ray, no NVML, no clock of its own: the runner builds the
-view (:class:`~hpsearch.placement.PackingAdmission`) and the tests write it by hand.
+each GPU, which trials run where, the work they did, the OOMs seen) and
+answers, per GPU, how many trials it may hold and the memory share a new one
+gets, with a sentence a person can check. No Ray, no NVML, no clock of its
+own: the runner builds the view (:class:`~hpsearch.placement.PackingAdmission`)
+and the tests write it by hand.
 
 The rules, per GPU, in ``auto`` mode:
 
-* Until a trial of the search has been measured past its warm-up, a GPU holds
-  one trial (a trial of unknown size gets no neighbours). Later, a trial of a
-  new kind (larger than any measured, see ``TrialOnGpu.new_kind``) closes its
-  GPU to new neighbours until it has been measured too.
-* From a measured profile (a trial's share of the GPU's utilisation and its
-  peak memory) a new trial is estimated; the count rises by one when the GPU's
-  utilisation plus the estimate stays under ``target_util`` and its memory plus
-  the estimate fits the memory less ``memory_headroom``. Memory counts every
-  trial admitted, measured or not: free memory read before the last trial has
-  allocated is not free.
-* It rises at most one step per ``probe_seconds`` (each step is measured before
-  the next) and not for ``cooldown_seconds`` after a fall.
-* It falls by one when the GPU is measured saturated (``saturation_util``), when
-  its memory comes within half the headroom of full, and after an OOM of a trial
-  that shared the GPU (to one less than were sharing it).
-* It never exceeds ``max_trials_per_gpu`` nor what the node's CPUs can feed
-  (each trial counts its CPUs, DataLoader workers included).
+* **Evidence.** A GPU holds one trial until something says what a trial asks
+  of it: the GPU's last few samples with trials on it (utilisation and memory
+  per trial process, :func:`~hpsearch.placement.device_reading`), trials that
+  ended measured from their own samples (known after a few, however short),
+  or a GPU measured ``probe_seconds`` past its trials' warm-up. From that
+  profile a new trial is estimated, and the count that fits follows: the most
+  predicted throughput by utilisation, bounded by memory less
+  ``memory_headroom``, the node's CPUs and ``max_trials_per_gpu``. Memory
+  counts every trial admitted, measured or not.
+* **The ramp.** The count doubles (1, 2, 4, 8, ...) towards what fits. On a
+  roomy GPU (its last samples show at most :data:`ROOMY_SHARE` of its usable
+  memory in use) it doubles as soon as fresh samples confirm the room, so the
+  new trials' start-ups overlap; elsewhere the first doubling rests on the
+  evidence and each later one on the count having been measured to pay. Every
+  count is judged by the steps its trials complete per second
+  (:mod:`hpsearch.placement._ramp`): kept while it gains
+  :data:`~hpsearch.placement.MIN_GAIN` per trial added over the best count
+  below, else back to that count for ``cooldown_seconds``. Trials of a second
+  reach their count in seconds.
+* **Long trials** (they outlast ``probe_seconds``, or do too few steps in it to
+  be judged by their work) rise straight to what fits once measured, at most
+  one step per ``probe_seconds``.
+* **Falls.** The count falls by one when the GPU is measured saturated
+  (``saturation_util``) where the estimate did not predict it, when its memory
+  comes within half the headroom of full, and after an OOM of a trial that
+  shared the GPU (to one less than were sharing it); no rise for
+  ``cooldown_seconds`` after a fall.
+* A trial of a new kind (larger than any measured, see ``TrialOnGpu.new_kind``)
+  closes its GPU to new neighbours until it has been measured too.
 
 The gap between ``target_util`` (rise only below) and ``saturation_util`` (fall
 only above) is the hysteresis that keeps the count from flapping.
@@ -33,10 +46,12 @@ only above) is the hysteresis that keeps the count from flapping.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hpsearch.placement._capacity import fit
+from hpsearch.placement._evidence import MIN_SAMPLES
 from hpsearch.placement._profiles import TrialProfiles
+from hpsearch.placement._ramp import Judgement, StepRates, Verdict
 from hpsearch.placement._views import (
     GpuDecision,
     GpuKey,
@@ -48,21 +63,31 @@ from hpsearch.placement._views import (
 )
 from hpsearch.placement.settings import PackingSpec
 
+ROOMY_SHARE = 0.25
+"""A GPU this full at most (a share of its usable memory) takes a neighbour for a trial of a
+new kind before that trial is measured."""
+
 
 @dataclass
 class _GpuState:
     limit: int
     reason: str
     changed_at: float
+    rates: StepRates = field(default_factory=StepRates)
     lowered_at: float = -math.inf
     oom_seen: float = -math.inf
+    paid: set[int] = field(default_factory=set)
+    """Counts measured to pay over the best below them."""
+    judged: list[Judgement] = field(default_factory=list)
+    """Judgements made in this decision (for the records)."""
 
 
 class PackingPolicy:
     """Decides per GPU how many trials it holds, and places new trials on the GPU with room.
 
-    Keeps the state hysteresis needs (each GPU's limit and when it last moved)
-    and the recent trial profiles; everything else comes in the view.
+    Keeps the state hysteresis and the judging need (each GPU's limit, when it last
+    moved, what each count measured) and the recent trial profiles; everything
+    else comes in the view.
     """
 
     def __init__(self, settings: PackingSpec) -> None:
@@ -74,13 +99,51 @@ class PackingPolicy:
         """A new trial's needs, from the recent trials' measured profiles."""
         return self._profiles.estimate()
 
-    # -- profiles -----------------------------------------------------------------
-
     # -- decisions ----------------------------------------------------------------
 
     def decide(self, view: PackingView) -> dict[GpuKey, GpuDecision]:
         """Each GPU's limit now, with the share a new trial gets and the reason."""
         previous = {key: state.limit for key, state in self._state.items()}
+        self._take_events(view)
+        gpus_per_node: dict[str, int] = {}
+        for gpu in view.gpus:
+            gpus_per_node[gpu.key.node] = gpus_per_node.get(gpu.key.node, 0) + 1
+        decisions = {}
+        for gpu in view.gpus:
+            state = self._state_of(gpu.key, view.now)
+            limit, reason = self._limit(gpu, view, state, gpus_per_node[gpu.key.node])
+            if limit != state.limit:
+                if limit < state.limit:
+                    state.lowered_at = view.now
+                state.limit, state.changed_at = limit, view.now
+            state.reason = reason
+            waiting = self._new_kind_waiting(gpu, view.now)
+            if waiting is not None:
+                reason = (
+                    f"{reason}; no new neighbour until trial {waiting.number} (larger than "
+                    "any trial measured) has been measured past its warm-up"
+                )
+            judged = "; ".join(j.reason for j in state.judged)
+            state.judged = []
+            decisions[gpu.key] = GpuDecision(
+                limit,
+                1.0 / limit,
+                reason,
+                previous.get(gpu.key),
+                open=waiting is None,
+                judged=judged,
+            )
+        return decisions
+
+    def _state_of(self, key: GpuKey, now: float) -> _GpuState:
+        state = self._state.get(key)
+        if state is None:
+            state = _GpuState(1, "", now)
+            self._state[key] = state
+        return state
+
+    def _take_events(self, view: PackingView) -> None:
+        """What happened since the last view: OOMs, profiles of ended trials, steps done."""
         for oom in view.ooms:
             state = self._state.get(oom.gpu)
             if state is not None and oom.sharing > 1:
@@ -95,87 +158,151 @@ class PackingPolicy:
                 )
         for gpu in view.gpus:
             self._profiles.learn(gpu, view.now)
-        gpus_per_node: dict[str, int] = {}
-        for gpu in view.gpus:
-            gpus_per_node[gpu.key.node] = gpus_per_node.get(gpu.key.node, 0) + 1
-        decisions = {}
-        for gpu in view.gpus:
-            limit, reason = self._limit(gpu, view, gpus_per_node[gpu.key.node])
-            state = self._state.get(gpu.key)
-            if state is None:
-                state = _GpuState(limit, reason, view.now)
-                self._state[gpu.key] = state
-            elif limit != state.limit:
-                if limit < state.limit:
-                    state.lowered_at = view.now
-                state.limit, state.changed_at = limit, view.now
-            state.reason = reason
-            waiting = self._new_kind_waiting(gpu, view.now)
-            if waiting is not None:
-                reason = (
-                    f"{reason}; no new neighbour until trial {waiting.number} (larger than "
-                    f"any trial measured) has run {self.settings.probe_seconds:g} s past warm-up"
-                )
-            decisions[gpu.key] = GpuDecision(
-                limit, 1.0 / limit, reason, previous.get(gpu.key), open=waiting is None
-            )
-        return decisions
+        for profile in view.profiles:
+            self._profiles.add(profile)
+        for work in view.work:
+            state = self._state.get(work.gpu)
+            if state is not None and work.step_s is not None:
+                state.rates.add(work.warm, work.step_s)
 
     def _new_kind_waiting(self, gpu: GpuView, now: float) -> TrialOnGpu | None:
-        """A trial of a new kind on the GPU not yet measured (``auto`` only)."""
-        if self.settings.mode != "auto":
+        """A trial of a new kind on the GPU not yet measured (``auto`` only): past its warm-up
+        for ``probe_seconds``, or for a few samples of its GPU, whichever comes first.
+
+        A roomy GPU (see :meth:`_roomy`) takes a neighbour anyway: were the new trial
+        to grow to several times what it holds now, the two would still fit.
+        """
+        if self.settings.mode != "auto" or self._roomy(gpu):
             return None
         for trial in gpu.trials:
-            if trial.new_kind and (
-                trial.warm_at is None or now - trial.warm_at < self.settings.probe_seconds
+            if not trial.new_kind:
+                continue
+            if trial.warm_at is None or (
+                now - trial.warm_at < self.settings.probe_seconds
+                and trial.samples_warm < MIN_SAMPLES
             ):
                 return trial
         return None
 
     def _limit(  # noqa: PLR0911 - one return per rule reads better than a chain of flags
-        self, gpu: GpuView, view: PackingView, gpus_on_node: int
+        self, gpu: GpuView, view: PackingView, state: _GpuState, gpus_on_node: int
     ) -> tuple[int, str]:
-        """The GPU's limit now and why: a fall, a hold, or a rise to what fits."""
+        """The GPU's limit now and why: a fall, a hold, a verdict or a rise."""
         s = self.settings
-        state = self._state.get(gpu.key)
-        current = state.limit if state is not None else 1
+        current = state.limit
         if s.mode == "off":
             return 1, "packing off: one trial per GPU"
         if s.mode == "fixed":
             return s.trials_per_gpu, f"packing fixed: {s.trials_per_gpu} trial(s) per GPU"
         if not gpu.telemetry:
             return 1, "no GPU monitor reads this GPU: one trial per GPU"
-        estimate = self.estimate()
+        estimate, provisional = self._evidence(gpu)
         if estimate is None:
+            if current > 1:
+                return current, state.reason
             return 1, (
-                "no trial of this search measured yet: one per GPU until one has run "
-                f"{s.probe_seconds:g} s past its warm-up"
+                "no trial of this search measured yet: one per GPU until its GPU has been "
+                f"read {MIN_SAMPLES} times with it running"
             )
         by_util, hard, arithmetic = self._ceiling(gpu, view, estimate, gpus_on_node)
         fall = self._fall(gpu, view.now, current, estimate)
         if fall is not None:
             return fall
-        if state is not None and view.now - state.oom_seen < s.cooldown_seconds:
+        if view.now - state.oom_seen < s.cooldown_seconds:
             return min(current, by_util, hard), state.reason
         if current > hard:
             return hard, arithmetic
+        back = self._judged(state, current)
+        if back is not None:
+            return back
         if current > by_util:
             return current, (
                 f"holding {current}: {arithmetic}; utilisation lowers a count only when "
                 f"measured at {s.saturation_util:g}%"
             )
-        if current == min(by_util, hard):
-            return current, arithmetic
-        # A rise: only from a full GPU, once per probe period, none in the cool-down.
-        if len(gpu.trials) < current or (
-            state is not None
-            and (
-                view.now - state.changed_at < s.probe_seconds
-                or view.now - state.lowered_at < s.cooldown_seconds
+        target = min(by_util, hard)
+        if current >= target:
+            return current, state.reason if current in state.paid else arithmetic
+        # A rise: only from a full GPU, none in the cool-down.
+        if len(gpu.trials) < current or view.now - state.lowered_at < s.cooldown_seconds:
+            return current, state.reason or arithmetic
+        return self._grow(gpu, view.now, state, target, estimate, provisional, arithmetic)
+
+    def _grow(  # noqa: PLR0917 - the rise's inputs, computed by _limit
+        self,
+        gpu: GpuView,
+        now: float,
+        state: _GpuState,
+        target: int,
+        estimate: TrialProfile,
+        provisional: bool,
+        arithmetic: str,
+    ) -> tuple[int, str]:
+        """Double the count towards ``target`` when the evidence allows it now.
+
+        * A roomy GPU (its last samples, one taken since the count last moved, show
+          it nearly empty) doubles at once: its new trials' start-ups overlap, and
+          the counts are judged by their steps as they work.
+        * On the GPU's last samples alone, a GPU tries a second trial, no more.
+        * Once trials are measured (past warm-up for ``probe_seconds``, or a few that
+          ended), a count their steps showed paying doubles; one not measured so
+          (long trials report too few steps) rises straight to what fits, at most
+          one step per ``probe_seconds``.
+        """
+        s = self.settings
+        current = state.limit
+        fresh = gpu.recent is not None and gpu.recent.latest > state.changed_at
+        doubling = (fresh and self._roomy(gpu)) or current in state.paid
+        if doubling or (provisional and current == 1):
+            limit, reason = self._rise(gpu, current, min(target, 2 * current), estimate, arithmetic)
+            return limit, (f"trying {limit}: {reason}" if limit > current else reason)
+        if provisional or now - state.changed_at < s.probe_seconds:
+            return current, (
+                f"holding {current} until its steps are measured, or its trials are "
+                f"measured {s.probe_seconds:g} s past their warm-up; {arithmetic}"
             )
-        ):
-            return current, state.reason if state is not None else arithmetic
-        return self._rise(gpu, view.now, current, min(by_util, hard), estimate, arithmetic)
+        return self._rise(gpu, current, target, estimate, arithmetic)
+
+    def _judged(self, state: _GpuState, current: int) -> tuple[int, str] | None:
+        """The steps' verdict on the counts held: ``None`` to go on, else the count back to."""
+        judgement = state.rates.judge(current)
+        if judgement is None:
+            return None
+        state.judged.append(judgement)
+        if judgement.verdict is Verdict.BACK:
+            state.paid.discard(judgement.level)
+            state.rates.forget(judgement.level)
+            return judgement.now, (
+                f"back to {judgement.now}: {judgement.reason}; no larger count for "
+                f"{self.settings.cooldown_seconds:g} s"
+            )
+        if judgement.paid:
+            state.paid.update(c for c in state.rates.measured() if c <= judgement.level)
+        state.reason = f"kept {judgement.level}: {judgement.reason}"
+        return None
+
+    def _roomy(self, gpu: GpuView) -> bool:
+        """Whether the GPU's last samples show it nearly empty (:data:`ROOMY_SHARE` of its
+        usable memory in use at most): room for its trials to double, even were each to
+        grow to several times what it holds now."""
+        total, recent = gpu.memory_total_mb, gpu.recent
+        if not total or recent is None or recent.used_mb is None:
+            return False
+        return recent.used_mb <= ROOMY_SHARE * total * (1 - self.settings.memory_headroom)
+
+    def _evidence(self, gpu: GpuView) -> tuple[TrialProfile | None, bool]:
+        """The estimate of a new trial, and whether it rests on the GPU's last samples only.
+
+        The search's measured profiles when its kind is known; else the GPU's last
+        few samples with trials on it (enough to try one count more, not to jump).
+        """
+        estimate = self.estimate()
+        if estimate is not None:
+            return estimate, False
+        recent = gpu.recent
+        if recent is None:
+            return None, False
+        return TrialProfile(-1, recent.utilization_pct, recent.memory_mb, recent.samples), True
 
     def _fall(
         self, gpu: GpuView, now: float, current: int, estimate: TrialProfile
@@ -188,11 +315,10 @@ class PackingPolicy:
         """
         s = self.settings
         n = len(gpu.trials)
-        util = gpu.utilization_pct
+        util = self._busy(gpu, now)
         expected = n * estimate.utilization_pct
         if (
-            self._profiles.measured(gpu, now)
-            and util is not None
+            util is not None
             and util >= s.saturation_util
             and expected < s.saturation_util
             and n > 1
@@ -202,25 +328,41 @@ class PackingPolicy:
                 f"{s.saturation_util:g}%, where {n} × {estimate.utilization_pct:.0f}% "
                 "was expected"
             )
-        total, used = gpu.memory_total_mb, gpu.memory_used_mb
+        total = gpu.memory_total_mb
+        used = max(
+            (m for m in (gpu.memory_used_mb, gpu.recent.used_mb if gpu.recent else None) if m),
+            default=None,
+        )
         if total and used is not None and used >= total * (1 - s.memory_headroom / 2):
             return max(1, min(current, n) - 1), (
                 f"memory pressure: {used:.0f} of {total:.0f} MiB used with {n} trial(s)"
             )
         return None
 
-    def _rise(  # noqa: PLR0917 - the rise's inputs, computed by _limit
+    def _busy(self, gpu: GpuView, now: float) -> float | None:
+        """How busy the GPU is measured: over its settled window, else its last samples while
+        the trials now on it ran, warm."""
+        if self._profiles.measured(gpu, now):
+            return gpu.utilization_pct
+        recent = gpu.recent
+        if (
+            recent is not None
+            and recent.processes == len(gpu.trials)
+            and all(t.warm_at is not None for t in gpu.trials)
+        ):
+            return recent.busy_pct
+        return None
+
+    def _rise(
         self,
         gpu: GpuView,
-        now: float,
         current: int,
         target: int,
         estimate: TrialProfile,
         arithmetic: str,
     ) -> tuple[int, str]:
-        """Straight to what fits, if the GPU's memory, with the trials to come, allows it."""
+        """Up to ``target``, if the GPU's memory, with the trials to come, allows it."""
         s = self.settings
-        util_now = self._utilization(gpu, estimate, self._profiles.measured(gpu, now))
         memory_now = self._memory(gpu, estimate)
         total = gpu.memory_total_mb
         memory_text = ""
@@ -240,7 +382,7 @@ class PackingPolicy:
         if target <= current:
             return current, arithmetic
         return target, (
-            f"room: {util_now:.0f}% now, {estimate.utilization_pct:.0f}% per trial → {target} "
+            f"room: {estimate.utilization_pct:.0f}% per trial → {target} "
             f"trial(s){memory_text}; {arithmetic}"
         )
 
@@ -279,13 +421,6 @@ class PackingPolicy:
             )
         ceiling = min(by_util, *hard)
         return by_util, min(hard), f"at most {ceiling} ({'; '.join(parts)})"
-
-    def _utilization(self, gpu: GpuView, estimate: TrialProfile, measured: bool) -> float:
-        """The GPU's utilisation now: measured when settled, else estimated per trial."""
-        if measured and gpu.utilization_pct is not None:
-            return gpu.utilization_pct
-        # Trials not yet measured count at the estimate, not at what the GPU shows now.
-        return len(gpu.trials) * estimate.utilization_pct
 
     def _memory(self, gpu: GpuView, estimate: TrialProfile) -> float | None:
         """Memory the GPU's trials hold or will: measured, or the estimate for those not yet."""

@@ -36,6 +36,8 @@ class TrialOnGpu:
         alone: it runs alone on a whole GPU (an OOM under a shared cap, run again).
         new_kind: it is larger, in the parameters that grow memory, than any trial
             measured so far: its GPU takes no new neighbour until it is measured.
+        samples_warm: samples of its GPU taken since it was past its warm-up.
+        started_at: when it was admitted (``None``: not known).
     """
 
     number: int
@@ -44,6 +46,8 @@ class TrialOnGpu:
     memory_mb: float | None = None
     alone: bool = False
     new_kind: bool = False
+    samples_warm: int = 0
+    started_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,8 @@ class GpuView:
         utilization_pct: mean utilisation over that window.
         memory_used_mb: peak memory used over that window.
         telemetry: whether a monitor reads this GPU at all (none: a node whose monitor is lost).
+        recent: its last few samples per trial process running then, whatever trials
+            came and went (``None``: too few yet).
     """
 
     key: GpuKey
@@ -68,6 +74,57 @@ class GpuView:
     utilization_pct: float | None = None
     memory_used_mb: float | None = None
     telemetry: bool = True
+    recent: DeviceReading | None = None
+
+
+@dataclass(frozen=True)
+class DeviceReading:
+    """A GPU lately, per trial process that ran on it: the evidence of its last few samples.
+
+    Attributes:
+        utilization_pct: the mean of each sample's utilisation over the trials running then.
+        memory_mb: the most one trial process held (its own, where the driver lists
+            processes; else the GPU's memory over the trials running then).
+        samples: how many samples it covers.
+        busy_pct: the GPU's own mean utilisation over them.
+        used_mb: the most memory the GPU had in use over them.
+        processes: how many trial processes ran during every one of them (``None``:
+            the count changed).
+        since: when the oldest of them was taken.
+        latest: when the newest of them was taken.
+    """
+
+    utilization_pct: float
+    memory_mb: float
+    samples: int
+    busy_pct: float = 0.0
+    used_mb: float | None = None
+    processes: int | None = None
+    since: float = 0.0
+    latest: float = 0.0
+
+
+@dataclass(frozen=True)
+class WorkDone:
+    """A trial on ``gpu`` reported a step, or ended: what packing's throughput is measured by.
+
+    Attributes:
+        gpu: where it runs.
+        at: when.
+        number: the trial.
+        ended: it ended (else: it reported a step).
+        ran_s: for an end, how long it held the GPU.
+        step_s: for a step after the trial's first, the seconds since its previous one.
+        warm: for such a step, the warm trials (ones that had reported once) on the GPU.
+    """
+
+    gpu: GpuKey
+    at: float
+    number: int
+    ended: bool = False
+    ran_s: float = 0.0
+    step_s: float | None = None
+    warm: int = 0
 
 
 @dataclass(frozen=True)
@@ -89,6 +146,8 @@ class PackingView:
         node_cpus: CPUs of each node (by ``GpuKey.node``).
         new_trial_cpus: CPUs a new trial is expected to use.
         ooms: OOMs of trials since the last view (the policy keeps what it needs).
+        work: steps reported and trials ended since the last view.
+        profiles: what trials that ended since the last view were measured to need.
     """
 
     now: float
@@ -96,15 +155,27 @@ class PackingView:
     node_cpus: dict[str, float] = field(default_factory=dict)
     new_trial_cpus: float = 1.0
     ooms: tuple[OomEvent, ...] = ()
+    work: tuple[WorkDone, ...] = ()
+    profiles: tuple[TrialProfile, ...] = ()
 
 
 @dataclass(frozen=True)
 class TrialProfile:
-    """What one trial was measured to need: its share of utilisation and its peak memory."""
+    """What one trial was measured to need: its share of utilisation and its peak memory.
+
+    Attributes:
+        number: the trial.
+        utilization_pct: its share of its GPU's utilisation.
+        memory_mb: its peak memory (``None``: not measured).
+        samples: the samples it was measured from (0: a GPU measured whole, long).
+        seconds: how long it was measured.
+    """
 
     number: int
     utilization_pct: float
     memory_mb: float | None
+    samples: int = 0
+    seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -118,6 +189,7 @@ class GpuDecision:
         previous: the limit before this decision (``None`` for the first one).
         open: whether the GPU takes a new trial now if it has room (not while a
             trial of a new kind on it waits to be measured).
+        judged: what a count measured, when its window closed in this decision.
     """
 
     limit: int
@@ -125,6 +197,7 @@ class GpuDecision:
     reason: str
     previous: int | None = None
     open: bool = True
+    judged: str = ""
 
     @property
     def changed(self) -> bool:

@@ -50,7 +50,7 @@ class PackingSpec(Settings):
     saturation_util: float = Field(default=SATURATION_UTIL_PCT, gt=0, le=100)
     max_trials_per_gpu: PositiveInt = MOST_TRIALS_PER_GPU
     memory_headroom: float = Field(default=MEMORY_HEADROOM, ge=0, lt=0.9)
-    probe_seconds: Seconds = 10.0
+    probe_seconds: Seconds = 5.0
     cooldown_seconds: float = Field(default=30.0, ge=0)
     mps: Literal["auto", "off"] = "off"
 

@@ -164,6 +164,8 @@ class _SimulatedSession(FusedPlay, RunnerSession):
         self._pids = itertools.count(10_000)
         self._running: dict[str, Played] = {}
         self._events: TrialEvents | None = None
+        self._workers: dict[tuple[str, ...], int] = {}
+        """Worker processes started per GPU (as Tune keeps them: one per trial slot, reused)."""
 
     # -- the session -------------------------------------------------------------
 
@@ -273,6 +275,7 @@ class _SimulatedSession(FusedPlay, RunnerSession):
         )
         first = launch.members[0]
         trial = Played(launch_id, launch, assigned, dict(first.params))
+        trial.cold = self._new_worker(assigned.gpu_ids)
         self._running[launch_id] = trial
         self._live().started(launch_id)
         if len(launch.members) > 1:
@@ -281,6 +284,16 @@ class _SimulatedSession(FusedPlay, RunnerSession):
             self._next_part(trial)
         else:
             self._begin(trial, trial.params)
+
+    def _new_worker(self, gpu_ids: tuple[str, ...]) -> bool:
+        """Whether the launch needs a new worker process: every one started for its GPU is
+        busy (Tune reuses a worker only for trials asking the same resources)."""
+        busy = sum(t.assigned.gpu_ids == gpu_ids for t in self._running.values())
+        started = self._workers.get(gpu_ids, 0)
+        if busy < started:
+            return False
+        self._workers[gpu_ids] = started + 1
+        return True
 
     def _gpu_ids(self, launch: TrialLaunch) -> tuple[str, ...]:
         """The policy's GPU; else, as Ray fills a node's GPUs, the first with room for its share.
@@ -319,6 +332,16 @@ class _SimulatedSession(FusedPlay, RunnerSession):
         trial.plan, trial.next_epoch = plan, 0
         if plan.load is not None:
             self._send(trial, WorkerEvent(kind=EventKind.GPU_LOAD, gpu_load=plan.load))
+        if trial.cold and plan.cold_start_s > 0:
+            trial.cold = False
+            self._phase(trial, plan.cold_start_s, lambda: self._play(trial, params))
+        else:
+            self._play(trial, params)
+
+    def _play(self, trial: Played, params: dict[str, Any]) -> None:
+        """The plan's run-up to an out of memory, or its first epoch."""
+        plan = trial.plan
+        assert plan is not None
         if plan.oom is not None:
             self._phase(trial, plan.oom_after_s, lambda: self._ran_out(trial, params))
         elif plan.epochs:

@@ -82,6 +82,8 @@ class Played:
     last_step: int | None = None
     retries: list[BatchRetry] = field(default_factory=list)
     placed: bool = False
+    cold: bool = False
+    """Its worker process is new: its first plan starts with the plan's ``cold_start_s``."""
     # The current phase (an epoch, or the run-up to an OOM): solo seconds left,
     # the speed it runs at now, since when, and what happens when it is done.
     remaining: float = 0.0
@@ -151,9 +153,19 @@ class FusedPlay(ABC):
         if trial.plan.load is not None:
             load_event = WorkerEvent(kind=EventKind.GPU_LOAD, gpu_load=trial.plan.load)
             self._send_member(trial, part[0], load_event)
+        if trial.cold and plans[0].cold_start_s > 0:
+            trial.cold = False
+            self._phase(trial, plans[0].cold_start_s, lambda: self._play_part(trial))
+        else:
+            self._play_part(trial)
+
+    def _play_part(self, trial: Played) -> None:
+        """The part's run-up to an out of memory, or its first epoch."""
+        group = trial.group
+        assert group is not None
         if group.oom is not None:
             self._phase(trial, group.oom_after_s, lambda: self._group_ran_out(trial))
-        elif plans[0].epochs:
+        elif group.plans[0].epochs:
             self._group_phase(trial, 0)
         else:
             self._next_part(trial)

@@ -53,6 +53,9 @@ class TrialPlan:
         oom: set when it runs out of memory under its cap before its first report.
         oom_after_s: how long it runs before it does.
         cpus: the CPUs it keeps busy (its loop and its DataLoader workers).
+        cold_start_s: how long it starts before its first step when its worker process
+            is new (imports, the CUDA context, first compilations); a worker that ran a
+            trial before starts the next one at once.
     """
 
     load: GpuLoad | None
@@ -60,6 +63,7 @@ class TrialPlan:
     oom: OomReport | None = None
     oom_after_s: float = 0.0
     cpus: float = 1.0
+    cold_start_s: float = 0.0
 
 
 def tightest_limit(*limits: float | None) -> float | None:

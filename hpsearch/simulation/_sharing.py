@@ -7,22 +7,27 @@ speed. The model says how fast each trial runs when others share the GPU:
 * **Time-sliced** (the default compute mode, no MPS): the GPU runs one
   process's kernels at a time, so together the trials can keep it busy at most
   100% of the time. Each progresses at ``min(1, 100 / Σu)`` of its solo speed,
-  less a context-switch cost per extra process (``switch_cost``, 3% each by
-  default). This gives the published ≈1.0× aggregate throughput of concurrent
-  time-slicing for GPU-filling models (Wang et al., "Horizontally Fused
-  Training Array", MLSys 2021, the HFTA paper), and full speed for trials that
-  leave the GPU idle, until their duty cycles add up to 100%.
+  less the cost of switching between processes, paid when its kernels find
+  another process's running: ``switch_cost`` times ``min(1, Σ(others' u) / 100)``.
+  Measured on an NVIDIA H200 (``benchmarks/results/sharing-2026-11-26-nvidia-h200.json``,
+  from ``shared/gpu-evidence/2026-11-26-h200/sharing.json``): GPU-filling
+  processes keep 0.894 of one alone in aggregate at 2, 4 and 8 processes, a
+  loss that does not grow with the count (``switch_cost`` = 0.106, the
+  default); trials that leave the GPU idle rarely collide and lose almost
+  nothing. Small-kernel loops lost less there (0.978 at 8): the default is the
+  filling case, the conservative one.
 * **MPS**: kernels of different processes run side by side on free SMs. A
   trial's demand is its duty cycle times the share of SMs its kernels occupy
   (``sm_share``); each progresses at ``min(1, 100 / Σ(u·s))``, bounded by
-  ``mps_max_speedup`` over time-slicing (HFTA reports MPS up to ≈2.7× for
-  small models), less a smaller per-process cost (``mps_switch_cost``, 1%).
-  Kernels that fill the GPU (``sm_share`` 1) gain nothing over time-slicing.
+  ``mps_max_speedup`` over time-slicing (measured on the H200: small kernels
+  gained 5.06x at 8 processes; HFTA, MLSys 2021, reports up to ≈2.7x), less
+  ``mps_switch_cost`` on contention as above (measured: filling kernels keep
+  1.035 in aggregate, so 0). Kernels that fill the GPU (``sm_share`` 1) gain
+  nothing over time-slicing.
 * **Memory** is not shared: each process holds its CUDA context and what it
-  allocates (the simulated workload's ``context_mb``, 500 MiB by default,
-  :data:`CUDA_CONTEXT_MB`, from the few hundred MiB PyTorch's CUDA context costs
-  before the first tensor). An allocation past the GPU's free memory, or past
-  the trial's cap, runs out of memory.
+  allocates (the simulated workload's ``context_mb``; :data:`CUDA_CONTEXT_MB`,
+  610 MiB, measured on the H200 before the first tensor). An allocation past
+  the GPU's free memory, or past the trial's cap, runs out of memory.
 * **Fused groups** (``fusion``): K trials of one shape train as one process,
   with one context and one stream. Their kernels run as one wider kernel,
   which fills the SMs one member leaves idle before it takes longer: a fused
@@ -41,8 +46,8 @@ speed. The model says how fast each trial runs when others share the GPU:
   workers) exceeds the node's cores slow in proportion: ``min(1, cores / Σcpus)``.
 
 The constants are declared once, as the fields of :class:`~hpsearch.simulation.spec.SharingSpec`,
-which a config sets under ``telemetry.simulated.sharing``. They are to be calibrated
-on a real GPU.
+which a config sets under ``telemetry.simulated.sharing``; ``make gpu-calibrate``
+writes them from a GPU's ``bench_sharing --real`` file.
 """
 
 from __future__ import annotations
@@ -53,8 +58,9 @@ from dataclasses import dataclass, field
 from hpsearch.simulation.spec import SharingSpec
 from hpsearch.telemetry import GpuDemand
 
-CUDA_CONTEXT_MB = 500.0
-"""What a process's CUDA context costs on its GPU before its first tensor, in MiB."""
+CUDA_CONTEXT_MB = 610.0
+"""What a process's CUDA context costs on its GPU before its first tensor, in MiB (measured on
+an H200 with torch 2.11: ``benchmarks/results/sharing-2026-11-26-nvidia-h200.json``)."""
 
 _SLOWEST = 0.05
 """No trial runs slower than this share of its solo speed (switch costs have a floor)."""
@@ -81,20 +87,21 @@ class SharingModel:
 
     def gpu_rates(self, demands: Sequence[GpuDemand]) -> list[float]:
         """Each trial's speed, as a share of its solo speed, while these share one GPU."""
-        n = len(demands)
-        if n == 0:
+        if not demands:
             return []
-        duty = sum(max(0.0, d.utilization_pct) for d in demands)
+        busy = [max(0.0, d.utilization_pct) for d in demands]
+        duty = sum(busy)
         time_sliced = min(1.0, 100.0 / duty) if duty > 0 else 1.0
         if self.mps:
-            overlap = sum(max(0.0, d.utilization_pct) * _share(d.sm_share) for d in demands)
+            overlap = sum(u * _share(d.sm_share) for u, d in zip(busy, demands, strict=True))
             by_overlap = min(1.0, 100.0 / overlap) if overlap > 0 else 1.0
             rate = min(by_overlap, time_sliced * self.spec.mps_max_speedup)
             cost = self.spec.mps_switch_cost
         else:
             rate, cost = time_sliced, self.spec.switch_cost
-        slowed = rate * (1.0 - cost * (n - 1))
-        return [max(_SLOWEST, slowed)] * n
+        # A trial pays the switch when its kernels find another process's running:
+        # as often as the others keep the GPU busy.
+        return [max(_SLOWEST, rate * (1.0 - cost * min(1.0, (duty - own) / 100.0))) for own in busy]
 
     def throughput(self, demand: GpuDemand, trials: int) -> float:
         """Aggregate speed of ``trials`` identical trials on one GPU, in solo trials."""

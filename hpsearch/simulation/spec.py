@@ -17,20 +17,28 @@ from hpsearch.simulation._traces import BUILTIN_TRACES
 class SharingSpec(Settings):
     """How trials that share a simulated GPU slow each other: the sharing model's constants.
 
+    The defaults are an NVIDIA H200's, measured by ``scripts/bench_sharing.py --real``
+    (``benchmarks/results/sharing-2026-11-26-nvidia-h200.json``, the file of
+    ``shared/gpu-evidence/2026-11-26-h200``); ``make gpu-calibrate`` writes them for
+    another GPU.
+
     Attributes:
-        switch_cost: the speed each time-sliced trial loses per extra process on its GPU.
+        switch_cost: the share of its speed a time-sliced trial loses to switching
+            when its GPU is contended (paid in proportion to how busy the others keep
+            it): 0.106, one less the 0.894 that 2, 4 and 8 GPU-filling processes kept.
         mps: the GPU runs an MPS daemon (kernels of different trials overlap).
-        mps_switch_cost: the speed each trial loses per extra process under MPS.
-        mps_max_speedup: the most MPS gains over time-slicing, in aggregate.
+        mps_switch_cost: the same under MPS: 0, filling processes kept 1.035.
+        mps_max_speedup: the most MPS gains over time-slicing, in aggregate: 5.06,
+            what 8 small-kernel processes gained.
         fused_member_cost: what each member more adds to a fused group's step, as a
             share of one member's step: the host's per-member work (its batches, the
             optimizer's per-member values) and the kernels' per-member floor.
     """
 
-    switch_cost: float = Field(default=0.03, ge=0, lt=1)
+    switch_cost: float = Field(default=0.106, ge=0, lt=1)
     mps: bool = False
-    mps_switch_cost: float = Field(default=0.01, ge=0, lt=1)
-    mps_max_speedup: float = Field(default=2.7, ge=1)
+    mps_switch_cost: float = Field(default=0.0, ge=0, lt=1)
+    mps_max_speedup: float = Field(default=5.06, ge=1)
     fused_member_cost: float = Field(default=0.05, ge=0, lt=1)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable
 from types import TracebackType
@@ -37,7 +38,7 @@ class GpuMonitor:
         self,
         backend: TelemetryBackend,
         *,
-        interval_s: float = 1.0,
+        interval_s: float = 0.2,
         window_s: float = 60.0,
         history_s: float = HISTORY_S,
         clock: Callable[[], float] = time.time,
@@ -115,9 +116,10 @@ class GpuMonitor:
         """Kept samples of GPU ``index`` taken after ``since`` (all kept ones by default)."""
         with self._lock:
             samples = list(self._history.get(index, ()))
-        if since is None:
+        if since is None or not samples or samples[0].time > since:
             return samples
-        return [s for s in samples if s.time > since]
+        # Taken in order: the recent end is found without reading the rest.
+        return samples[bisect_right(samples, since, key=lambda s: s.time) :]
 
     def summary(self, index: int, since: float | None = None) -> GpuSummary | None:
         """Summary of GPU ``index`` over the samples after ``since`` (default: the window)."""

@@ -25,6 +25,9 @@ from hpsearch.telemetry._base import (
 from hpsearch.telemetry._summary import Reading, implausible_readings, summarize
 
 _KEEP_S = 600.0
+SERIES_GAP_S = 1.0
+"""The least time between two points of a trial's GPU series: the monitor samples several
+times a second (for packing), an MLflow series needs no more than one point a second."""
 
 BUSY_READING_PCT = 95.0
 """A GPU reading this busy may hide demand: the trials on it could want more than 100%."""
@@ -61,6 +64,7 @@ class _Placement:
     start: float
     end: float | None = None
     cursor: float = 0.0
+    last_point: float = -float("inf")
     steps: int = 0
     load: TrialLoad | None = None
     sharing_max: int = 1
@@ -202,9 +206,10 @@ class TrialGpuMetrics:
                 row = by_time.setdefault(sample.time, {})
                 row.update(self._sample_metrics(sample, placement, prefix))
         for when in sorted(by_time):
-            if by_time[when]:
+            if by_time[when] and when - placement.last_point >= SERIES_GAP_S:
                 points.append(SeriesPoint(by_time[when], placement.steps, when))
                 placement.steps += 1
+                placement.last_point = when
             placement.cursor = when
         return points
 

@@ -69,6 +69,8 @@ DEFAULTS: dict[str, Any] = {
     "utilization_pct": None,
     "memory_mb": None,
     "sm_share": None,
+    "cpus": None,
+    "cold_start_s": 0.0,
 }
 """Every parameter the workload reads, and its value when the space leaves it out.
 
@@ -76,7 +78,13 @@ DEFAULTS: dict[str, Any] = {
 ``memory_budget_mb``, when given, is a memory budget of the trial's own, below its GPU's.
 ``utilization_pct``, ``memory_mb`` (the whole process, context included) and
 ``sm_share``, when given, replace the modelled ones (a scripted load: the seeds'
-11% and 167 MiB, a saturating job, a memory-heavy one).
+11% and 167 MiB, a saturating job, a memory-heavy one); so does ``cpus``, the
+CPUs the trial keeps busy (``1 + num_workers`` by default: a loop that waits on
+a GPU or a network keeps less than one busy).
+``cold_start_s`` is what a new worker process spends before the trial's first
+step (imports, the CUDA context, first compilations): the first trial each
+worker runs pays it, with its load already on the GPU (the H200 main job's first
+trial took 6 s where the next took 0.6 to 1.9).
 """
 
 _MIB = 1024 * 1024
@@ -156,7 +164,8 @@ def plan(
         profile = replace(profile, memory_mb=float(p["memory_mb"]))
     if p["sm_share"] is not None:
         profile = replace(profile, sm_share=float(p["sm_share"]))
-    cpus = 1.0 + int(p["num_workers"])
+    cpus = 1.0 + int(p["num_workers"]) if p["cpus"] is None else float(p["cpus"])
+    cold = float(p["cold_start_s"]) * scale
     limit = tightest_limit(p["memory_budget_mb"], gpu_memory_mb, memory_cap_mb)
     if limit is not None and profile.memory_mb > limit:
         # Memory fills to the limit, then the allocation fails at once, not after a step.
@@ -169,6 +178,7 @@ def plan(
             oom=OomReport("torch", message, peak_mb=limit, cap_mb=memory_cap_mb),
             oom_after_s=min(profile.step_time_s, 0.5) * scale,
             cpus=cpus,
+            cold_start_s=cold,
         )
     effective = batch * int(p["grad_accum_steps"])
     target = final_accuracy(effective, width, depth, lr)
@@ -188,11 +198,21 @@ def plan(
         }
         reports.append(PlannedEpoch(seconds, metrics, _SPEEDS, _DURATIONS))
     load = GpuLoad(profile.utilization_pct, profile.memory_mb, profile.sm_share, cpus)
-    return TrialPlan(load=load, epochs=tuple(reports), cpus=cpus)
+    return TrialPlan(load=load, epochs=tuple(reports), cpus=cpus, cold_start_s=cold)
 
 
 PACE_CHECK_S = 0.1
 """How often a trial playing in real time asks its simulated GPU how fast it runs."""
+_started_here = False
+"""Whether this worker process has run a trial (the next one starts warm)."""
+
+
+def _cold_start(seconds: float) -> None:
+    """A new worker's start-up, once per process (``cold_start_s``)."""
+    global _started_here  # noqa: PLW0603 - what the process has done, as its state is
+    if not _started_here and seconds > 0:
+        time.sleep(seconds)
+    _started_here = True
 
 
 def _play(seconds: float, share: Callable[[], float]) -> float:
@@ -219,6 +239,7 @@ def train(params: dict[str, Any], ctx: TrialContext) -> None:
         ctx.simulate_gpu_load(
             load.utilization_pct, load.memory_mb, sm_share=load.sm_share, cpus=load.cpus
         )
+    _cold_start(planned.cold_start_s)
     if planned.oom is not None:
         import torch
 
@@ -261,6 +282,7 @@ def train_members(members: list[Member]) -> None:
         first.simulate_gpu_load(
             load.utilization_pct, load.memory_mb, sm_share=load.sm_share, cpus=load.cpus
         )
+    _cold_start(group.plans[0].cold_start_s)
     if group.oom is not None:
         import torch
 

@@ -10,9 +10,9 @@ from hpsearch.simulation import SimulatedSpec, parse_simulate
 from tests.conftest import ConfigWriter
 
 
-def test_telemetry_defaults_to_auto_at_one_hertz(write_config: ConfigWriter) -> None:
+def test_telemetry_defaults_to_auto_at_five_hertz(write_config: ConfigWriter) -> None:
     telemetry = load_config(write_config()).telemetry
-    assert (telemetry.backend, telemetry.interval_s, telemetry.simulated) == ("auto", 1.0, None)
+    assert (telemetry.backend, telemetry.interval_s, telemetry.simulated) == ("auto", 0.2, None)
     assert telemetry.simulation == SimulatedSpec()
 
 

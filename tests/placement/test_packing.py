@@ -7,6 +7,8 @@ from dataclasses import replace
 import pytest
 
 from hpsearch.placement import (
+    DeviceReading,
+    GpuDecision,
     GpuKey,
     GpuView,
     OomEvent,
@@ -14,6 +16,7 @@ from hpsearch.placement import (
     PackingSpec,
     PackingView,
     TrialOnGpu,
+    WorkDone,
 )
 
 RTX4050_MB = 6141.0
@@ -102,11 +105,11 @@ def test_the_seeds_rtx4050_case_packs_several_trials() -> None:
     # Seed 004: 11% utilisation and 167 MiB of 6 GiB for one trial.
     machine = Machine(PackingPolicy(FAST), util=11, memory=167)
     final = machine.run(6)
-    assert final == 8  # 8 x 11% = 88% busy, each at 79% speed: 6.3x one alone (the maximum)
+    assert final == 8  # 8 x 11% = 88% busy, each at 92% speed: 7.3x one alone (the maximum)
     assert machine.limits[:3] == [1, 8, 8]  # measured alone once, then straight to what fits
     assert len(machine.trials[GPU0]) == 8
     reason = machine.policy.decide(machine.view())[GPU0].reason
-    assert "throughput 11.0% each → 8 (≈6.32× one trial alone)" in reason
+    assert "throughput 11.0% each → 8 (≈7.35× one trial alone)" in reason
 
 
 def test_a_saturating_workload_stays_at_one() -> None:
@@ -259,3 +262,112 @@ def test_a_trial_of_a_new_kind_gets_no_neighbour_until_it_is_measured() -> None:
     machine.trials[GPU0][0] = replace(machine.trials[GPU0][0], warm_at=machine.now)
     machine.now += FAST.probe_seconds
     assert machine.policy.decide(machine.view())[GPU0].open
+
+
+# -- short trials: evidence from the GPU's last samples, counts judged by their steps --------
+
+H200_MB = 143771.0
+A16_MB = 16384.0
+
+
+class ShortTrials:
+    """A GPU running trials of under a second: its last samples, and the steps its trials do.
+
+    Each decision is one tick of ``interval`` seconds with a fresh sample; the trials
+    on the GPU fill whatever the policy allows.
+    """
+
+    def __init__(self, policy: PackingPolicy, *, total_mb: float, util: float, memory: float):
+        self.policy, self.total_mb, self.util, self.memory = policy, total_mb, util, memory
+        self.now = 100.0
+        self.trials: list[TrialOnGpu] = []
+        self.work: list[WorkDone] = []
+        self.decisions: list[GpuDecision] = []
+
+    def tick(self, interval: float = 0.2) -> GpuDecision:
+        self.now += interval
+        n = max(1, len(self.trials))
+        recent = DeviceReading(
+            self.util,
+            self.memory,
+            samples=5,
+            busy_pct=self.util * n,
+            used_mb=self.memory * n,
+            processes=n,
+            since=self.now - 1.0,
+            latest=self.now,
+        )
+        view = PackingView(
+            now=self.now,
+            gpus=(GpuView(GPU0, self.total_mb, tuple(self.trials), recent=recent),),
+            node_cpus={"127.0.0.1": 16.0},
+            work=tuple(self.work),
+        )
+        self.work = []
+        decision = self.policy.decide(view)[GPU0]
+        while len(self.trials) < decision.limit:
+            self.trials.append(TrialOnGpu(len(self.trials), started_at=self.now))
+        self.decisions.append(decision)
+        return decision
+
+    def steps(self, warm: int, seconds: float, count: int = 16) -> None:
+        self.work += [
+            WorkDone(GPU0, self.now, k, step_s=seconds, warm=warm) for k in range(count)
+        ]
+
+
+def test_an_idle_roomy_gpu_doubles_at_each_fresh_sample_before_any_trial_warms_up() -> None:
+    # The H200 main job: 2% and 830 MiB of 141 GB for the one trial starting up.
+    gpu = ShortTrials(PackingPolicy(FAST), total_mb=H200_MB, util=2.0, memory=830.0)
+    gpu.trials.append(TrialOnGpu(0, started_at=gpu.now))
+
+    limits = [gpu.tick().limit for _ in range(4)]
+
+    assert limits == [2, 4, 8, 8]
+    assert gpu.decisions[0].reason.startswith("trying 2: room: 2% per trial → 2 trial(s)")
+    assert "throughput 2.0% each → 8" in gpu.decisions[2].reason
+
+
+def test_a_crowded_gpu_tries_a_second_trial_then_doubles_only_once_it_paid() -> None:
+    # 2.5 GB of 16 GB per trial: two hold more than a quarter, no room to double blind.
+    gpu = ShortTrials(PackingPolicy(FAST), total_mb=A16_MB, util=5.0, memory=2500.0)
+    gpu.trials.append(TrialOnGpu(0, started_at=gpu.now))
+    assert gpu.tick().limit == 2
+    assert gpu.tick().limit == 2
+    assert "holding 2 until its steps are measured" in gpu.decisions[-1].reason
+    # Measured: two trials step as fast as one did alone.
+    gpu.steps(1, 0.06)
+    gpu.steps(2, 0.06)
+
+    decision = gpu.tick()
+
+    assert decision.judged.startswith("2 trial(s) measured 33.33 steps/s, 2.00x 1's 16.67")
+    assert decision.limit == 4
+    assert decision.reason.startswith("trying 4: room: ")
+
+
+def test_a_count_its_steps_show_no_faster_goes_back_and_stays_for_the_cool_down() -> None:
+    # CPU-bound trials: eight step at a quarter of the speed four did.
+    gpu = ShortTrials(PackingPolicy(FAST), total_mb=H200_MB, util=2.0, memory=830.0)
+    gpu.trials.append(TrialOnGpu(0, started_at=gpu.now))
+    for _ in range(3):
+        gpu.tick()
+    gpu.steps(4, 0.06)
+    gpu.steps(8, 0.24)
+
+    decision = gpu.tick()
+
+    assert (decision.previous, decision.limit) == (8, 4)
+    assert decision.reason.startswith("back to 4: 8 trial(s) measured 33.33 steps/s, 0.50x 4's")
+    gpu.trials = gpu.trials[:4]
+    for _ in range(int(FAST.cooldown_seconds / 0.2) - 2):
+        assert gpu.tick().limit == 4
+    gpu.now += 1.0
+    assert gpu.tick().limit == 8  # tried again after the cool-down, measured afresh
+
+
+def test_a_busy_gpus_last_samples_leave_it_at_one_trial() -> None:
+    gpu = ShortTrials(PackingPolicy(FAST), total_mb=H200_MB, util=95.0, memory=830.0)
+    gpu.trials.append(TrialOnGpu(0, started_at=gpu.now))
+    assert [gpu.tick().limit for _ in range(3)] == [1, 1, 1]
+    assert "throughput 95.0% each → 1" in gpu.decisions[-1].reason

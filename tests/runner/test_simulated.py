@@ -72,7 +72,7 @@ def test_trials_that_leave_the_gpu_idle_are_packed_and_spread_over_two_gpus(
     assert [t.state.name for t in study.trials] == ["COMPLETE"] * 20
     printed = capsys.readouterr().out
     assert "packing gpu0: 1 trial(s) · no trial of this search measured yet" in printed
-    assert re.search(r"packing gpu1: 1 → \d trial\(s\) · room: ", printed)
+    assert re.search(r"packing gpu1: 1 → \d trial\(s\) · trying \d: room: ", printed)
     first, second = (t.user_attrs[attrs.RESOURCES] for t in study.trials[:2])
     assert {first["gpu"], second["gpu"]} == {0, 1}  # spread, not GPU 0 first
     assert first["gpus"] == 1.0  # unmeasured: alone
@@ -92,7 +92,7 @@ def test_trials_that_leave_the_gpu_idle_are_packed_and_spread_over_two_gpus(
     decisions = _decisions(project, outcome.mlflow_parent_run_id)
     rises = [d for d in decisions if d["previous"] and d["limit"] > d["previous"]]
     assert rises
-    assert all(d["reason"].startswith("room: ") for d in rises)
+    assert all("room: " in d["reason"] for d in rises)
     run = client.search_runs(
         [client.get_experiment_by_name("test-study").experiment_id],  # type: ignore[union-attr]
         f"tags.`{TRIAL_NUMBER_TAG}` = '5'",

@@ -104,3 +104,21 @@ def test_an_unmeasured_constant_keeps_its_default_and_a_dry_run_is_refused(
     source.write_text(json.dumps({**measured, "dry_run": True}))
     with pytest.raises(SystemExit, match="dry run"):
         gpu_calibrate.write(source, tmp_path)
+
+
+def test_the_simulators_defaults_are_what_make_gpu_calibrate_writes_from_the_h200_run(
+    tmp_path: Path,
+) -> None:
+    from hpsearch.simulation import CUDA_CONTEXT_MB, SharingSpec
+
+    # The sharing file of the 2026-11-26 H200 run (shared/gpu-evidence), kept in the repo.
+    source = REPO / "benchmarks" / "results" / "sharing-2026-11-26-nvidia-h200.json"
+    fragment = yaml.safe_load(gpu_calibrate.write(source, tmp_path).read_text())
+    sharing = fragment["telemetry"]["simulated"]["sharing"]
+    defaults = SharingSpec()
+    # 2, 4 and 8 GPU-filling processes kept 0.894: a contention loss of 0.106.
+    assert sharing["switch_cost"] == defaults.switch_cost == 0.106
+    assert sharing["mps_switch_cost"] == defaults.mps_switch_cost == 0.0
+    assert sharing["mps_max_speedup"] == pytest.approx(defaults.mps_max_speedup, abs=0.005)
+    measured = json.loads(source.read_text())["results"]["context"]["context_mb"]
+    assert measured == CUDA_CONTEXT_MB == 610.0

@@ -1,0 +1,154 @@
+"""Packing's judge: a GPU's throughput at each count of trials, measured from their steps.
+
+Utilisation says whether trials leave a GPU idle; it does not say whether more
+of them finish sooner (a trial bound by its CPU, its data or the driver gains
+nothing from a neighbour however idle the GPU is). So every count a GPU holds
+is judged by the work its trials complete (Gandiva, OSDI'18, judges packing
+the same way): each step a trial reports took some seconds, with some number
+of warm trials (trials that had reported once) on its GPU; a count's
+throughput is that count over the mean step time at it. Trials still starting
+(a new worker's imports and CUDA context) do no steps and do not count, so a
+count is measured as soon as its trials work, however long they took to start.
+
+A count is kept while it gains what packing asks of every trial added
+(:data:`~hpsearch.placement.MIN_GAIN` each, compounded) over the best count
+measured below it, and goes back to that count once measured short of it
+beyond doubt: the trials of a search differ in size, so their steps do too,
+and a gain counts as missed only when it misses by more than twice its
+standard error. Pure: it is told the steps and the count.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import statistics
+from collections import deque
+from dataclasses import dataclass
+
+from hpsearch.placement._capacity import MIN_GAIN
+
+STEPS_KEPT = 64
+"""The recent step times kept per count (the search drifts as it learns)."""
+DOUBT = 2.0
+"""How many standard errors a gain must miss by before a count is gone back from."""
+
+
+def steps_needed(count: int) -> int:
+    """Step times a count needs before it is judged: two a trial, eight at least."""
+    return max(8, 2 * count)
+
+
+class Verdict(enum.Enum):
+    """What the measured throughputs say about the counts a GPU held."""
+
+    KEEP = "keep"
+    """The highest count measured paid over the best below it (or nothing below was measured)."""
+    BACK = "back"
+    """It did not pay: back to the best count below it."""
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """The highest count measured, judged against the best one below it.
+
+    Attributes:
+        verdict: keep it, or go back.
+        level: the count judged.
+        now: the count from now on (``level``, or the one gone back to).
+        throughput: steps per second measured at ``level``.
+        below: the count compared with (``None``: none measured).
+        gain: ``throughput`` over ``below``'s.
+        paid: the gain reached what the count asks (else it is kept for doubt only).
+        reason: the arithmetic, for the records.
+    """
+
+    verdict: Verdict
+    level: int
+    now: int
+    throughput: float
+    below: int | None
+    gain: float | None
+    paid: bool
+    reason: str
+
+
+class StepRates:
+    """One GPU's step times by how many warm trials it held: its throughput at each count."""
+
+    def __init__(self) -> None:
+        self._steps: dict[int, deque[float]] = {}
+        self._said: tuple[int, int | None, Verdict, bool] | None = None
+
+    def add(self, warm: int, seconds: float) -> None:
+        """A step of ``seconds`` taken while ``warm`` trials on the GPU worked."""
+        if warm < 1 or seconds <= 0:
+            return
+        self._steps.setdefault(warm, deque(maxlen=STEPS_KEPT)).append(seconds)
+
+    def throughput(self, count: int) -> float | None:
+        """Steps per second at ``count`` trials (``None``: too few steps measured there)."""
+        steps = self._steps.get(count)
+        if steps is None or len(steps) < steps_needed(count):
+            return None
+        return count * len(steps) / sum(steps)
+
+    def _spread(self, count: int) -> float:
+        """The relative standard error of ``count``'s throughput (its mean step's)."""
+        steps = self._steps[count]
+        return statistics.stdev(steps) / math.sqrt(len(steps)) / statistics.fmean(steps)
+
+    def measured(self) -> list[int]:
+        """The counts measured well enough to judge, smallest first."""
+        return sorted(c for c in self._steps if self.throughput(c) is not None)
+
+    def forget(self, count: int) -> None:
+        """Measure ``count`` afresh next time it is held (it was gone back from)."""
+        self._steps.pop(count, None)
+
+    def judge(self, limit: int) -> Judgement | None:
+        """The highest count measured up to ``limit`` against the best below it.
+
+        Returns:
+            A judgement when it differs from the last one given (a verdict is said
+            once, not at every decision), else ``None``.
+        """
+        counts = [c for c in self.measured() if c <= limit]
+        if not counts:
+            return None
+        top = counts[-1]
+        rate = self.throughput(top)
+        assert rate is not None
+        below = [c for c in counts if c < top]
+        if not below:
+            judgement = Judgement(
+                Verdict.KEEP, top, top, rate, None, None, True,
+                f"{top} trial(s) measured {rate:.2f} steps/s",
+            )  # fmt: skip
+        else:
+            best = max(below, key=lambda c: self.throughput(c) or 0.0)
+            best_rate = self.throughput(best)
+            assert best_rate is not None
+            gain = rate / best_rate
+            needed = (1 + MIN_GAIN) ** (top - best)
+            doubt = DOUBT * math.hypot(self._spread(top), self._spread(best))
+            paid = gain >= needed
+            missed = gain * (1 + doubt) < needed
+            judgement = Judgement(
+                Verdict.BACK if missed else Verdict.KEEP,
+                top,
+                best if missed else top,
+                rate,
+                best,
+                gain,
+                paid,
+                f"{top} trial(s) measured {rate:.2f} steps/s, {gain:.2f}x {best}'s "
+                f"{best_rate:.2f} (needs {needed:.2f}x"
+                + (f", ±{doubt:.0%})" if not paid else ")")
+                + (f": back to {best}" if missed else ""),
+            )
+        said = (judgement.level, judgement.below, judgement.verdict, judgement.paid)
+        if said == self._said:
+            return None
+        self._said = said
+        return judgement

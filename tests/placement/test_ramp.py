@@ -1,0 +1,71 @@
+"""Packing's judge: each count's throughput from its trials' steps, kept or gone back from."""
+
+from __future__ import annotations
+
+import pytest
+
+from hpsearch.placement import StepRates, Verdict
+
+
+def _steps(rates: StepRates, warm: int, seconds: float, count: int = 16) -> None:
+    for _ in range(count):
+        rates.add(warm, seconds)
+
+
+def test_a_count_that_gains_is_kept_and_said_once() -> None:
+    rates = StepRates()
+    _steps(rates, 1, 0.060)
+    first = rates.judge(limit=8)
+    assert first is not None
+    assert (first.verdict, first.level, first.below) == (Verdict.KEEP, 1, None)
+    assert rates.judge(limit=8) is None  # the same verdict is not said twice
+    _steps(rates, 4, 0.062)  # four trials, each nearly as fast as one alone
+
+    judgement = rates.judge(limit=8)
+
+    assert judgement is not None
+    assert (judgement.verdict, judgement.level, judgement.below) == (Verdict.KEEP, 4, 1)
+    assert judgement.gain == pytest.approx(4 * 0.060 / 0.062)
+    assert judgement.paid
+    assert "needs 1.16x" in judgement.reason
+
+
+def test_a_count_measured_no_faster_goes_back_to_the_best_below() -> None:
+    # CPU-bound trials on two cores: four take twice as long per step as two.
+    rates = StepRates()
+    _steps(rates, 2, 0.1)
+    _steps(rates, 4, 0.2)
+
+    judgement = rates.judge(limit=4)
+
+    assert judgement is not None
+    assert (judgement.verdict, judgement.now, judgement.below) == (Verdict.BACK, 2, 2)
+    assert judgement.reason.endswith("back to 2")
+    rates.forget(4)
+    assert rates.measured() == [2]
+
+
+def test_steps_that_vary_by_more_than_the_miss_keep_the_count_for_doubt() -> None:
+    # Trials of different sizes: the four-trial steps spread widely around a small loss.
+    rates = StepRates()
+    _steps(rates, 2, 0.1)
+    for seconds in (0.05, 0.4) * 8:
+        rates.add(4, seconds)
+
+    judgement = rates.judge(limit=4)
+
+    assert judgement is not None
+    assert judgement.verdict is Verdict.KEEP
+    assert not judgement.paid
+    assert "±" in judgement.reason
+
+
+def test_a_count_needs_steps_enough_to_be_judged() -> None:
+    rates = StepRates()
+    _steps(rates, 8, 0.06, count=15)  # two steps a trial: 16
+    assert rates.judge(limit=8) is None
+    rates.add(8, 0.06)
+    assert rates.throughput(8) == pytest.approx(8 / 0.06)
+    rates.add(0, 0.06)  # a step with no warm trial counted is no evidence
+    rates.add(3, 0.0)
+    assert rates.measured() == [8]
