@@ -12,7 +12,8 @@ from __future__ import annotations
 import logging
 import math
 import os
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ from rich.console import Console
 
 from hpsearch import attrs, interrupts
 from hpsearch._importable import ensure_importable_from
+from hpsearch._sqlite import settle
 from hpsearch.config import ExecutionSpec, RunConfig, load_config
 from hpsearch.errors import ConfigError, HpsearchError
 from hpsearch.gpu_telemetry import OpenedTelemetry, open_backend
@@ -48,6 +50,7 @@ from hpsearch.oom import OomBook
 from hpsearch.placement import (
     AdmissionRequest,
     FusionSizer,
+    GpuKey,
     PackingAdmission,
     PackingObserver,
     PackingPolicy,
@@ -57,7 +60,7 @@ from hpsearch.placement import (
 from hpsearch.progress import ProgressView
 from hpsearch.pruning import VerdictBoard, make_judge
 from hpsearch.results import StudyResults
-from hpsearch.runner import MpsState, RunnerSession, TrialRunner, mps_daemon
+from hpsearch.runner import MpsDaemons, RunnerSession, TrialRunner
 from hpsearch.scheduler import Scheduler
 from hpsearch.simulation import PacePublisher, SimulatedSpec, parse_simulate
 from hpsearch.study import (
@@ -297,8 +300,8 @@ def _search(  # noqa: PLR0917 - the root hands over what it opened
     timed_out = overdue = False
     try:
         with (
-            _mps(config, telemetry.backend, parent) as mps,
             runner.connect(execution, workdir, _simulated(config)) as session,
+            _mps(config, telemetry.backend, session, parent, console) as mps,
             _monitoring(config, telemetry.backend, session, console) as readings,
             _study_access(config, handle, session) as study_access,
         ):
@@ -312,7 +315,7 @@ def _search(  # noqa: PLR0917 - the root hands over what it opened
                 console=console,
                 policy=policy,
                 before=before,
-                mps=mps.active,
+                mps=mps,
                 study_access=study_access,
             )
             # Where a SIGTERM stopped the runner's processes too, what Ctrl-C records
@@ -344,6 +347,8 @@ def _search(  # noqa: PLR0917 - the root hands over what it opened
     finally:
         parent.end(status)
         _land_tracking_writes(config, tracker, console)
+        for store in (config.study.storage, config.tracking.uri):
+            settle(store)
 
     trials = handle.study.get_trials(deepcopy=False)
     checkpoints = study_folder(config.execution.checkpoint_dir, config.study.name)
@@ -448,7 +453,7 @@ def build_search(
     console: Console,
     policy: ResourcePolicy | None = None,
     before: BudgetCount | None = None,
-    mps: bool = False,
+    mps: MpsDaemons | None = None,
     study_access: StudyAccess | None = None,
 ) -> SearchParts:
     """Wire the parts of a search: the ledger, its listeners, the policy and the scheduler.
@@ -471,7 +476,7 @@ def build_search(
     )
     placing = None
     if policy is None:
-        policy, placing = _resource_policy(config, session, readings, [view, parent])
+        policy, placing = _resource_policy(config, session, readings, [view, parent], mps)
     gpu_memory_mb = _gpu_memory_mb(telemetry.backend)
     oom = OomHandling(OomBook(config.oom, earlier, gpu_memory_mb), handle, earlier)
     running = RunningTrials(
@@ -482,7 +487,7 @@ def build_search(
     )
     worker_dir = str(session.scratch) if session.scratch is not None else ""
     mirror = MlflowMirror(
-        parent.tracker, handle.name, parent.run_id, objectives, mps=mps, logs_dir=worker_dir
+        parent.tracker, handle.name, parent.run_id, objectives, logs_dir=worker_dir
     )
     # The order listeners are told in: the mirror's run exists before GPU series use it.
     listeners: list[TrialListener] = [mirror, oom, running]
@@ -494,8 +499,7 @@ def build_search(
                 telemetry.load_sink, session.scratch / PACE_FILE, cores=session.capacity().cpus
             )
         load_sink = pace or telemetry.load_sink
-        # MPS started for this search overlaps kernels whatever the model's default says.
-        sharing = telemetry.sharing.with_mps(telemetry.sharing.mps or mps)
+        sharing = telemetry.sharing
         gpu = ClusterGpuMetrics(readings, local_sink=load_sink, sharing=sharing)
         listeners.append(GpuSeries(gpu, parent.tracker, mirror, session.clock))
     if board is not None:
@@ -636,8 +640,10 @@ def _resource_policy(
     session: RunnerSession,
     readings: ClusterReadings | None,
     observers: list[PackingObserver],
+    mps: MpsDaemons | None = None,
 ) -> tuple[ResourcePolicy, PackingAdmission | None]:
-    """The policy a config asks for: CPU-only trials, or GPUs packed per ``packing``."""
+    """The policy a config asks for: CPU-only trials, or GPUs packed per ``packing``; the
+    GPUs of the driver's machine that come to hold several trials get MPS (``mps``)."""
     execution = config.execution
     packing = config.packing_in_effect
     if packing is None or session.capacity().gpus <= 0:
@@ -658,24 +664,47 @@ def _resource_policy(
         ),
         readings=readings,
         observers=observers,
+        shared=_mps_for(mps, session.local_node_id),
         clock=session.clock,
     )
     return placing, placing
 
 
+def _mps_for(mps: MpsDaemons | None, local: str | None) -> Callable[[GpuKey], None] | None:
+    """What starts MPS for a shared GPU of the driver's machine (``None``: nothing does)."""
+    if mps is None:
+        return None
+
+    def shared(gpu: GpuKey) -> None:
+        if gpu.node == local:
+            mps.shared(gpu.index)
+
+    return shared
+
+
 @contextmanager
 def _mps(
-    config: RunConfig, backend: TelemetryBackend | None, parent: ParentRun
-) -> Iterator[MpsState]:
-    """MPS for the search where ``packing.mps`` allows it; the parent run says what happened."""
+    config: RunConfig,
+    backend: TelemetryBackend | None,
+    session: RunnerSession,
+    parent: ParentRun,
+    console: Console,
+) -> Iterator[MpsDaemons]:
+    """MPS for the GPUs the search shares, where ``packing.mps`` allows it; the parent run says
+    what happened, per GPU."""
     packing = config.packing_in_effect
-    with mps_daemon(
+    daemons = MpsDaemons(
         packing.mps if packing is not None else "off",
+        folder=session.scratch or Path(tempfile.gettempdir()),
         real_gpus=backend is not None and not backend.simulated,
         cluster=bool(config.execution.address),
-    ) as state:
-        parent.set_tags({"hpsearch.mps": state.detail})
-        yield state
+        say=lambda line: console.print(line, highlight=False, markup=False),
+    )
+    try:
+        yield daemons
+    finally:
+        daemons.close()
+        parent.set_tags({"hpsearch.mps": daemons.detail()})
 
 
 @contextmanager

@@ -23,6 +23,11 @@ from hpsearch.trial.protocol import TrialLaunch
 
 CAPACITY_REFRESH_S = 5.0
 """Seconds between reads of the cluster's resources (nodes may join or leave)."""
+RECOUNT_S = 1.0
+"""Seconds a count of the study's trials is reused while the budget is far from spent."""
+RECOUNT_MARGIN = 16
+"""Trials the budget must have left, beyond this driver's own since the count, to reuse it:
+other drivers would have to start that many within :data:`RECOUNT_S` to be overrun."""
 
 
 class Hold(enum.Enum):
@@ -111,6 +116,9 @@ class Scheduler:
         self._capacity: ClusterCapacity | None = None
         self._capacity_at = 0.0
         self._tally = BudgetTally()
+        self._counted: BudgetCount | None = None
+        self._counted_at = -float("inf")
+        self._opened_since = 0  # trials this driver opened since the study was counted
 
     def suggest(self, launch_id: str) -> TrialLaunch | Hold:
         """What the runner launches next under its id ``launch_id``, or why nothing now."""
@@ -135,6 +143,8 @@ class Scheduler:
             # A fused group never takes more trials than the budget has left.
             launch = self._ledger.open(launch_id, admission, self._budget.room(counted))
         # None: the suggestion was held back (predicted to run out, or to need a whole GPU).
+        if launch is not None:
+            self._opened_since += len(launch.members)
         return Hold.WAIT if launch is None else launch
 
     def overdue(self) -> bool:
@@ -148,14 +158,29 @@ class Scheduler:
         admission = self._policy.admit(running, capacity)
         if admission is None:
             return None, None
-        # Other drivers' trials count too: the study is read, but only the trials
-        # after the leading finished ones are counted again.
-        counted = self._tally.count(self._ledger.study_trials())
+        counted = self._count()
         if admission.gpus > 0 and self._runs_alone(self._tally.unfinished):
             # A configuration that ran out of memory under a shared GPU's cap gets
             # one run on a whole GPU before it is judged infeasible.
             admission = self._policy.admit(running, capacity, whole_gpu=True)
         return admission, counted
+
+    def _count(self) -> BudgetCount:
+        """The study's count: read (other drivers' trials count too), or, read within
+        :data:`RECOUNT_S` with the budget far from spent, that count with this driver's
+        trials since (reading a study of thousands of trials is most of a short trial's
+        cost to the driver)."""
+        now = self._clock()
+        last = self._counted
+        if last is not None and now - self._counted_at < RECOUNT_S:
+            projected = BudgetCount(last.finished, last.running + self._opened_since)
+            room = self._budget.room(projected)
+            if room is None or room > RECOUNT_MARGIN:
+                return projected
+        # Only the trials after the leading finished ones are counted again.
+        self._counted = self._tally.count(self._ledger.study_trials())
+        self._counted_at, self._opened_since = now, 0
+        return self._counted
 
     def _launch_waiting(
         self, launch_id: str, running: list[RunningTrial], capacity: ClusterCapacity

@@ -15,8 +15,16 @@ cumulative time (where the per-trial cost goes).
 Each tool runs in a fresh process. ``first_trial_s`` is the time from that process's
 start (its imports included) to the first trial's body running, as a user waits for it.
 
+``--gpus N`` is the packed case: N logical GPUs in the local Ray, each trial placed on
+one. Ray Tune asks ``{"cpu": cpus, "gpu": 1/concurrency-per-GPU}``, as its users share
+a GPU; hpsearch runs twice: ``packing: fixed`` at the same count (the like-for-like
+run, the target's) and ``packing: auto`` over simulated GPUs the trials declare 2%
+and 830 MiB on (the H200 main job's), which finds the count itself. ``--cpus-per-trial``
+is each trial's CPU request in both.
+
     python scripts/bench_overhead.py     # benchmarks/results/overhead-<date>-60x0.5s-cpu.json
     python scripts/bench_overhead.py --trials 300 --sleep 0.1
+    python scripts/bench_overhead.py --trials 48 --concurrency 8 --gpus 1 --cpus-per-trial 0.25
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -55,13 +64,27 @@ def _mark_first_trial() -> None:
 
 
 def sleep_trial(params: dict[str, Any], ctx: Any) -> None:
-    """The benchmark's trial for hpsearch: sleep, report."""
+    """The benchmark's trial for hpsearch: sleep, report (declaring the H200 main job's GPU
+    load where the GPUs are simulated, for ``packing: auto`` to measure)."""
     _mark_first_trial()
+    if params.get("declare_load"):
+        ctx.simulate_gpu_load(2.0, 830.0, cpus=0.1)
     time.sleep(float(params["sleep"]))
     ctx.report(0, score=float(params["x"]))
 
 
-def run_hpsearch(trials: int, sleep: float, concurrency: int, reuse: bool) -> float:
+@dataclass(frozen=True)
+class Packed:
+    """The packed case: logical GPUs, each trial's CPU request, and hpsearch's packing mode."""
+
+    gpus: int
+    cpus_per_trial: float
+    mode: str = "fixed"
+
+
+def run_hpsearch(
+    trials: int, sleep: float, concurrency: int, reuse: bool, packed: Packed | None = None
+) -> float:
     """Wall seconds of ``hpsearch.run`` for the budget (Ray start included)."""
     import hpsearch
 
@@ -72,6 +95,24 @@ def run_hpsearch(trials: int, sleep: float, concurrency: int, reuse: bool) -> fl
         "space": {"x": {"type": "float", "low": 0.0, "high": 1.0}, "sleep": sleep},
         "execution": {"max_concurrent": concurrency, "reuse_workers": reuse},
     }
+    if packed is not None:
+        per_gpu = max(1, concurrency // packed.gpus)
+        config["execution"].update(num_gpus=packed.gpus, cpus_per_trial=packed.cpus_per_trial)
+        if packed.mode == "fixed":
+            config["packing"] = {"mode": "fixed", "trials_per_gpu": per_gpu}
+            config["telemetry"] = {"backend": "off"}
+        else:
+            config["space"]["declare_load"] = True
+            config["packing"] = {"mode": "auto", "max_trials_per_gpu": per_gpu}
+            config["telemetry"] = {
+                "backend": "simulated",
+                "simulated": {
+                    "gpus": packed.gpus,
+                    "name": "Simulated NVIDIA H200",
+                    "memory_total_mb": 143771.0,
+                },
+            }
+            del config["execution"]["num_gpus"]  # one logical GPU per simulated one
     config["study"]["n_trials"] = trials
     with tempfile.TemporaryDirectory() as folder:
         previous = Path.cwd()
@@ -87,12 +128,15 @@ def run_hpsearch(trials: int, sleep: float, concurrency: int, reuse: bool) -> fl
     return wall
 
 
-def run_ray_tune(trials: int, sleep: float, concurrency: int, fair: bool = False) -> float:
+def run_ray_tune(
+    trials: int, sleep: float, concurrency: int, fair: bool = False, packed: Packed | None = None
+) -> float:
     """Wall seconds of Ray Tune with OptunaSearch for the budget (Ray start included).
 
     Args:
         fair: configured as a Ray user would for short trials (actors reused, one CPU
             per trial, Tune's own concurrency cap); otherwise Tune's defaults.
+        packed: logical GPUs, each trial asking its share of one (``fair`` only).
     """
     import optuna
     import ray
@@ -117,6 +161,7 @@ def run_ray_tune(trials: int, sleep: float, concurrency: int, fair: bool = False
             include_dashboard=False,
             log_to_driver=False,
             logging_level=logging.ERROR,
+            num_gpus=packed.gpus if packed is not None else None,
             **LOOPBACK_RAY_INIT,
         )
     try:
@@ -139,7 +184,11 @@ def run_ray_tune(trials: int, sleep: float, concurrency: int, fair: bool = False
                     reuse_actors=True,
                     max_concurrent_trials=concurrency,
                 )
-                function = tune.with_resources(trainable, {"cpu": 1})
+                request: dict[str, float] = {"cpu": 1}
+                if packed is not None:
+                    per_gpu = max(1, concurrency // packed.gpus)
+                    request = {"cpu": packed.cpus_per_trial, "gpu": 1 / per_gpu}
+                function = tune.with_resources(trainable, request)
             tuner = tune.Tuner(
                 function,
                 tune_config=tune_config,
@@ -194,7 +243,27 @@ def _profiled(run: Callable[[], float]) -> tuple[float, list[dict[str, Any]]]:
     return wall, [{"by_cumulative": by_cumulative, "by_own": by_own}]
 
 
-def main() -> None:
+def _runs(args: argparse.Namespace) -> dict[str, Callable[[], float]]:
+    """What is run, by name: the CPU case's tools, or the packed case's."""
+    budget = (args.trials, args.sleep, args.concurrency)
+    if args.gpus:
+        fixed = Packed(args.gpus, args.cpus_per_trial)
+        auto = Packed(args.gpus, args.cpus_per_trial, mode="auto")
+        return {
+            "hpsearch": lambda: run_hpsearch(*budget, reuse=True, packed=fixed),
+            "hpsearch_auto": lambda: run_hpsearch(*budget, reuse=True, packed=auto),
+            "ray_tune_fair": lambda: run_ray_tune(*budget, fair=True, packed=fixed),
+        }
+    return {
+        "hpsearch": lambda: run_hpsearch(*budget, reuse=True),
+        "hpsearch_no_reuse": lambda: run_hpsearch(*budget, reuse=False),
+        "ray_tune_default": lambda: run_ray_tune(*budget),
+        "ray_tune_fair": lambda: run_ray_tune(*budget, fair=True),
+        "optuna_n_jobs": lambda: run_optuna(*budget),
+    }
+
+
+def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=60)
     parser.add_argument("--sleep", type=float, default=0.5)
@@ -202,23 +271,21 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--only", nargs="*", default=None, help="run only these (names below)")
     parser.add_argument("--profile", action="store_true", help="also profile hpsearch's driver")
+    parser.add_argument("--gpus", type=int, default=0, help="logical GPUs: the packed case")
+    parser.add_argument("--cpus-per-trial", type=float, default=1.0)
     parser.add_argument("--one", default=None, help=argparse.SUPPRESS)  # a child's run
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = _arguments()
 
     # Trial workers import the trial function from this folder.
     os.environ["PYTHONPATH"] = os.pathsep.join(
         filter(None, [str(Path(__file__).parent), os.environ.get("PYTHONPATH")])
     )
     sys.path.insert(0, str(Path(__file__).parent))
-    runs: dict[str, Callable[[], float]] = {
-        "hpsearch": lambda: run_hpsearch(args.trials, args.sleep, args.concurrency, reuse=True),
-        "hpsearch_no_reuse": lambda: run_hpsearch(
-            args.trials, args.sleep, args.concurrency, reuse=False
-        ),
-        "ray_tune_default": lambda: run_ray_tune(args.trials, args.sleep, args.concurrency),
-        "ray_tune_fair": lambda: run_ray_tune(args.trials, args.sleep, args.concurrency, fair=True),
-        "optuna_n_jobs": lambda: run_optuna(args.trials, args.sleep, args.concurrency),
-    }
+    runs = _runs(args)
     if args.one is not None:
         # One tool in a fresh process: no tool inherits another's Ray or imports.
         name, _, profiled = args.one.partition(":")
@@ -239,14 +306,16 @@ def main() -> None:
     if args.profile:
         names.append("hpsearch:profiled")
     for name in names:
-        budget = ["--trials", str(args.trials), "--sleep", str(args.sleep)]
+        child_budget = ["--trials", str(args.trials), "--sleep", str(args.sleep)]
+        packing = ["--gpus", str(args.gpus), "--cpus-per-trial", str(args.cpus_per_trial)]
         child = subprocess.run(
             [
                 sys.executable,
                 __file__,
                 "--one",
                 name,
-                *budget,
+                *child_budget,
+                *packing,
                 "--concurrency",
                 str(args.concurrency),
             ],
@@ -285,6 +354,8 @@ def main() -> None:
         "trials": args.trials,
         "sleep_s": args.sleep,
         "concurrency": args.concurrency,
+        "logical_gpus": args.gpus,
+        "cpus_per_trial": args.cpus_per_trial if args.gpus else 1.0,
         "ideal_wall_s": ideal,
         "results": results,
         "hpsearch_vs_ray_tune_fair": (
@@ -303,6 +374,8 @@ def main() -> None:
         "driver_profile": profile,
     }
     label_of_budget = f"{args.trials}x{args.sleep:g}s"
+    if args.gpus:
+        label_of_budget += f"-c{args.concurrency}-{args.gpus}gpu"
     out = (
         args.out
         or REPO / "benchmarks" / "results" / f"overhead-{report['date']}-{label_of_budget}-cpu.json"

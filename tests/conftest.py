@@ -18,6 +18,7 @@ import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
+from hpsearch._sqlite import settle
 from hpsearch.config import RunConfig, load_config
 from hpsearch.placement import (
     Admission,
@@ -203,11 +204,24 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
+@pytest.fixture(autouse=True)
+def _torch_threads_kept() -> Iterator[None]:
+    """Torch's intra-op threads the same for every test (one per CPU this process may use):
+    a trial run in the test process sets them to its CPUs, and a later test would train
+    with other float reductions (the sequences workload's learning test did)."""
+    yield
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(len(os.sched_getaffinity(0)))
+
+
 @pytest.fixture(scope="session")
 def mlflow_store_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An empty MLflow SQLite store, created once by MLflow itself (its migrations take seconds)."""
     folder = tmp_path_factory.mktemp("mlflow-template")
-    MlflowTracker(f"sqlite:///{folder / 'mlflow.db'}", "template", str(folder / "artifacts"))
+    uri = f"sqlite:///{folder / 'mlflow.db'}"
+    MlflowTracker(uri, "template", str(folder / "artifacts"))
+    settle(uri)  # the migrations out of the write-ahead log: the file is copied alone
     return folder / "mlflow.db"
 
 

@@ -59,7 +59,6 @@ class MlflowMirror(TrialListener):
         study: the study name (a tag on every run).
         parent_run_id: this search's parent run.
         objectives: the config's objectives (``until`` ones get a metric of their own).
-        mps: whether the trials' GPUs run MPS (their kernels overlap; speeds differ).
         logs_dir: where workers of this machine copy each trial's stdout and stderr;
             attached to its run as ``logs/stdout.txt`` and ``logs/stderr.txt``.
     """
@@ -71,7 +70,6 @@ class MlflowMirror(TrialListener):
         parent_run_id: str,
         objectives: Sequence[ObjectiveSpec],
         *,
-        mps: bool = False,
         logs_dir: str = "",
     ) -> None:
         self._tracker = tracker
@@ -79,7 +77,6 @@ class MlflowMirror(TrialListener):
         self._study = study
         self._parent = parent_run_id
         self._objectives = list(objectives)
-        self._mps = mps
         self._runs: dict[int, str] = {}
         self._logged: dict[int, set[str]] = {}
 
@@ -108,7 +105,6 @@ class MlflowMirror(TrialListener):
                 "hpsearch.cpus": str(admission.cpus),
                 "hpsearch.gpus": str(admission.gpus),
                 "hpsearch.policy": admission.reason,
-                "hpsearch.mps": "on" if self._mps else "off",
                 **_placement_tags(admission),
                 **({RESUMES_RUN_TAG: event.resumes_run} if event.resumes_run else {}),
                 **({FUSED_GROUP_TAG: str(event.group)} if event.group is not None else {}),
@@ -357,6 +353,10 @@ def _placement_tags(admission: Admission) -> dict[str, str]:
 
 def _assigned_tags(assigned: Assignment) -> dict[str, str]:
     data = assigned.to_dict()
-    tags = {f"hpsearch.assigned.{k}": str(v) for k, v in data.items() if k != "gpu_ids"}
+    tags = {
+        f"hpsearch.assigned.{k}": str(v) for k, v in data.items() if k not in ("gpu_ids", "mps")
+    }
     tags["hpsearch.gpu_ids"] = ",".join(assigned.gpu_ids) or "none"
+    # Its kernels overlapped its neighbours' (MPS) or took turns: its speeds differ.
+    tags["hpsearch.mps"] = "on" if assigned.mps_client else "off"
     return tags

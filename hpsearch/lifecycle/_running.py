@@ -85,7 +85,7 @@ class RunningTrials(TrialListener):
         )
 
     def on_placed(self, event: TrialPlaced) -> None:
-        self._update(event.number, pid=event.assigned.pid)
+        self._update(event.number, pid=event.assigned.pid, mps_client=event.assigned.mps_client)
 
     def on_reported(self, event: TrialReported) -> None:
         now = self._clock()

@@ -44,18 +44,20 @@ if TYPE_CHECKING:
         choose_members,
     )
     from hpsearch.placement._packing import PackingPolicy
-    from hpsearch.placement._ramp import Judgement, StepRates, Verdict
+    from hpsearch.placement._ramp import StepRates
     from hpsearch.placement._static import StaticPolicy
     from hpsearch.placement._views import (
         DeviceReading,
         GpuDecision,
         GpuKey,
         GpuView,
+        Judgement,
         OomEvent,
         PackingView,
         Placement,
         TrialOnGpu,
         TrialProfile,
+        Verdict,
         WorkDone,
     )
     from hpsearch.placement.settings import (

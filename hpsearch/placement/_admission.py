@@ -95,6 +95,8 @@ class PackingAdmission(ResourcePolicy):
         request: CPUs, concurrency and the runner's GPU amount per trial.
         readings: every monitored node's GPU samples (``None``: no telemetry).
         observers: told of every first or changed limit, and given the series.
+        shared: told of each GPU the first time its limit allows more than one trial
+            (MPS starts for it there).
         clock: Unix time (injectable for tests).
     """
 
@@ -106,9 +108,12 @@ class PackingAdmission(ResourcePolicy):
         request: AdmissionRequest,
         readings: ClusterReadings | None = None,
         observers: Sequence[PackingObserver] = (),
+        shared: Callable[[GpuKey], None] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.policy = policy
+        self._shared = shared
+        self._told_shared: set[GpuKey] = set()
         self._nodes_source = nodes
         self._nodes: list[NodeGpus] = []
         self._nodes_at = -float("inf")
@@ -151,7 +156,9 @@ class PackingAdmission(ResourcePolicy):
             previous = self._last_step.get(number)
             self._last_step[number] = at
             step = at - previous if previous is not None else None
-            self._work.append(WorkDone(key, at, number, step_s=step, warm=len(warm)))
+            self._work.append(
+                WorkDone(key, at, number, step_s=step, warm=len(warm), mps_client=trial.mps_client)
+            )
 
     def trial_ended(self, trial: RunningTrial, at: float) -> None:
         """The trial left its GPU: its span ends, and its samples make its profile."""
@@ -327,10 +334,32 @@ class PackingAdmission(ResourcePolicy):
                 "running": len(gpu.trials),
                 "reason": decision.reason,
             }
-            if decision.judged:
-                record["judged"] = decision.judged
+            if decision.judgements:
+                record["judged"] = [
+                    {
+                        "verdict": j.verdict.value,
+                        "level": j.level,
+                        "now": j.now,
+                        "steps_per_s": round(j.throughput, 3),
+                        "below": j.below,
+                        "gain": None if j.gain is None else round(j.gain, 3),
+                        "paid": j.paid,
+                        "reason": j.reason,
+                    }
+                    for j in decision.judgements
+                ]
+            if decision.mps is not None:
+                record["mps"] = {
+                    "count": decision.mps.count,
+                    "mps_steps_per_s": round(decision.mps.mps_steps_per_s, 3),
+                    "time_sliced_steps_per_s": round(decision.mps.time_sliced_steps_per_s, 3),
+                    "paid": decision.mps.paid,
+                }
             self.decisions.append(record)
             self._limits[gpu.key] = decision.limit
+            if decision.limit > 1 and self._shared is not None and gpu.key not in self._told_shared:
+                self._told_shared.add(gpu.key)
+                self._shared(gpu.key)
             for observer in self._observers:
                 observer.decided(gpu.key.label(single_node), decision)
         if not self._observers:

@@ -63,6 +63,7 @@ class RunningTrial:
         new_kind: it is larger, in the parameters that grow memory, than any
             trial measured so far.
         started_at: when it was admitted (``None``: not known).
+        mps_client: its worker is a client of an MPS daemon (else time-sliced).
     """
 
     number: int
@@ -76,6 +77,7 @@ class RunningTrial:
     alone: bool = False
     new_kind: bool = False
     started_at: float | None = None
+    mps_client: bool = False
 
 
 class ResourcePolicy(ABC):

@@ -21,6 +21,9 @@ from hpsearch.telemetry import GpuSample
 
 MIN_SAMPLES = 3
 """Samples a device reading needs before it says anything (one can catch a spike)."""
+ALLOCATED_MB = 64.0
+"""A trial process holding less GPU memory than this has not started on the GPU (a CUDA
+context alone holds hundreds of MiB): its samples say nothing about what it will ask."""
 BUSY_PCT = 95.0
 """A GPU reading this busy with several trials on it hides their demand: it says only that
 they ask for more than it has, not what each asks."""
@@ -69,6 +72,8 @@ def _per_trial(sample: GpuSample, spans: Sequence[TrialSpan]) -> tuple[float, fl
     # A process's own memory where the driver lists it: trials that have not
     # allocated yet would otherwise halve what one that has holds.
     memory = max(own) if own else (used / n if used is not None else 0.0)
+    if memory < ALLOCATED_MB:
+        return None
     return sample.utilization_pct / n, memory, n
 
 

@@ -51,15 +51,17 @@ from dataclasses import dataclass, field
 from hpsearch.placement._capacity import fit
 from hpsearch.placement._evidence import MIN_SAMPLES
 from hpsearch.placement._profiles import TrialProfiles
-from hpsearch.placement._ramp import Judgement, StepRates, Verdict
+from hpsearch.placement._ramp import StepRates
 from hpsearch.placement._views import (
     GpuDecision,
     GpuKey,
     GpuView,
+    Judgement,
     PackingView,
     Placement,
     TrialOnGpu,
     TrialProfile,
+    Verdict,
 )
 from hpsearch.placement.settings import PackingSpec
 
@@ -123,15 +125,17 @@ class PackingPolicy:
                     f"{reason}; no new neighbour until trial {waiting.number} (larger than "
                     "any trial measured) has been measured past its warm-up"
                 )
-            judged = "; ".join(j.reason for j in state.judged)
-            state.judged = []
+            judged, state.judged = tuple(state.judged), []
+            mps = state.rates.mps_verdict()
             decisions[gpu.key] = GpuDecision(
                 limit,
                 1.0 / limit,
                 reason,
                 previous.get(gpu.key),
                 open=waiting is None,
-                judged=judged,
+                judged="; ".join([*(j.reason for j in judged), *([mps.reason] if mps else [])]),
+                judgements=judged,
+                mps=mps,
             )
         return decisions
 
@@ -163,7 +167,7 @@ class PackingPolicy:
         for work in view.work:
             state = self._state.get(work.gpu)
             if state is not None and work.step_s is not None:
-                state.rates.add(work.warm, work.step_s)
+                state.rates.add(work.warm, work.step_s, work.mps_client)
 
     def _new_kind_waiting(self, gpu: GpuView, now: float) -> TrialOnGpu | None:
         """A trial of a new kind on the GPU not yet measured (``auto`` only): past its warm-up

@@ -20,13 +20,12 @@ standard error. Pure: it is told the steps and the count.
 
 from __future__ import annotations
 
-import enum
 import math
 import statistics
 from collections import deque
-from dataclasses import dataclass
 
 from hpsearch.placement._capacity import MIN_GAIN
+from hpsearch.placement._views import Judgement, MpsVerdict, Verdict
 
 STEPS_KEPT = 64
 """The recent step times kept per count (the search drifts as it learns)."""
@@ -39,52 +38,57 @@ def steps_needed(count: int) -> int:
     return max(8, 2 * count)
 
 
-class Verdict(enum.Enum):
-    """What the measured throughputs say about the counts a GPU held."""
-
-    KEEP = "keep"
-    """The highest count measured paid over the best below it (or nothing below was measured)."""
-    BACK = "back"
-    """It did not pay: back to the best count below it."""
-
-
-@dataclass(frozen=True)
-class Judgement:
-    """The highest count measured, judged against the best one below it.
-
-    Attributes:
-        verdict: keep it, or go back.
-        level: the count judged.
-        now: the count from now on (``level``, or the one gone back to).
-        throughput: steps per second measured at ``level``.
-        below: the count compared with (``None``: none measured).
-        gain: ``throughput`` over ``below``'s.
-        paid: the gain reached what the count asks (else it is kept for doubt only).
-        reason: the arithmetic, for the records.
-    """
-
-    verdict: Verdict
-    level: int
-    now: int
-    throughput: float
-    below: int | None
-    gain: float | None
-    paid: bool
-    reason: str
-
-
 class StepRates:
     """One GPU's step times by how many warm trials it held: its throughput at each count."""
 
     def __init__(self) -> None:
         self._steps: dict[int, deque[float]] = {}
         self._said: tuple[int, int | None, Verdict, bool] | None = None
+        self._by_client: dict[tuple[int, bool], deque[float]] = {}
+        self._mps_said: tuple[int, bool] | None = None
 
-    def add(self, warm: int, seconds: float) -> None:
-        """A step of ``seconds`` taken while ``warm`` trials on the GPU worked."""
+    def add(self, warm: int, seconds: float, mps: bool = False) -> None:
+        """A step of ``seconds`` taken while ``warm`` trials on the GPU worked (``mps``: by an
+        MPS client)."""
         if warm < 1 or seconds <= 0:
             return
         self._steps.setdefault(warm, deque(maxlen=STEPS_KEPT)).append(seconds)
+        self._by_client.setdefault((warm, mps), deque(maxlen=STEPS_KEPT)).append(seconds)
+
+    def mps_verdict(self) -> MpsVerdict | None:
+        """Whether MPS clients step faster than time-sliced workers at the same count.
+
+        Both kinds run side by side where the daemon started after a worker's CUDA
+        did: the highest count at which each took :data:`STEPS_NEEDED` steps decides.
+        Returns a verdict when it differs from the last one given, else ``None``.
+        """
+        both = [
+            c
+            for (c, mps), steps in self._by_client.items()
+            if mps
+            and len(steps) >= steps_needed(1)
+            and len(self._by_client.get((c, False), ())) >= steps_needed(1)
+        ]
+        if not both:
+            return None
+        count = max(both)
+        mps_rate = 1 / statistics.fmean(self._by_client[(count, True)])
+        sliced = 1 / statistics.fmean(self._by_client[(count, False)])
+        ratio = mps_rate / sliced
+        paid = ratio >= 1 + MIN_GAIN
+        said = (count, paid)
+        if said == self._mps_said:
+            return None
+        self._mps_said = said
+        return MpsVerdict(
+            count,
+            mps_rate,
+            sliced,
+            paid,
+            f"MPS {'paid' if paid else 'did not pay'}: with {count} trial(s) on the GPU an MPS "
+            f"client stepped {mps_rate:.2f}/s, a time-sliced one {sliced:.2f}/s "
+            f"({ratio:.2f}x, needs {1 + MIN_GAIN:.2f}x)",
+        )
 
     def throughput(self, count: int) -> float | None:
         """Steps per second at ``count`` trials (``None``: too few steps measured there)."""

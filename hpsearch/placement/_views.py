@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 
 
@@ -116,6 +117,7 @@ class WorkDone:
         ran_s: for an end, how long it held the GPU.
         step_s: for a step after the trial's first, the seconds since its previous one.
         warm: for such a step, the warm trials (ones that had reported once) on the GPU.
+        mps_client: the trial's worker is an MPS client (else its GPU time-slices it).
     """
 
     gpu: GpuKey
@@ -125,6 +127,7 @@ class WorkDone:
     ran_s: float = 0.0
     step_s: float | None = None
     warm: int = 0
+    mps_client: bool = False
 
 
 @dataclass(frozen=True)
@@ -178,6 +181,59 @@ class TrialProfile:
     seconds: float = 0.0
 
 
+class Verdict(enum.Enum):
+    """What the measured throughputs say about the counts a GPU held."""
+
+    KEEP = "keep"
+    """The highest count measured paid over the best below it (or nothing below was measured)."""
+    BACK = "back"
+    """It did not pay: back to the best count below it."""
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """The highest count measured, judged against the best one below it.
+
+    Attributes:
+        verdict: keep it, or go back.
+        level: the count judged.
+        now: the count from now on (``level``, or the one gone back to).
+        throughput: steps per second measured at ``level``.
+        below: the count compared with (``None``: none measured).
+        gain: ``throughput`` over ``below``'s.
+        paid: the gain reached what the count asks (else it is kept for doubt only).
+        reason: the arithmetic, for the records.
+    """
+
+    verdict: Verdict
+    level: int
+    now: int
+    throughput: float
+    below: int | None
+    gain: float | None
+    paid: bool
+    reason: str
+
+
+@dataclass(frozen=True)
+class MpsVerdict:
+    """Whether MPS paid on a GPU: the steps of its MPS clients against time-sliced ones beside.
+
+    Attributes:
+        count: the warm trials on the GPU while both kinds stepped.
+        mps_steps_per_s: an MPS client's steps per second there.
+        time_sliced_steps_per_s: a time-sliced worker's, at the same count.
+        paid: MPS clients stepped faster by what packing asks of a trial added.
+        reason: the arithmetic, for the records.
+    """
+
+    count: int
+    mps_steps_per_s: float
+    time_sliced_steps_per_s: float
+    paid: bool
+    reason: str
+
+
 @dataclass(frozen=True)
 class GpuDecision:
     """How many trials a GPU may hold now, the share a new one gets, and why.
@@ -189,7 +245,9 @@ class GpuDecision:
         previous: the limit before this decision (``None`` for the first one).
         open: whether the GPU takes a new trial now if it has room (not while a
             trial of a new kind on it waits to be measured).
-        judged: what a count measured, when its window closed in this decision.
+        judged: what the counts measured, when a verdict came in this decision.
+        judgements: the same, each as its figures.
+        mps: whether MPS paid, when its verdict came in this decision.
     """
 
     limit: int
@@ -198,6 +256,8 @@ class GpuDecision:
     previous: int | None = None
     open: bool = True
     judged: str = ""
+    judgements: tuple[Judgement, ...] = ()
+    mps: MpsVerdict | None = None
 
     @property
     def changed(self) -> bool:

@@ -40,8 +40,11 @@ class PackingSpec(Settings):
         probe_seconds: how long a GPU is measured, past its trials' warm-up,
             before its count rises.
         cooldown_seconds: after the count falls, how long before it may rise.
-        mps: ``auto`` starts NVIDIA MPS for the search where it is installed (and
-            stops it after); ``off`` never does.
+        mps: ``auto`` starts an NVIDIA MPS daemon for each GPU of this machine the
+            first time it holds more than one trial, where ``nvidia-cuda-mps-control``
+            is installed and no daemon runs already (and quits it after); its clients'
+            steps against time-sliced ones beside them say whether it paid. ``off``
+            never does.
     """
 
     mode: PackingMode = "auto"
@@ -52,7 +55,7 @@ class PackingSpec(Settings):
     memory_headroom: float = Field(default=MEMORY_HEADROOM, ge=0, lt=0.9)
     probe_seconds: Seconds = 5.0
     cooldown_seconds: float = Field(default=30.0, ge=0)
-    mps: Literal["auto", "off"] = "off"
+    mps: Literal["auto", "off"] = "auto"
 
     @model_validator(mode="after")
     def _band(self) -> PackingSpec:

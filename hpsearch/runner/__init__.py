@@ -3,7 +3,7 @@
 The tree: ``_base`` (:class:`TrialRunner` and its session), ``_tune`` (Ray
 Tune: ``_cluster`` connects to Ray, ``_adapters`` are Tune's searcher and
 callback, ``_trainable`` runs a trial in a Ray worker), ``_simulated``
-(modelled trials on a virtual clock), ``_mps`` (NVIDIA MPS for a search).
+(modelled trials on a virtual clock), ``_mps`` (NVIDIA MPS for a search's shared GPUs).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from hpsearch.runner._base import RunnerSession, TrialEvents, TrialRunner, TrialSource
-    from hpsearch.runner._mps import MPS_ENV, MpsState, mps_daemon
+    from hpsearch.runner._mps import MPS_ENV, MpsDaemons, MpsState, gpu_pipe, use_mps
     from hpsearch.runner._simulated import (
         MODELLED_TRAIN,
         SIMULATED_NODE,
@@ -27,6 +27,7 @@ __all__ = [
     "MPS_ENV",
     "RAY_RESULTS_DIR",
     "SIMULATED_NODE",
+    "MpsDaemons",
     "MpsState",
     "RayTuneRunner",
     "RunnerSession",
@@ -35,7 +36,8 @@ __all__ = [
     "TrialRunner",
     "TrialSource",
     "VirtualClock",
-    "mps_daemon",
+    "gpu_pipe",
+    "use_mps",
 ]
 
 # Each name is imported from its module when first used: a trial's Ray worker,
@@ -47,8 +49,10 @@ _LAZY = {
     "TrialRunner": "_base",
     "TrialSource": "_base",
     "MPS_ENV": "_mps",
+    "MpsDaemons": "_mps",
     "MpsState": "_mps",
-    "mps_daemon": "_mps",
+    "gpu_pipe": "_mps",
+    "use_mps": "_mps",
     "MODELLED_TRAIN": "_simulated",
     "SIMULATED_NODE": "_simulated",
     "SimulatedRunner": "_simulated",

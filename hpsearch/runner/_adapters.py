@@ -6,7 +6,9 @@ launch, with the policy's current answer in their config.
 :class:`SearchStopper` ends the experiment when the scheduler says running
 trials are overdue (``study.timeout_grace``), or when hpsearch's side failed.
 :class:`LedgerCallback` forwards what happens to trials to the
-:class:`~hpsearch.lifecycle.TrialLedger`.
+:class:`~hpsearch.lifecycle.TrialLedger`. :class:`NewWorkersStart` is Tune's
+trial scheduler: first in, first out, as Tune's own, but a trial waiting for
+its new worker keeps it.
 
 None keeps state worth saving: the Optuna study is the checkpoint. Tune
 pickles them into its experiment folder, so they drop their live handles when
@@ -33,6 +35,7 @@ from typing import Any
 import ray
 from ray.tune import Callback, Stopper
 from ray.tune.experiment import Trial
+from ray.tune.schedulers import FIFOScheduler
 from ray.tune.search import Searcher
 
 from hpsearch._procs import descendants
@@ -137,6 +140,26 @@ class SchedulerSearcher(Searcher):
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_source": None, "_upkeep": None}
+
+
+class NewWorkersStart(FIFOScheduler):
+    """Tune's first-in-first-out scheduling, less its choice of the next trial to start.
+
+    Tune starts the trial its scheduler chooses first, and FIFO's choice is the
+    oldest pending trial: one whose new worker is still starting (a process, its
+    imports, its CUDA context: seconds). Given a worker that just freed up, Tune
+    hands it to that trial and stops the new worker. Where trials are shorter than
+    a worker's start-up, every new worker is stopped so, and a GPU's trial count
+    can never grow past the workers it has. Choosing none here, Tune hands a freed
+    worker to a trial not yet waiting for one (the next one admitted) and lets the
+    new workers start; every pending trial is still started, in order.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+
+    def choose_trial_to_run(self, tune_controller: Any) -> Trial | None:
+        return None
 
 
 class SearchStopper(Stopper):

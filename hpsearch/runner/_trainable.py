@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from ray.tune.execution.placement_groups import PlacementGroupFactory
 
 from hpsearch.pruning import ray_board_lookup, verdict_oracle
+from hpsearch.runner._mps import use_mps
 from hpsearch.runner._tune_dicts import launch_of, tune_result
 from hpsearch.trial.context import PruneOracle
 from hpsearch.trial.death import captured_output
@@ -27,8 +29,10 @@ def run_trial(config: dict[str, Any]) -> None:
 
     launch = launch_of(config)
     assigned = _assignment(ray)
-    if launch.admission.gpu_index is not None:
-        assigned = use_gpu(launch.admission.gpu_index, assigned)
+    index = launch.admission.gpu_index
+    if index is not None:
+        assigned = use_gpu(index, assigned)
+        assigned = replace(assigned, mps_client=use_mps(launch.settings.worker_dir, index))
 
     def send(event: WorkerEvent) -> None:
         tune.report(tune_result(event))

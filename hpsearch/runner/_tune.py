@@ -22,7 +22,13 @@ from hpsearch.config import ExecutionSpec, TelemetrySpec
 from hpsearch.interrupts import EXIT_TERMINATED, note_interrupted, on_sigterm
 from hpsearch.placement import ClusterCapacity, NodeGpus
 from hpsearch.pruning import RayVerdictBoard, VerdictBoard
-from hpsearch.runner._adapters import Failure, LedgerCallback, SchedulerSearcher, SearchStopper
+from hpsearch.runner._adapters import (
+    Failure,
+    LedgerCallback,
+    NewWorkersStart,
+    SchedulerSearcher,
+    SearchStopper,
+)
 from hpsearch.runner._base import RunnerSession, TrialEvents, TrialRunner, TrialSource
 from hpsearch.runner._cluster import (
     cluster_gpus,
@@ -111,6 +117,7 @@ class _RaySession(RunnerSession):
             tune.with_resources(run_trial, trial_resources),
             tune_config=tune.TuneConfig(
                 search_alg=SchedulerSearcher(source, upkeep=events.maintain, failure=failure),
+                scheduler=NewWorkersStart(),
                 num_samples=-1,
                 reuse_actors=self._reuse_workers,
                 trial_name_creator=_trial_name,

@@ -25,6 +25,7 @@ from optuna.storages import BaseStorage, InMemoryStorage, RDBStorage
 from optuna.trial import FrozenTrial
 
 from hpsearch._locks import store_lock
+from hpsearch._sqlite import write_ahead
 from hpsearch.config import MEMORY_STORAGE, ObjectiveSpec, RunConfig
 from hpsearch.errors import StudyError
 from hpsearch.pruning import make_pruner
@@ -157,6 +158,7 @@ def _open_storage(
     spec = config.study
     if spec.storage == MEMORY_STORAGE:
         return InMemoryStorage()
+    write_ahead(spec.storage)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ExperimentalWarning)

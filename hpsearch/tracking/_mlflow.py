@@ -21,6 +21,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from hpsearch._locks import store_lock
+from hpsearch._sqlite import write_ahead
 from hpsearch.errors import HpsearchError
 from hpsearch.storage_faults import storage_fault
 from hpsearch.tracking._base import (
@@ -117,6 +118,7 @@ class MlflowTracker:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.uri = resolve_tracking_uri(uri)
+        write_ahead(self.uri)
         self._clock = clock
         self._pending: dict[str, _Pending] = {}
         with store_lock(self.uri):  # another driver may be creating the store

@@ -179,6 +179,8 @@ class Assignment:
     node_id: str | None = None
     pid: int | None = None
     ray_gpu_ids: tuple[str, ...] | None = None
+    mps_client: bool = False
+    """Its CUDA went through the search's MPS daemon for its GPU."""
 
     def to_dict(self) -> dict[str, Any]:
         """The stored shape."""
@@ -192,6 +194,8 @@ class Assignment:
         data["pid"] = self.pid
         if self.ray_gpu_ids is not None:
             data["ray_gpu_ids"] = list(self.ray_gpu_ids)
+        if self.mps_client:
+            data["mps"] = True
         return data
 
     @classmethod
@@ -205,6 +209,7 @@ class Assignment:
             node_id=data.get("node_id"),
             pid=data.get("pid"),
             ray_gpu_ids=tuple(str(i) for i in ray_ids) if ray_ids is not None else None,
+            mps_client=bool(data.get("mps", False)),
         )
 
     def shares_gpu_with(self, other: Assignment) -> bool:

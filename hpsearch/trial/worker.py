@@ -22,6 +22,7 @@ import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from hpsearch._procs import descendants
@@ -351,9 +352,20 @@ def use_gpu(index: int, assigned: Assignment) -> Assignment:
     return replace(assigned, gpu_ids=(str(index),), ray_gpu_ids=assigned.gpu_ids)
 
 
-def device_of(assigned: Assignment) -> str:
-    """``cuda`` when the trial has a GPU torch can use (Ray sets CUDA_VISIBLE_DEVICES)."""
+NVIDIA_DRIVER = Path("/proc/driver/nvidia/version")
+"""Present where an NVIDIA driver is loaded (Linux)."""
+
+
+def device_of(assigned: Assignment, driver: Path = NVIDIA_DRIVER) -> str:
+    """``cuda`` when the trial has a GPU torch can use (Ray sets CUDA_VISIBLE_DEVICES).
+
+    A machine without an NVIDIA driver (logical GPUs, as in CI and the simulated
+    searches) answers ``cpu`` without importing torch: a second of a core in every
+    new worker, for a trial that may never use it.
+    """
     if not assigned.gpu_ids:
+        return "cpu"
+    if "torch" not in sys.modules and sys.platform.startswith("linux") and not driver.exists():
         return "cpu"
     import torch
 

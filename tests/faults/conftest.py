@@ -86,11 +86,12 @@ class Mount:
 
 @pytest.fixture
 def tmpfs(project: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Mount]:
-    """A 2 MiB tmpfs as the project folder (skipped where this user may not mount)."""
+    """A 3 MiB tmpfs as the project folder (skipped where this user may not mount): the two
+    stores, their write-ahead logs, and room for a few dozen trials' records."""
     folder = project / "disk"
     folder.mkdir()
     mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(folder)],
+        ["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(folder)],
         capture_output=True,
         text=True,
         check=False,

@@ -84,7 +84,7 @@ def test_a_read_only_store_is_one_line(write_config: ConfigWriter, tmpfs: Mount)
 def test_a_disk_that_fills_mid_run_ends_with_one_line_and_loses_nothing(
     write_config: ConfigWriter, tmpfs: Mount
 ) -> None:
-    # 2 MiB fill up after a few dozen trials' records. The trials running when the
+    # 3 MiB fill up after a few dozen trials' records. The trials running when the
     # disk filled stay RUNNING; the next run reclaims them once their heartbeat runs out.
     search = merge(SIMULATED, {"study": {"n_trials": 300, "heartbeat_grace": 3}})
     write_config(search, name="disk/config.yaml")

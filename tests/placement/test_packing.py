@@ -311,9 +311,7 @@ class ShortTrials:
         return decision
 
     def steps(self, warm: int, seconds: float, count: int = 16) -> None:
-        self.work += [
-            WorkDone(GPU0, self.now, k, step_s=seconds, warm=warm) for k in range(count)
-        ]
+        self.work += [WorkDone(GPU0, self.now, k, step_s=seconds, warm=warm) for k in range(count)]
 
 
 def test_an_idle_roomy_gpu_doubles_at_each_fresh_sample_before_any_trial_warms_up() -> None:

@@ -69,3 +69,28 @@ def test_a_count_needs_steps_enough_to_be_judged() -> None:
     rates.add(0, 0.06)  # a step with no warm trial counted is no evidence
     rates.add(3, 0.0)
     assert rates.measured() == [8]
+
+
+def test_mps_is_judged_by_its_clients_steps_against_time_sliced_ones_beside_them() -> None:
+    rates = StepRates()
+    assert rates.mps_verdict() is None
+    # Four trials on the GPU: the worker whose CUDA started before the daemon steps in
+    # 0.2 s, the three MPS clients in 0.1 s.
+    for _ in range(8):
+        rates.add(4, 0.2, mps=False)
+        rates.add(4, 0.1, mps=True)
+
+    verdict = rates.mps_verdict()
+
+    assert verdict is not None
+    assert (verdict.count, verdict.paid) == (4, True)
+    assert verdict.mps_steps_per_s == pytest.approx(10.0)
+    assert verdict.time_sliced_steps_per_s == pytest.approx(5.0)
+    assert verdict.reason.startswith("MPS paid: with 4 trial(s) on the GPU an MPS client")
+    assert rates.mps_verdict() is None  # said once
+    for _ in range(64):  # the clients slow down to the time-sliced worker's pace
+        rates.add(4, 0.2, mps=True)
+    later = rates.mps_verdict()
+    assert later is not None
+    assert not later.paid
+    assert later.reason.startswith("MPS did not pay")

@@ -1,0 +1,62 @@
+"""Packing in wall-clock time: real Ray, a logical GPU, simulated telemetry, trials of 0.3 s."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import hpsearch
+from tests.conftest import ConfigWriter, load_search, merge, mlflow_client
+
+H200_MB = 143771.0
+REACHED_WITHIN_S = 5.0
+
+
+def _decisions(project: Path, run_id: str) -> list[dict[str, Any]]:
+    path = mlflow_client(project).download_artifacts(run_id, "packing_decisions.json", str(project))
+    decisions: list[dict[str, Any]] = json.loads(Path(path).read_text())
+    return decisions
+
+
+@pytest.mark.process
+@pytest.mark.usefixtures("seeded_store", "ray_one_gpu")
+def test_trials_of_a_few_tenths_of_a_second_share_their_gpu_within_seconds(
+    write_config: ConfigWriter, project: Path
+) -> None:
+    # The H200 main job's trials, shorter: 2% and 830 MiB of a 141 GB card, 0.3 s each,
+    # their loop waiting on the GPU (a tenth of a core).
+    search = merge(
+        load_search(util=2, memory=830, trials=24, seconds=0.3),
+        {
+            "space": {"cpus": 0.1},
+            "execution": {"num_cpus": None, "cpus_per_trial": 0.25},
+            "packing": {"mode": "auto", "probe_seconds": 5, "cooldown_seconds": 10},
+            "telemetry": {"interval_s": 0.2, "simulated": {"memory_total_mb": H200_MB}},
+        },
+    )
+
+    outcome = hpsearch.run(write_config(search))
+
+    trials = outcome.results.study.trials
+    assert [t.state.name for t in trials] == ["COMPLETE"] * 24
+    ends = sorted(t.datetime_complete.timestamp() for t in trials if t.datetime_complete)
+    assert outcome.mlflow_parent_run_id is not None
+    decisions = _decisions(project, outcome.mlflow_parent_run_id)
+    packed_at = min(d["time"] for d in decisions if d["limit"] >= 2)
+    assert packed_at <= ends[0] + REACHED_WITHIN_S, (packed_at - ends[0], decisions[:4])
+    # And a trial admitted by then ran beside another on the GPU.
+    shared = [
+        t
+        for t in trials
+        if t.datetime_start is not None
+        and t.datetime_start.timestamp() <= ends[0] + REACHED_WITHIN_S
+        and t.user_attrs["hpsearch.gpu"]["trials_sharing_max"] >= 2
+    ]
+    assert shared, [t.user_attrs["hpsearch.gpu"]["trials_sharing_max"] for t in trials]
+    # Each count above one was said with its reason, and the ones measured with their steps.
+    rises = [d for d in decisions if d["previous"] and d["limit"] > d["previous"]]
+    assert all(d["reason"].startswith("trying ") for d in rises)
+    assert any("judged" in d for d in decisions)
