@@ -10,7 +10,7 @@ CONFIG ?= configs/phase1.yaml
 # An idle worker takes tests still queued for the other (worksteal): no long tail.
 TEST_WORKERS ?= 2
 
-.PHONY: setup run debug test check lint ui docs clean gpu-wheelhouse gpu-calibrate
+.PHONY: setup run debug test check lint ui docs clean gpu-kit gpu-calibrate
 
 setup: $(VENV)/.installed
 
@@ -65,10 +65,13 @@ check: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal --no-processes
 
-# The GPU kit (DEVELOPERS.md, "The GPU kit"): what the lent GPU machine lacks, as
-# a Python 3.12 wheelhouse in parts of 55 MB under .gpu/parts (ignored by git).
-gpu-wheelhouse: setup
-	$(BIN)/python scripts/gpu_wheelhouse.py
+# The GPU kit (DEVELOPERS.md, "The GPU machine"): what the lent GPU machine's image
+# lacks, for Python 3.12, as one payload of at most 55 MB, .gpu/kit.tar.xz (ignored
+# by git); then the test that checks its size and that the stack imports from it
+# (the kit's own lane, -m kit: it builds a second kit, for this Python, to import).
+gpu-kit: setup
+	$(BIN)/python scripts/gpu_kit.py
+	$(BIN)/python -m pytest -q -m kit -p no:cacheprovider tests/scripts/test_gpu_kit.py
 
 # The sharing model's constants from a GPU run: make gpu-calibrate RESULTS=<sharing-*.json>
 gpu-calibrate: setup

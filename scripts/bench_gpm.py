@@ -38,29 +38,21 @@ def sample(handle: Any, seconds: float, interval: float) -> dict[str, Any]:
     """GPM SM activity and occupancy, and utilization.gpu, over ``seconds``."""
     import pynvml
 
+    from hpsearch.telemetry import GpmReader
+
     sm_util, occupancy, util = [], [], []
-    previous = pynvml.nvmlGpmSampleAlloc()
-    current = pynvml.nvmlGpmSampleAlloc()
+    reader = GpmReader(pynvml, handle)
     try:
-        pynvml.nvmlGpmSampleGet(handle, previous)
         end = time.monotonic() + seconds
         while time.monotonic() < end:
             time.sleep(interval)
-            pynvml.nvmlGpmSampleGet(handle, current)
-            request = pynvml.c_nvmlGpmMetricsGet_t()
-            request.version = pynvml.NVML_GPM_METRICS_GET_VERSION
-            request.numMetrics = 2
-            request.sample1, request.sample2 = previous, current
-            request.metrics[0].metricId = pynvml.NVML_GPM_METRIC_SM_UTIL
-            request.metrics[1].metricId = pynvml.NVML_GPM_METRIC_SM_OCCUPANCY
-            pynvml.nvmlGpmMetricsGet(request)
-            sm_util.append(float(request.metrics[0].value))
-            occupancy.append(float(request.metrics[1].value))
+            reading = reader.read()
+            sm_util.append(reading.sm_util_pct)
+            occupancy.append(reading.sm_occupancy_pct)
             util.append(float(pynvml.nvmlDeviceGetUtilizationRates(handle).gpu))
-            previous, current = current, previous
+            print(f"  sm {reading.sm_util_pct:.1f}% util {util[-1]:.0f}%", flush=True)
     finally:
-        pynvml.nvmlGpmSampleFree(previous)
-        pynvml.nvmlGpmSampleFree(current)
+        reader.close()
     return {
         "utilization_gpu_pct": round(statistics.mean(util), 1),
         "gpm_sm_util_pct": round(statistics.mean(sm_util), 1),
@@ -77,15 +69,15 @@ def measure(seconds: float, interval: float) -> dict[str, Any]:
         pynvml.nvmlInit()
     except Exception as exc:  # no driver, no library: the reason is the result
         return {"skipped": f"NVML unavailable: {exc}"}
+    from hpsearch.telemetry import gpm_supported
+
     try:
         handle = pynvml.nvmlDeviceGetHandleByIndex(0)
-        support = pynvml.c_nvmlGpmSupport_t()
-        support.version = pynvml.NVML_GPM_SUPPORT_VERSION
-        pynvml.nvmlGpmQueryDeviceSupport(handle, support)
-        if not support.isSupportedDevice:
+        if not gpm_supported(pynvml, handle):
             return {"skipped": "this GPU or driver has no GPM"}
         readings: dict[str, Any] = {}
         for kind in ("small", "filling"):
+            print(f"{kind} kernels:", flush=True)
             stop = threading.Event()
             worker = threading.Thread(target=load, args=(kind, stop), daemon=True)
             worker.start()
@@ -104,7 +96,7 @@ def measure(seconds: float, interval: float) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=10.0, help="sampled seconds per load")
+    parser.add_argument("--seconds", type=float, default=5.0, help="sampled seconds per load")
     parser.add_argument("--interval", type=float, default=0.5)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()

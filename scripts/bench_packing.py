@@ -23,6 +23,10 @@ within 10% of that oracle on every workload.
     python scripts/bench_packing.py --fusion # packing-fusion-<date>-simulated.json
     python scripts/bench_packing.py --workloads rtx4050-idle --gpus 1 --trials 40
     python scripts/bench_packing.py --real   # an NVIDIA GPU: off against auto, wall time
+    python scripts/bench_packing.py --real --workloads idle-digits --modes off,auto,fixed8,ray-tune
+
+``--real`` mode ``ray-tune`` runs the same trials under Ray Tune as its users share a GPU
+(``tune.with_resources(..., {"cpu": 1, "gpu": 1/8})``, reused actors, OptunaSearch).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import argparse
 import io
 import json
 import os
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -236,15 +241,16 @@ def real_config(name: str, mode: str, trials: int) -> dict[str, Any]:
             "epochs": 15,
         }
     else:
+        # GPU-filling steps, few of them: 4 trials end within the step's 120 s.
         train = "hpsearch.workloads.sequences:train"
         space = {
             "lr": {"type": "float", "low": 1e-4, "high": 3e-3, "log": True},
             "conv_channels": 512,
-            "hidden_size": [1024, 1536],
+            "hidden_size": [768, 1024],
             "lstm_layers": 2,
             "batch_size": 256,
-            "train_size": 8192,
-            "epochs": 3,
+            "train_size": 4096,
+            "epochs": 2,
         }
     return {
         "study": {
@@ -283,7 +289,8 @@ def run(config: dict[str, Any], *, simulated: bool) -> dict[str, Any]:
             started = time.perf_counter()
             outcome = hpsearch.run(
                 path,
-                console=Console(file=io.StringIO()),
+                # In wall time, a line per trial as it ends: a run that is slow shows it.
+                console=Console(file=io.StringIO() if simulated else sys.stdout, width=160),
                 # The runner looks at the scheduler as often as the GPUs are sampled: a
                 # real driver asks at each of Tune's steps, many times a second.
                 runner=SimulatedRunner(tick_s=tick_s) if simulated else None,
@@ -411,6 +418,75 @@ def main() -> None:
     write_with_targets(args.out or result_path(kind, None), payload)
 
 
+RAY_TUNE = "ray-tune"
+"""The ``--real`` mode that runs the same trials under Ray Tune, as its users share a GPU."""
+
+
+def ray_tune_static(
+    config: dict[str, Any], per_gpu: int = 8, num_gpus: int | None = None
+) -> dict[str, Any]:
+    """The config's trials under Ray Tune: OptunaSearch over the same space and sampler seed,
+    reused actors, ``{"cpu": 1, "gpu": 1/per_gpu}``; each trial runs the workload's own
+    ``train`` with a local context and reports its last epoch (``num_gpus``: logical GPUs,
+    where there is no NVIDIA one)."""
+    import optuna
+    import ray
+    from ray import tune
+    from ray.tune.search import ConcurrencyLimiter
+    from ray.tune.search.optuna import OptunaSearch
+
+    from hpsearch.config import RunConfig
+    from hpsearch.trial.context import TrialContext
+    from hpsearch.trial.entrypoint import resolve_train_function
+
+    loaded = RunConfig.model_validate({**config, "packing": {"mode": "off"}})
+    space = loaded.search_space.distributions()
+    constants = {k: v for k, v in config["space"].items() if not isinstance(v, (dict, list))}
+    train_target = config["train"]
+
+    def trainable(params: dict[str, Any]) -> None:
+        train = resolve_train_function(train_target)
+        ctx = TrialContext.local()
+        train({**constants, **params}, ctx)
+        tune.report(dict(ctx.history[-1].metrics) if ctx.history else {})
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    started = time.perf_counter()
+    ray.init(address="local", include_dashboard=False, log_to_driver=False, num_gpus=num_gpus)
+    try:
+        searcher = ConcurrencyLimiter(
+            OptunaSearch(
+                space,
+                metric="val_accuracy",
+                mode="max",
+                sampler=optuna.samplers.TPESampler(seed=config["study"]["sampler"]["seed"]),
+            ),
+            max_concurrent=per_gpu,
+        )
+        with tempfile.TemporaryDirectory() as folder:
+            tuner = tune.Tuner(
+                tune.with_resources(trainable, {"cpu": 1, "gpu": 1 / per_gpu}),
+                tune_config=tune.TuneConfig(
+                    search_alg=searcher,
+                    num_samples=config["study"]["n_trials"],
+                    reuse_actors=True,
+                    max_concurrent_trials=per_gpu,
+                ),
+                run_config=tune.RunConfig(storage_path=folder, verbose=1),
+            )
+            results = tuner.fit()
+    finally:
+        ray.shutdown()
+    wall = time.perf_counter() - started
+    scores = [(results[i].metrics or {}).get("val_accuracy") for i in range(len(results))]
+    return {
+        "time_to_budget_s": round(wall, 1),
+        "trials": len(results),
+        "best_val_accuracy": max((s for s in scores if s is not None), default=None),
+        "gpu_per_trial": 1 / per_gpu,
+    }
+
+
 def real(args: argparse.Namespace) -> None:
     """Packing modes on this machine's NVIDIA GPU, in wall time, with or without MPS."""
     names = ["idle-digits", "filling-cnn-lstm"]
@@ -424,7 +500,14 @@ def real(args: argparse.Namespace) -> None:
             config = real_config(name, mode, args.trials or REAL_TRIALS)
             if args.mps:
                 config["packing"]["mps"] = "auto"
-            per_mode[mode] = run(config, simulated=False)
+            if mode == RAY_TUNE:
+                import torch
+
+                # Without an NVIDIA GPU (a plumbing run), one logical GPU for Ray to share.
+                logical = None if torch.cuda.is_available() else 1
+                per_mode[mode] = ray_tune_static(config, num_gpus=logical)
+            else:
+                per_mode[mode] = run(config, simulated=False)
             print(name, mode, per_mode[mode], flush=True)
         verdict: dict[str, Any] = {}
         if {"off", "auto"} <= set(per_mode):
@@ -440,12 +523,18 @@ def real(args: argparse.Namespace) -> None:
             verdict["best_fixed"] = best
             verdict["auto_over_best_fixed"] = round(auto / fixed[best], 3)
             verdict["target_auto_within_10pct_of_best_fixed"] = auto <= 1.10 * fixed[best]
+        if RAY_TUNE in per_mode and "auto" in per_mode:
+            tune_s = per_mode[RAY_TUNE]["time_to_budget_s"]
+            verdict["auto_over_ray_tune"] = round(per_mode["auto"]["time_to_budget_s"] / tune_s, 3)
+            verdict["target_auto_no_slower_than_ray_tune"] = verdict["auto_over_ray_tune"] <= 1.0
         results[name] = {**per_mode, **verdict}
-    device = gpu_name()
-    out = args.out or result_path("packing", device, "-mps" if args.mps else "")
+    import torch
+
+    device = gpu_name() if torch.cuda.is_available() else None
+    out = args.out or result_path("packing", device or "cpu", "-mps" if args.mps else "")
     payload = {
         "date": time.strftime("%Y-%m-%d"),
-        "device": device,
+        "device": device or "CPU (no GPU: the plumbing only)",
         "mps": args.mps,
         "trials": args.trials or REAL_TRIALS,
         "results": results,

@@ -11,7 +11,8 @@ the run on 127.0.0.1), each search in a fresh process.
 Per window of 1,000 trials (by completion order): wall seconds, driver CPU
 seconds and SQL statements (``SELECT``) per trial, and the driver's resident
 memory at the window's end. Targets: the last window's wall time per trial within
-1.2x the first's, and memory growth under 200 MB at 10,000 trials.
+1.2x the first's, memory growth under 200 MB at 10,000 trials, and at most 30 ms
+of driver CPU per trial.
 
     python scripts/bench_scale.py                  # 1,000 and 10,000 trials, both stores
     python scripts/bench_scale.py --trials 1000 --stores sqlite
@@ -38,6 +39,9 @@ from typing import Any
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
+DRIVER_CPU_MS = 30
+"""The driver's CPU per trial end that keeps up with 16 short trials at once (the issue
+"Pack within seconds": 8-16 trials of 0.5 s end 16-32 a second)."""
 WINDOW = int(os.environ.get("BENCH_SCALE_WINDOW", "1000"))
 GROWTH_TARGET = 1.2
 MEMORY_TARGET_MB = 200.0
@@ -215,7 +219,7 @@ def _medians(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "targets": {
                     "last 1,000 within 1.2x of first": ratio <= 1.2,
                     "memory growth under 200 MB": growth < 200,
-                    "driver CPU 20 ms per trial at most": cpu <= 20,
+                    f"driver CPU {DRIVER_CPU_MS} ms per trial at most": cpu <= DRIVER_CPU_MS,
                 },
             }
         )

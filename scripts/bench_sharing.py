@@ -141,6 +141,8 @@ def at_once(kind: str, n: int, device: str, seconds: float, env: dict[str, str])
         (gate / "go").touch()
         rates = [f.result() for f in running]
     shutil.rmtree(gate, ignore_errors=True)
+    how = "MPS" if "CUDA_MPS_PIPE_DIRECTORY" in env else "time-sliced"
+    print(f"  {kind} x{n} ({how}): {sum(rates):.1f} it/s in all", flush=True)
     return rates
 
 
@@ -220,6 +222,7 @@ def main() -> None:
             capture_output=True, text=True, check=True, env=env,
         ).stdout.splitlines()[-1]
     )  # fmt: skip
+    print(f"  context: {json.dumps(context)}", flush=True)
     time_sliced = {n: at_once("filling", n, device, seconds, env) for n in counts}
     small = {n: at_once("small", n, device, seconds, env) for n in (1, counts[-1])}
     result: dict[str, Any] = {

@@ -27,6 +27,7 @@ from hpsearch.telemetry._base import (
     TrialLoad,
 )
 from hpsearch.telemetry._csv import COLUMNS, TraceError, TraceWriter, read_trace
+from hpsearch.telemetry._gpm import GpmReader, GpmReading, gpm_supported
 from hpsearch.telemetry._monitor import HISTORY_S, GpuMonitor
 from hpsearch.telemetry._nodes import ClusterGpuMetrics, ClusterReadings
 from hpsearch.telemetry._nvml import NvmlBackend
@@ -58,6 +59,8 @@ __all__ = [
     "ClusterGpuMetrics",
     "ClusterReadings",
     "DroppedReading",
+    "GpmReader",
+    "GpmReading",
     "GpuDemand",
     "GpuInfo",
     "GpuLoad",
@@ -79,6 +82,7 @@ __all__ = [
     "TrialGpuMetrics",
     "TrialGpuReport",
     "TrialLoad",
+    "gpm_supported",
     "implausible_readings",
     "is_speed",
     "objective_reading",

@@ -104,10 +104,11 @@ def train(params: dict[str, Any], ctx: TrialContext) -> None:
         shuffle=True,
         generator=order,
     )
-    model = setup.prepare_model(
-        build_model(int(p["width"]), int(p["depth"]), float(p["dropout"])),
-        checkpointing=checkpoint_hidden_layers,
-    )
+    # Made on its device: a model too large for the GPU runs out there at once, not
+    # after its weights were drawn in host memory (a 65536-wide layer: 17 GB).
+    with torch.device(setup.device):
+        built = build_model(int(p["width"]), int(p["depth"]), float(p["dropout"]))
+    model = setup.prepare_model(built, checkpointing=checkpoint_hidden_layers)
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=float(p["lr"]), weight_decay=float(p["weight_decay"])
     )
