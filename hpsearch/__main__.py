@@ -1,5 +1,5 @@
 """``python -m hpsearch`` is the ``hpsearch`` command."""
 
-from hpsearch.cli import main
+from hpsearch.cli import command
 
-main()
+command()

@@ -72,6 +72,34 @@ def ray_on_loopback_only() -> Iterator[None]:
 
 
 @contextmanager
+def lean_local_ray() -> Iterator[None]:
+    """While a local Ray starts, leave out two of its helper processes a search never uses:
+    the autoscaler's monitor (one machine, no nodes to add) and the log monitor (the
+    driver reads no worker output: ``log_to_driver=False``).
+
+    ``ray.init`` has no argument for either (``ray start`` and Ray's own
+    ``RayParams`` do: ``no_monitor``, ``include_log_monitor``), so the parameters it
+    builds are amended while it runs. Measured on 2 cores: ``ray.init`` 3.4 s → 2.5 s,
+    ``ray.shutdown`` 1.4 s → 0.1 s, and two Python processes fewer competing with the
+    raylet's registration, which Ray waits for 30 s at most.
+    """
+    from ray._private import parameter
+
+    original = parameter.RayParams.__init__
+
+    def lean(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        self.no_monitor = True
+        self.include_log_monitor = False
+
+    parameter.RayParams.__init__ = lean  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        parameter.RayParams.__init__ = original  # type: ignore[method-assign]
+
+
+@contextmanager
 def tune_max_pending_trials(count: int) -> Iterator[None]:
     """Let Tune start up to ``count`` trials at once (it reads this when ``fit()`` starts)."""
     previous = os.environ.get(TUNE_MAX_PENDING_TRIALS)

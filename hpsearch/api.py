@@ -38,6 +38,7 @@ from hpsearch.lifecycle import (
     OutageLimit,
     ParentRun,
     RunningTrials,
+    StoreWatch,
     TrialLedger,
     TrialListener,
     VerdictPoster,
@@ -63,6 +64,7 @@ from hpsearch.results import StudyResults
 from hpsearch.runner import MpsDaemons, RunnerSession, TrialRunner
 from hpsearch.scheduler import Scheduler
 from hpsearch.simulation import PacePublisher, SimulatedSpec, parse_simulate
+from hpsearch.storage_faults import Stores
 from hpsearch.study import (
     BudgetCount,
     BudgetDecision,
@@ -116,6 +118,19 @@ class RunOutcome:
 
 
 @dataclass(frozen=True)
+class Afresh:
+    """What a run may start afresh, where it would otherwise refuse to leave records behind.
+
+    Attributes:
+        mlflow_history: a new MLflow store, the study's runs' one gone (``--new-mlflow-history``).
+        study: a new study beside the MLflow runs of an earlier one's trials (``--new-study``).
+    """
+
+    mlflow_history: bool = False
+    study: bool = False
+
+
+@dataclass(frozen=True)
 class SearchParts:
     """The parts of one search, wired and ready to run.
 
@@ -155,6 +170,7 @@ def run(
     new_mlflow_history: bool = False,
     tracker: Tracker | None = None,
     allow_space_change: bool = False,
+    new_study: bool = False,
 ) -> RunOutcome:
     """Run (or continue) the search a config describes, until its budget is spent.
 
@@ -175,6 +191,8 @@ def run(
             packing lab does).
         allow_space_change: a parameter's range may differ from the study's
             (``study.allow_space_change``).
+        new_study: start the study afresh although its MLflow experiment holds runs of
+            its trials from an earlier search (the study's file deleted or replaced).
 
     Raises:
         HpsearchError: anything the user can fix (the CLI exits with code 2), a
@@ -203,9 +221,8 @@ def run(
         runner = RayTuneRunner()
     with _quiet_libraries():
         try:
-            outcome = _run(
-                config, policy, console or Console(), runner, new_mlflow_history, tracker
-            )
+            afresh = Afresh(mlflow_history=new_mlflow_history, study=new_study)
+            outcome = _run(config, policy, console or Console(), runner, afresh, tracker)
         except KeyboardInterrupt:
             _raise_stopped_for()
             raise
@@ -226,7 +243,7 @@ def _run(  # noqa: PLR0917 - the public entry's arguments, handed on
     policy: ResourcePolicy | None,
     console: Console,
     runner: TrialRunner,
-    new_mlflow_history: bool = False,
+    afresh: Afresh,
     tracker: Tracker | None = None,
 ) -> RunOutcome:
     workdir = os.getcwd()
@@ -244,9 +261,7 @@ def _run(  # noqa: PLR0917 - the public entry's arguments, handed on
     runner.check(config)
     telemetry = open_backend(config.telemetry)  # opening a backend is the root's job
     try:
-        return _search(
-            config, policy, console, runner, telemetry, workdir, new_mlflow_history, tracker
-        )
+        return _search(config, policy, console, runner, telemetry, workdir, afresh, tracker)
     finally:
         if telemetry.backend is not None:
             telemetry.backend.close()
@@ -259,7 +274,7 @@ def _search(  # noqa: PLR0917 - the root hands over what it opened
     runner: TrialRunner,
     telemetry: OpenedTelemetry,
     workdir: str,
-    new_mlflow_history: bool = False,
+    afresh: Afresh,
     tracker: Tracker | None = None,
 ) -> RunOutcome:
     execution = _execution_for(config, telemetry.backend)
@@ -267,11 +282,7 @@ def _search(  # noqa: PLR0917 - the root hands over what it opened
     for note in handle.notes:
         console.print(note, highlight=False, markup=False)
     if tracker is None:
-        if config.tracking.server:
-            use_quick_http_settings()  # a server out of reach is known in seconds
-        if not new_mlflow_history:
-            _check_mlflow_store(config, handle)
-        tracker = _tracker(config, console)
+        tracker = _checked_tracker(config, handle, console, afresh)
     reclaim_stale_trials(handle, tracker)
     recorded = record_unwritten_runs(handle, tracker)
     if recorded:
@@ -304,6 +315,7 @@ def _search(  # noqa: PLR0917 - the root hands over what it opened
             _mps(config, telemetry.backend, session, parent, console) as mps,
             _monitoring(config, telemetry.backend, session, console) as readings,
             _study_access(config, handle, session) as study_access,
+            StoreWatch(Stores(config.source, config.study.storage, config.tracking.uri)),
         ):
             parts = build_search(
                 config,
@@ -366,6 +378,21 @@ def _search(  # noqa: PLR0917 - the root hands over what it opened
         short_of=budget.short_of(after),
         mlflow_experiment_id=tracker.experiment_id,
     )
+
+
+def _checked_tracker(
+    config: RunConfig, handle: StudyHandle, console: Console, afresh: Afresh
+) -> Tracker:
+    """MLflow, as ``tracking`` says, once its store and the study's are known to agree (or
+    ``afresh`` lets one start anew beside the other's records)."""
+    if config.tracking.server:
+        use_quick_http_settings()  # a server out of reach is known in seconds
+    if not afresh.mlflow_history:
+        _check_mlflow_store(config, handle)
+    tracker = _tracker(config, console)
+    if not afresh.study:
+        _check_study_store(config, handle, tracker)
+    return tracker
 
 
 def _tracker(config: RunConfig, console: Console) -> Tracker:
@@ -577,6 +604,27 @@ def build_search(
 
 PACE_FILE = "simulated-gpu-pace.json"
 """Where, in the runner's scratch folder, simulated GPUs publish the trials' pace."""
+
+
+def _check_study_store(config: RunConfig, handle: StudyHandle, tracker: Tracker) -> None:
+    """Refuse to start a study afresh silently beside the MLflow runs of its earlier trials
+    (its store's file deleted or replaced: those trials' results are gone with it)."""
+    if handle.study.get_trials(deepcopy=False):
+        return
+    try:
+        earlier = tracker.runs_of_trial(handle.name, 0)
+    except Exception:  # a tracking server out of reach: the outage machinery says so
+        return
+    if earlier:
+        raise ConfigError(
+            config.source,
+            "study.storage",
+            f"study '{handle.name}' has no trials in {config.study.storage}, but the MLflow "
+            f"store {config.tracking.uri} holds runs of its trials from an earlier search "
+            "(the study's file deleted or replaced?)",
+            "restore the study's file, or run again with --new-study to start the study "
+            "afresh beside those runs",
+        )
 
 
 def _check_mlflow_store(config: RunConfig, handle: StudyHandle) -> None:

@@ -1,10 +1,12 @@
-"""SIGTERM stops a search as Ctrl-C does: trials re-queued, runs ended KILLED, exit 143.
+"""SIGTERM and SIGHUP stop a search as Ctrl-C does: trials re-queued, runs ended KILLED,
+exit 143 (SIGTERM) or 129 (SIGHUP).
 
 Ray's ``ray.init`` makes SIGTERM exit the driver at once (``sys.exit``), which
 skips the search's own ending and leaves trials RUNNING; a scheduler or
-``timeout`` that sends SIGTERM would lose what Ctrl-C keeps. While a search
-runs, SIGTERM is turned into the SIGINT Ctrl-C sends, and remembered, so that
-the command exits with 143 (128 + SIGTERM) rather than 130.
+``timeout`` that sends SIGTERM would lose what Ctrl-C keeps. SIGHUP (a closed
+terminal or SSH session) killed the driver outright, with nothing printed.
+While a search runs, either is turned into the SIGINT Ctrl-C sends, and
+remembered, so that the command exits with 128 + its number rather than 130.
 """
 
 from __future__ import annotations
@@ -17,9 +19,12 @@ from contextlib import contextmanager
 from types import FrameType
 
 EXIT_TERMINATED = 128 + signal.SIGTERM
+TERMINATING = (signal.SIGTERM, signal.SIGHUP)
+"""The signals that stop a search as Ctrl-C does, and exit with 128 + their number."""
 
 _terminated = threading.Event()
 _interrupted = threading.Event()
+_by: list[signal.Signals] = []
 
 
 def interrupted() -> bool:
@@ -57,8 +62,18 @@ def clear_stop() -> None:
 
 
 def terminated() -> bool:
-    """Whether a SIGTERM stopped the search (the interruption is then its doing)."""
+    """Whether a SIGTERM or SIGHUP stopped the search (the interruption is then its doing)."""
     return _terminated.is_set()
+
+
+def terminated_by() -> str:
+    """The name of the signal that stopped the search (``SIGTERM`` where none did)."""
+    return (_by[0] if _by else signal.SIGTERM).name
+
+
+def terminated_exit_code() -> int:
+    """The exit code of a search a signal stopped: 128 + its number (143 for SIGTERM)."""
+    return 128 + int(_by[0] if _by else signal.SIGTERM)
 
 
 _on_sigterm: list[Callable[[], None]] = []
@@ -66,6 +81,8 @@ _on_sigterm: list[Callable[[], None]] = []
 
 def _as_ctrl_c(signum: int, frame: FrameType | None) -> None:
     first = not _terminated.is_set()
+    if first:
+        _by.append(signal.Signals(signum))
     _terminated.set()
     if first:
         for action in list(_on_sigterm):
@@ -75,9 +92,9 @@ def _as_ctrl_c(signum: int, frame: FrameType | None) -> None:
 
 @contextmanager
 def on_sigterm(action: Callable[[], None]) -> Iterator[None]:
-    """Within the block, a SIGTERM also starts ``action`` in a thread of its own: for what
-    the main thread cannot do while a library it waits in hangs (Ray's, when a signal
-    to the whole process group stopped Ray's processes too)."""
+    """Within the block, a SIGTERM (or SIGHUP) also starts ``action`` in a thread of its
+    own: for what the main thread cannot do while a library it waits in hangs (Ray's,
+    when a signal to the whole process group stopped Ray's processes too)."""
     _on_sigterm.append(action)
     try:
         yield
@@ -87,18 +104,20 @@ def on_sigterm(action: Callable[[], None]) -> Iterator[None]:
 
 @contextmanager
 def sigterm_as_ctrl_c() -> Iterator[None]:
-    """Within the block, SIGTERM interrupts as Ctrl-C does (main thread only).
+    """Within the block, SIGTERM and SIGHUP interrupt as Ctrl-C does (main thread only).
 
     Entering it starts a search: what stopped an earlier one in this process is forgotten.
     """
     _terminated.clear()
     _interrupted.clear()
     _stopped_for.clear()
+    _by.clear()
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGTERM, _as_ctrl_c)
+    previous = {signum: signal.signal(signum, _as_ctrl_c) for signum in TERMINATING}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

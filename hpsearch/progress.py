@@ -15,7 +15,7 @@ from rich.text import Text
 from hpsearch.config import ObjectiveSpec
 from hpsearch.lifecycle import TrialEnded, TrialListener, TrialReported, TrialStarted
 from hpsearch.placement import GpuDecision
-from hpsearch.results import dominates
+from hpsearch.pruning import dominates
 from hpsearch.study import BudgetCount
 from hpsearch.trial.protocol import Outcome
 

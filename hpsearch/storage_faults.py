@@ -1,6 +1,6 @@
 """Faults of the disk or of a database file under a search, as one line a user can act on.
 
-A full disk, a read-only ``mlruns/``, or a corrupt ``optuna.db`` surfaces deep in
+A full disk, a read-only ``mlruns/``, a corrupt or deleted ``optuna.db`` surfaces deep in
 SQLAlchemy, Optuna or MLflow as a long traceback ending in a message about
 something else. :func:`storage_fault` recognises them from the exception chain
 and names the store (``study.storage`` or ``tracking.uri``, told apart by which
@@ -13,6 +13,7 @@ import errno
 import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -28,21 +29,27 @@ _FULL = "the disk is full"
 _READ_ONLY = "the store is read-only"
 _CORRUPT = "the file is not a SQLite database (corrupt, or not written by hpsearch)"
 _CANNOT_OPEN = "the database file cannot be opened"
+_DELETED = "its file was deleted (or replaced) while the search ran"
 
 _FIXES = {
     _FULL: "free some space and run again (what was recorded so far is kept)",
     _READ_ONLY: "make it writable, or point the key at a writable place",
     _CORRUPT: "restore it from a backup, or point the key at a new file",
     _CANNOT_OPEN: "check that its folder exists and is writable",
+    _DELETED: (
+        "restore it from a backup and run again, or point the key at a new file "
+        "(and, for study.storage, run with --new-study)"
+    ),
 }
 
 
 def storage_fault(exc: BaseException, stores: Stores | None = None) -> str | None:
     """One line for ``exc`` when it is a storage fault; ``None`` for anything else."""
-    problem = None
+    problem, said = None, ""
     for link in _chain(exc):
         problem = _problem(link)
         if problem is not None:
+            said = str(link).lower()
             break
     if problem is None:
         return None
@@ -51,7 +58,21 @@ def storage_fault(exc: BaseException, stores: Stores | None = None) -> str | Non
     if problem == _FULL:
         return f"{stores.source}: {problem} under the search's stores; {_FIXES[problem]}"
     key, url = _which_store(exc, stores)
+    if _SQLITE_READ_ONLY in said and _deleted(url):
+        # SQLite answers writes to an unlinked file with "readonly database" (a
+        # read-only file system or permissions answer with their own errno).
+        problem = _DELETED
     return f"{stores.source}: {key} ({url}): {problem}; {_FIXES[problem]}"
+
+
+def deleted_line(stores: Stores, key: str, url: str) -> str:
+    """The error line of a search whose store ``key`` (``url``) lost its file as it ran."""
+    return f"{stores.source}: {key} ({url}): {_DELETED}; {_FIXES[_DELETED]}"
+
+
+def _deleted(url: str) -> bool:
+    """Whether ``url`` is a SQLite file that is no longer there."""
+    return url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).exists()
 
 
 def _chain(exc: BaseException) -> Iterator[BaseException]:
@@ -69,11 +90,12 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
             todo.append(orig)
 
 
+_SQLITE_READ_ONLY = "readonly database"
 _BY_ERRNO = {errno.ENOSPC: _FULL, errno.EROFS: _READ_ONLY, errno.EACCES: _READ_ONLY}
 _BY_TEXT = (
     ("database or disk is full", _FULL),
     ("no space left on device", _FULL),
-    ("readonly database", _READ_ONLY),
+    (_SQLITE_READ_ONLY, _READ_ONLY),
     ("read-only file system", _READ_ONLY),
     ("file is not a database", _CORRUPT),
     ("database disk image is malformed", _CORRUPT),

@@ -27,6 +27,7 @@ error naming the entry and what to write instead.
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -39,11 +40,13 @@ class TuneSpaceError(ValueError):
 
 
 def space_from_tune(target: str) -> dict[str, Any]:
-    """The ``space`` entries of the Tune ``param_space`` that ``package.module:name`` names.
+    """The ``space`` entries of the Tune ``param_space`` that ``package.module:name`` names:
+    a module attribute, or a function of no arguments that returns it (Ray's own examples
+    build theirs under ``if __name__ == "__main__":``, so a user wraps it in one).
 
     Raises:
-        TuneSpaceError: the name does not import, is not a dict, or holds an entry
-            with no Optuna distribution.
+        TuneSpaceError: the name does not import, is not a dict (nor a function
+            returning one), or holds an entry with no Optuna distribution.
     """
     module_name, _, attribute = target.partition(":")
     if not module_name or not attribute:
@@ -56,11 +59,30 @@ def space_from_tune(target: str) -> dict[str, Any]:
             f"importing '{module_name}' failed: {type(exc).__name__}: {exc}"
         ) from None
     space = getattr(module, attribute, None)
+    if callable(space) and not isinstance(space, Mapping):
+        space = _called(target, space)
     if not isinstance(space, Mapping):
         raise TuneSpaceError(
-            f"'{target}' is {type(space).__name__}, not a Tune param_space (a dict)"
+            f"'{target}' is {type(space).__name__}, not a Tune param_space (a dict, "
+            "or a function of no arguments that returns one)"
         )
     return converted(space)
+
+
+def _called(target: str, function: Any) -> Any:
+    """What ``function`` (of no arguments) returns: the param_space it builds."""
+    try:
+        inspect.signature(function).bind()
+    except TypeError:
+        raise TuneSpaceError(
+            f"'{target}' is a function that needs arguments; a param_space function takes none"
+        ) from None
+    except ValueError:
+        pass  # no signature to read: let the call say
+    try:
+        return function()
+    except Exception as exc:
+        raise TuneSpaceError(f"'{target}()' raised {type(exc).__name__}: {exc}") from None
 
 
 def converted(space: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -38,6 +38,24 @@ def test_ray_init_still_takes_the_node_address_argument() -> None:
         assert f'kwargs.pop("{name}"' in source, f"ray.init no longer reads {name}"
 
 
+def test_ray_still_starts_its_monitors_by_the_parameters_a_lean_start_sets() -> None:
+    from ray._private import parameter
+
+    node = _source_of("ray._private.node")
+    assert "self._ray_params.no_monitor" in node
+    assert "self._ray_params.include_log_monitor" in node
+    plain = parameter.RayParams()
+    assert (plain.no_monitor, plain.include_log_monitor) == (False, None)
+    with _compat.lean_local_ray():
+        lean = parameter.RayParams()
+    assert lean.no_monitor is True
+    # Ray annotates it Optional[str]; it is read as a flag (node.py: if ...include_log_monitor);
+    # None would be made True by node.py's update_if_absent.
+    assert lean.include_log_monitor is not None
+    assert not lean.include_log_monitor
+    assert parameter.RayParams().no_monitor is False  # put back
+
+
 def test_tune_still_reads_its_pending_trials_limit() -> None:
     assert _compat.TUNE_MAX_PENDING_TRIALS in _source_of("ray.tune.execution.tune_controller")
     previous = os.environ.get(_compat.TUNE_MAX_PENDING_TRIALS)

@@ -226,7 +226,13 @@ def test_ray_tunes_own_hyperband_example_runs_unchanged_with_its_checkpoints(
 ) -> None:
     """``ray/tune/examples/hyperband_function_example.py``, as Ray installs it: its
     trainable checkpoints every 3 steps with ``tune.report(..., checkpoint=...)``,
-    and reads ``tune.get_checkpoint()`` first; Hyperband stops the weaker ones."""
+    and reads ``tune.get_checkpoint()`` first; Hyperband stops the weaker ones. Its
+    param_space is built under ``if __name__ == "__main__":``: the guide's two-line module
+    holds it (copied as it is)."""
+    (project / "hb_space.py").write_text(
+        "from ray import tune\n"
+        "param_space = {'height': tune.uniform(0, 100)}  # as the example's Tuner has it\n"
+    )
     (project / "hb.yaml").write_text(
         "study:\n"
         "  name: ray-hyperband-example\n"
@@ -235,7 +241,7 @@ def test_ray_tunes_own_hyperband_example_runs_unchanged_with_its_checkpoints(
         "  pruner: {type: hyperband, options: {min_resource: 10, max_resource: 100}}\n"
         "objective: {metric: episode_reward_mean, direction: maximize}\n"
         "train: {tune: ray.tune.examples.hyperband_function_example:train_func}\n"
-        "space: {height: {type: float, low: 0.0, high: 100.0}}\n"
+        "space: hb_space:param_space\n"
     )
     done = cli("run", "hb.yaml")
     assert done.returncode == 0, done.stderr[-3000:]

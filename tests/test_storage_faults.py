@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import sqlite3
+from pathlib import Path
 
 from sqlalchemy.exc import OperationalError
 
@@ -37,3 +38,20 @@ def test_each_fault_names_the_store_and_its_fix() -> None:
     assert corrupt is not None
     assert corrupt.startswith("the file is not a SQLite database")
     assert storage_fault(ValueError("a bug, not a disk")) is None
+
+
+def test_sqlites_read_only_answer_for_a_file_that_is_gone_is_said_as_deleted(
+    tmp_path: Path,
+) -> None:
+    gone = Stores("c.yaml", f"sqlite:///{tmp_path}/optuna.db", "sqlite:///mlruns/mlflow.db")
+    # What SQLite raises on a write to a file unlinked under its open connection.
+    line = storage_fault(sqlite3.OperationalError("attempt to write a readonly database"), gone)
+    assert line == (
+        f"c.yaml: study.storage (sqlite:///{tmp_path}/optuna.db): its file was deleted (or "
+        "replaced) while the search ran; restore it from a backup and run again, or point "
+        "the key at a new file (and, for study.storage, run with --new-study)"
+    )
+    # A read-only file system stays read-only, there or not.
+    read_only = storage_fault(OSError(errno.EROFS, "Read-only file system"), gone)
+    assert read_only is not None
+    assert "the store is read-only" in read_only

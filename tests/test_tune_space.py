@@ -75,3 +75,35 @@ def test_a_config_names_the_param_space_in_the_users_code(project: Path) -> None
     (project / "bad.yaml").write_text(base + "space: tunespace:param_space\n")
     with pytest.raises(ConfigError, match=r"param_space\['f'\] is tune.sample_from"):
         load_config(project / "bad.yaml")
+
+
+def test_a_param_space_built_by_a_function_of_no_arguments_is_read(project: Path) -> None:
+    # Ray's own examples build param_space under `if __name__ == "__main__":`; the user's
+    # two-line module returns it from a function instead (the guide shows it).
+    (project / "tunespacefns.py").write_text(
+        "from ray import tune\n"
+        "def param_space():\n"
+        "    return {'lr': tune.loguniform(1e-3, 1e-1), 'width': tune.choice([8, 16])}\n"
+        "def needs(seed):\n"
+        "    return {}\n"
+        "def fails():\n"
+        "    raise RuntimeError('no data')\n"
+    )
+    base = (
+        "study: {name: s, n_trials: 2}\n"
+        "objective: {metric: acc, direction: maximize}\n"
+        "train: {tune: tunespacefns:param_space}\n"
+    )
+    (project / "good.yaml").write_text(base + "space: tunespacefns:param_space\n")
+    space = load_config(project / "good.yaml").search_space.distributions()
+    assert space == {
+        "lr": FloatDistribution(1e-3, 1e-1, log=True),
+        "width": CategoricalDistribution((8, 16)),
+    }
+    for name, words in [
+        ("needs", "is a function that needs arguments; a param_space function takes none"),
+        ("fails", r"'tunespacefns:fails\(\)' raised RuntimeError: no data"),
+    ]:
+        (project / "bad.yaml").write_text(base + f"space: tunespacefns:{name}\n")
+        with pytest.raises(ConfigError, match=words):
+            load_config(project / "bad.yaml")

@@ -113,10 +113,7 @@ def _describe(error: ErrorDetails, key_path: KeyPath) -> tuple[str, str]:  # noq
     if kind == "invalid_space":
         return str(ctx.get("problem")), str(ctx.get("fix"))
     if kind == "string_pattern_mismatch" and key_path == ("train",):
-        return (
-            f"'{given}' is not of the form package.module:function",
-            "name the training function like mypkg.train:train",
-        )
+        return f"'{given}' is not of the form package.module:function", _train_fix(str(given))
     if kind in _TYPE_WORDS:
         wanted = _TYPE_WORDS[kind]
         if isinstance(given, str) and wanted in ("a number", "an integer"):
@@ -209,3 +206,15 @@ def _unwrap(annotation: Any) -> Any:
                 annotation = members[0]
                 continue
         return annotation
+
+
+def _train_fix(given: str) -> str:
+    """What to write instead of a ``train:`` string that names no function."""
+    if given.endswith(".py") and " " not in given.strip():
+        return f'a script runs as train: {{command: "python {given}"}}'
+    if " " in given.strip():
+        return f'a script runs as train: {{command: "{given}"}}'
+    module, _, function = given.rpartition(".")
+    if ":" not in given and module and function.isidentifier():
+        return f"did you mean '{module}:{function}'?"
+    return "name the training function like mypkg.train:train"

@@ -9,6 +9,7 @@ declared once; the object read from the file is the one its reader gets.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
@@ -25,11 +26,13 @@ from pydantic import (
     model_validator,
 )
 
+from hpsearch._importable import ensure_importable_from
 from hpsearch._settings import Seconds, Settings
 from hpsearch.oom.settings import OomSpec
 from hpsearch.placement.settings import FusionSpec, PackingSpec
 from hpsearch.simulation.spec import SimulatedSpec
 from hpsearch.space import SEARCHED_TYPES, ParamSpec, SearchSpace, expand_space
+from hpsearch.trial.forms import Form, form_in_source, wrong_form
 from hpsearch.trial.other_tools import TARGET_PATTERN, OptunaObjectiveSpec, TuneTrainableSpec
 from hpsearch.trial.script import CommandSpec
 
@@ -332,6 +335,9 @@ class RunConfig(Settings):
     @model_validator(mode="after")
     def _check_whole(self) -> RunConfig:
         if "space" not in self.model_fields_set and self.optuna_objective is None:
+            form = self._written_for_another_form()
+            if form is not None:
+                raise ValueError("train: {}; {}".format(*wrong_form(self.train_target, form)))
             raise ValueError(
                 "space is missing: list the parameters to search (a training function, "
                 "a script or a Tune trainable takes them from it)"
@@ -378,6 +384,15 @@ class RunConfig(Settings):
     def train_target(self) -> str:
         """The training function, ``package.module:function``; empty for a script or objective."""
         return self.train if isinstance(self.train, str) else ""
+
+    def _written_for_another_form(self) -> Form | None:
+        """What ``train: mod:function`` is, read from its source (not run), where that is an
+        Optuna objective or a Tune trainable: a space left out for that reason."""
+        if not self.train_target:
+            return None
+        ensure_importable_from(os.getcwd())  # the user's project, as a run imports it
+        form = form_in_source(self.train_target)
+        return form if form is not None and form.kind != "function" else None
 
     @property
     def command(self) -> CommandSpec | None:

@@ -40,6 +40,7 @@ from hpsearch.lifecycle._objectives import ObjectiveValues
 from hpsearch.lifecycle._oom import OomHandling
 from hpsearch.lifecycle._parent_run import ParentRun
 from hpsearch.lifecycle._running import RunningTrials
+from hpsearch.lifecycle._store_watch import StoreWatch
 from hpsearch.lifecycle._tracking_outage import OutageLimit, outage_line
 from hpsearch.lifecycle._verdicts import VerdictPoster
 
@@ -60,6 +61,7 @@ __all__ = [
     "OutageLimit",
     "ParentRun",
     "RunningTrials",
+    "StoreWatch",
     "TrialEnded",
     "TrialLedger",
     "TrialListener",

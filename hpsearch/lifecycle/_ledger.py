@@ -201,6 +201,7 @@ class TrialLedger:
     def _close(self, launch_id: str, crash: str | None, interrupted: str) -> list[Outcome]:
         """End a launch's trials; ``interrupted``: why, when one ends without an outcome."""
         outcomes = []
+        failed: Exception | None = None
         numbers = self._launched.pop(launch_id, ())
         self._asker.ended([self._open[n] for n in numbers if n in self._open])
         for number in numbers:
@@ -223,7 +224,12 @@ class TrialLedger:
                 ending = self._ending(record, Outcome.FAIL, late)  # timed out: not run again
             else:
                 ending = self._ending(record, Outcome.INTERRUPTED, interrupted)
-            outcomes.append(self._finish(record, ending))
+            try:
+                outcomes.append(self._finish(record, ending))
+            except Exception as exc:  # the study's store failed: the launch's others still end
+                failed = failed or exc
+        if failed is not None:
+            raise failed
         return outcomes
 
     def interrupt_open(self, reason: str | None = None) -> int:
@@ -233,7 +239,15 @@ class TrialLedger:
         others are interrupted for ``reason`` (and run again on the next run).
         """
         why = reason or STOPPED_EARLY
-        outcomes = [o for launch in list(self._launched) for o in self._close(launch, None, why)]
+        outcomes: list[Outcome] = []
+        failed: Exception | None = None
+        for launch in list(self._launched):
+            try:
+                outcomes += self._close(launch, None, why)
+            except Exception as exc:  # the study's store failed: every other run still ends
+                failed = failed or exc
+        if failed is not None:
+            raise failed
         held = self._asker.held
         while self._waiting or held:  # asked for, never launched: they run again
             record = (self._waiting or held).pop(0)
@@ -332,9 +346,17 @@ class TrialLedger:
         self._each(lambda listener: listener.on_ending(ending))
         outcome = ending.outcome
         duration = self._clock() - record.started_at if record.started_at is not None else 0.0
-        prune_reason = self._writes.ended(
-            ending, values=values, metrics=record.metrics, duration_s=duration
-        )
+        try:
+            prune_reason = self._writes.ended(
+                ending, values=values, metrics=record.metrics, duration_s=duration
+            )
+        except Exception as exc:
+            # The study's store failed (a full disk, a deleted file): the trial is not in
+            # the study, so its run ends KILLED in the stores that work, then the fault goes on.
+            ending.outcome, ending.error = Outcome.INTERRUPTED, f"not recorded in the study: {exc}"
+            lost = record.ended(ending, None, duration, "")
+            self._each(lambda listener: listener.on_ended(lost))
+            raise
         if outcome is not Outcome.INTERRUPTED:
             self.finished += 1
         if ending.oom is not None and not ending.oom.predicted:

@@ -217,7 +217,7 @@ def end_reclaimed_runs(
         run_id = trial.user_attrs.get(attrs.MLFLOW_RUN)
         # A run the driver started but had not yet named on the trial is found by its
         # trial-number tag (set as the run is created).
-        run_ids = [str(run_id)] if run_id else list(tracker.runs_of_trial(trial.number))
+        run_ids = [str(run_id)] if run_id else list(tracker.runs_of_trial(study, trial.number))
         if not run_ids:
             _record_unlaunched(tracker, trial, study, parent_run_id)
         for run in run_ids:
@@ -288,7 +288,7 @@ def record_unwritten_runs(handle: StudyHandle, tracker: Tracker) -> int:
         if parent is None or attrs.MLFLOW_RUN in trial.user_attrs:
             continue
         # Created as the search stopped, maybe; or recorded already by this process.
-        runs = tracker.runs_of_trial(trial.number)
+        runs = tracker.runs_of_trial(handle.name, trial.number)
         if any(status != "RUNNING" for status in runs.values()):
             continue
         run_id = next(iter(runs), None) or tracker.start_run(

@@ -20,7 +20,8 @@ ledger puts on the Optuna trial (and the MLflow mirror on the run).
 The tree: ``_base`` (a verdict, the judge interface, the board interface),
 ``_optuna`` (Optuna's pruners as judges), ``_pruners`` (the table of Optuna's
 pruners by name), ``_dominated`` (the dominated rule), ``_make`` (the judge a
-config asks for), ``_board`` (verdicts on their way to workers).
+config asks for), ``_board`` (verdicts on their way to workers), ``_pareto`` (dominance between
+objective vectors: the dominated rule's, the Pareto front's, the view's).
 """
 
 from hpsearch.pruning._base import (
@@ -43,6 +44,7 @@ from hpsearch.pruning._board import (
 from hpsearch.pruning._dominated import DominatedJudge, DominatedRule
 from hpsearch.pruning._make import check_pruner, make_judge
 from hpsearch.pruning._optuna import OptunaJudge, PrimaryObjectiveJudge, explain
+from hpsearch.pruning._pareto import dominates
 from hpsearch.pruning._pruners import make_pruner
 
 __all__ = [
@@ -59,6 +61,7 @@ __all__ = [
     "VerdictBoard",
     "VerdictBook",
     "check_pruner",
+    "dominates",
     "explain",
     "forget_intermediate",
     "make_judge",

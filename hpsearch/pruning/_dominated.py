@@ -12,7 +12,7 @@ from optuna.trial import TrialState
 
 from hpsearch.config import ObjectiveSpec
 from hpsearch.pruning._base import KEEP, Verdict, store_intermediate, stored_intermediate
-from hpsearch.results import dominates
+from hpsearch.pruning._pareto import dominates
 from hpsearch.telemetry import objective_reading
 
 

@@ -17,6 +17,7 @@ from optuna.trial import FrozenTrial, TrialState
 from hpsearch import attrs
 from hpsearch.config import DEFAULT_STUDY_STORAGE, MEMORY_STORAGE, load_config
 from hpsearch.errors import ResultsError
+from hpsearch.study import config_space_check
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -309,14 +310,22 @@ def load(
 
     Raises:
         ConfigError: the config file is invalid.
-        ResultsError: no such study in the storage.
+        ResultsError: no such study in the storage, or one whose space the config's
+            cannot share (as ``hpsearch run`` would refuse it).
     """
     if isinstance(source, optuna.Study):
         return StudyResults(source)
     text = os.fspath(source)
     if Path(text).suffix in (".yaml", ".yml") or Path(text).is_file():
         config = load_config(text)
-        return _open(config.study.name, config.study.storage, hint=f"hpsearch run {text}")
+        results = _open(config.study.name, config.study.storage, hint=f"hpsearch run {text}")
+        # A config whose space the study refuses reads another search's trials: the
+        # line `hpsearch run` would print, not that study's best.
+        study = results.study
+        check = config_space_check(config, study.user_attrs, study.get_trials)
+        if check.problem:
+            raise ResultsError(check.problem)
+        return results
     return _open(text, storage or DEFAULT_STUDY_STORAGE, hint="hpsearch run CONFIG")
 
 

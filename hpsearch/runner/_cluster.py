@@ -12,10 +12,10 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import ray
 
@@ -23,6 +23,7 @@ from hpsearch._compat import (
     LOOPBACK_RAY_INIT,
     RAY_ENV_DEFAULTS,
     RAY_WORKER_ENV,
+    lean_local_ray,
     ray_on_loopback_only,
 )
 from hpsearch._procs import descendants
@@ -36,6 +37,8 @@ from hpsearch.trial.death import reaper_command
 # Set only where the user has not (see hpsearch._compat for Ray's own). CUDA
 # numbers GPUs fastest first by default, NVML by PCI bus: in bus order both
 # agree, so the GPU id Ray gives a trial is the GPU the monitor reads for it.
+T = TypeVar("T")
+
 _DRIVER_DEFAULTS = {**RAY_ENV_DEFAULTS, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
 _WORKER_ENV = (*RAY_WORKER_ENV, "CUDA_DEVICE_ORDER")
 
@@ -74,17 +77,21 @@ def ray_cluster(
                 _check_reachable(spec.address)
                 ray.init(address=spec.address, **common)  # its session is the cluster's
             else:
-                with ray_on_loopback_only():
-                    context = ray.init(
-                        # A Ray of its own, even where `ray start` runs one on this machine
-                        # (Ray would otherwise join that one, which was not asked for).
-                        address="local",
-                        num_cpus=spec.num_cpus,
-                        num_gpus=spec.num_gpus,
-                        include_dashboard=False,
-                        **LOOPBACK_RAY_INIT,
-                        **common,
-                    )
+
+                def start() -> Any:
+                    with ray_on_loopback_only(), lean_local_ray():
+                        return ray.init(
+                            # A Ray of its own, even where `ray start` runs one on this
+                            # machine (Ray would otherwise join that one, not asked for).
+                            address="local",
+                            num_cpus=spec.num_cpus,
+                            num_gpus=spec.num_gpus,
+                            include_dashboard=False,
+                            **LOOPBACK_RAY_INIT,
+                            **common,
+                        )
+
+                context = start_once_more_if_slow(start, _stop_half_started)
                 # The local Ray's folder under /tmp/ray: logs and sockets, one per run.
                 info: dict[str, Any] = getattr(context, "address_info", {})  # a RayContext's
                 session_dir = str(info.get("session_dir") or "") or None
@@ -206,6 +213,59 @@ def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
             pass
     except OSError as exc:
         raise ConnectionError(f"nothing accepts connections at {address}: {exc}") from None
+
+
+RAY_STARTUP_WAIT_S = 30
+"""How long Ray 2.x waits for its raylet to register with its control store, hard-coded
+(``ray/_private/node.py``): a busy laptop's start can miss it."""
+_SLOW_START = "timed out during startup"
+"""Ray's words (a bare ``Exception``) when its raylet missed :data:`RAY_STARTUP_WAIT_S`."""
+
+
+class RayStartTimedOut(HpsearchError):
+    """A local Ray's start missed Ray's own wait for its raylet, twice."""
+
+
+def start_once_more_if_slow(start: Callable[[], T], stop: Callable[[set[int]], None]) -> T:
+    """``start()`` a local Ray; where its raylet missed Ray's wait (a busy machine),
+    ``stop()`` what half-started (the processes the start left) and start once more.
+
+    Raises:
+        RayStartTimedOut: the second start missed it too: one line, what was waited
+            for and what to try.
+    """
+    for attempt in (1, 2):
+        before = set(descendants(os.getpid()))
+        try:
+            return start()
+        except Exception as exc:  # Ray raises a bare Exception for this one
+            if _SLOW_START not in str(exc):
+                raise
+            stop(set(descendants(os.getpid())) - before)
+            if attempt == 2:
+                raise RayStartTimedOut(_slow_start_line()) from None
+    raise AssertionError("unreachable")
+
+
+def _slow_start_line() -> str:
+    cores = os.cpu_count() or 1
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return (
+        f"cannot start a local Ray: twice its raylet did not register with its control store "
+        f"within Ray's {RAY_STARTUP_WAIT_S} s (load average {load:.1f} on {cores} core(s)); "
+        "run again when the machine is less busy, or start Ray once yourself "
+        "(ray start --head --num-cpus N) and set execution.address: auto"
+    )
+
+
+def _stop_half_started(started: set[int]) -> None:
+    """Stop what a failed ``ray.init`` left: its connection and the processes it started
+    (its control store and raylet, which no node object of Ray's holds any more)."""
+    with contextlib.suppress(Exception):
+        ray.shutdown()
+    for pid in started:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def _connect_error(address: str | None, exc: Exception) -> str:

@@ -19,7 +19,12 @@ from ray.tune.experiment import Trial
 
 from hpsearch._compat import tune_max_pending_trials
 from hpsearch.config import ExecutionSpec, TelemetrySpec
-from hpsearch.interrupts import EXIT_TERMINATED, note_interrupted, on_sigterm
+from hpsearch.interrupts import (
+    note_interrupted,
+    on_sigterm,
+    terminated_by,
+    terminated_exit_code,
+)
 from hpsearch.placement import ClusterCapacity, NodeGpus
 from hpsearch.pruning import RayVerdictBoard, VerdictBoard
 from hpsearch.runner._adapters import (
@@ -160,13 +165,13 @@ class _RaySession(RunnerSession):
         finally:
             stop_local_ray()
             sys.stderr.write(
-                "terminated (SIGTERM); Ray's own processes were stopped by it too: the "
+                f"terminated ({terminated_by()}); Ray's own processes were stopped by it too: the "
                 "running trials will run again on the next run\n"
             )
             sys.stderr.flush()
             if locked:
                 failure.lock.release()
-            os._exit(EXIT_TERMINATED)
+            os._exit(terminated_exit_code())
 
 
 def _tune_caught_sigint() -> bool:

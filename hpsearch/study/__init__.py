@@ -9,32 +9,43 @@ written in one transaction), ``_proxy`` (the study served to workers over Optuna
 gRPC storage proxy).
 """
 
-from hpsearch.study._attrs import set_user_attr_late, set_user_attrs
-from hpsearch.study._budget import (
-    BudgetCount,
-    BudgetDecision,
-    BudgetTally,
-    TrialBudget,
-    count_budget,
-    retried_numbers,
-)
-from hpsearch.study._handle import StudyHandle
-from hpsearch.study._heartbeat import (
-    GRACE_PERIOD_S,
-    HEARTBEAT_INTERVAL_S,
-    LOST_REASON,
-    MAX_LOST_RETRIES,
-)
-from hpsearch.study._proxy import serve_study
-from hpsearch.study._storage import (
-    CONFIG_ATTR,
-    DRIVER_SEED_STRIDE,
-    DRIVERS_ATTR,
-    TRAIN_ATTR,
-    VERSION_ATTR,
-    open_study,
-    prepare_storage_url,
-)
+from typing import TYPE_CHECKING
+
+from hpsearch._lazy import lazy_exports
+
+# Imported on first use (hpsearch._lazy): reading a study's results checks its space
+# (``_space_check``: Optuna's distributions only) without the storage, the proxy and
+# the sampler this package also holds.
+if TYPE_CHECKING:
+    from hpsearch.study._attrs import set_user_attr_late, set_user_attrs
+    from hpsearch.study._budget import (
+        BudgetCount,
+        BudgetDecision,
+        BudgetTally,
+        TrialBudget,
+        count_budget,
+        retried_numbers,
+    )
+    from hpsearch.study._handle import StudyHandle
+    from hpsearch.study._heartbeat import (
+        GRACE_PERIOD_S,
+        HEARTBEAT_INTERVAL_S,
+        LOST_REASON,
+        MAX_LOST_RETRIES,
+    )
+    from hpsearch.study._proxy import serve_study
+    from hpsearch.study._space_check import config_space_check
+    from hpsearch.study._storage import (
+        CONFIG_ATTR,
+        DRIVER_SEED_STRIDE,
+        DRIVERS_ATTR,
+        TRAIN_ATTR,
+        VERSION_ATTR,
+        open_study,
+        prepare_storage_url,
+    )
+
+__getattr__, __dir__ = lazy_exports(__name__)
 
 __all__ = [
     "CONFIG_ATTR",
@@ -51,6 +62,7 @@ __all__ = [
     "BudgetTally",
     "StudyHandle",
     "TrialBudget",
+    "config_space_check",
     "count_budget",
     "open_study",
     "prepare_storage_url",

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from optuna.distributions import (
     BaseDistribution,
@@ -29,6 +30,9 @@ from optuna.distributions import (
     json_to_distribution,
 )
 from optuna.trial import FrozenTrial
+
+if TYPE_CHECKING:
+    from hpsearch.config import RunConfig
 
 SPACE_ATTR = "hpsearch.space"
 """On the study: the distributions of the space its latest driver searched (Optuna's JSON)."""
@@ -110,6 +114,23 @@ def compare_spaces(
         )
     notes[:0] = [f"space.{change} (allowed: study.allow_space_change)" for change in ranges]
     return SpaceCheck(notes=tuple(notes))
+
+
+def config_space_check(
+    config: RunConfig, attrs: Mapping[str, object], trials: Callable[[], Iterable[FrozenTrial]]
+) -> SpaceCheck:
+    """The config's space against its study's (``attrs``, its user attributes; ``trials``
+    read only for a study an earlier hpsearch created): the problem, if any, as the one
+    line a command prints (the file, the parameter, both definitions, the way out)."""
+    spec = config.study
+    check = compare_spaces(
+        stored_space(attrs, trials),
+        config.search_space.distributions(),
+        allow_change=spec.allow_space_change,
+        strict=spec.strict_space,
+    )
+    problem = f"{config.source}: {check.problem} (study '{spec.name}')" if check.problem else ""
+    return SpaceCheck(problem, tuple(f"study '{spec.name}': {note}" for note in check.notes))
 
 
 def describe(distribution: BaseDistribution) -> str:

@@ -33,7 +33,7 @@ from hpsearch.samplers import make_sampler
 from hpsearch.storage_faults import Stores, storage_fault
 from hpsearch.study._handle import StudyHandle
 from hpsearch.study._heartbeat import heartbeat_timing, requeue_lost
-from hpsearch.study._space_check import SPACE_ATTR, compare_spaces, space_attr, stored_space
+from hpsearch.study._space_check import SPACE_ATTR, config_space_check, space_attr
 
 DRIVERS_ATTR = "hpsearch.drivers_started"
 """The study's count of drivers ever started on it (each offsets its sampler's seed)."""
@@ -119,16 +119,10 @@ def _check_space(
     Raises:
         StudyError: naming the parameter, both definitions and the way out.
     """
-    spec = config.study
-    check = compare_spaces(
-        stored_space(study_attrs, lambda: study.get_trials(deepcopy=False)),
-        config.search_space.distributions(),
-        allow_change=spec.allow_space_change,
-        strict=spec.strict_space,
-    )
+    check = config_space_check(config, study_attrs, lambda: study.get_trials(deepcopy=False))
     if check.problem:
-        raise StudyError(f"{config.source}: {check.problem} (study '{spec.name}')")
-    return tuple(f"study '{spec.name}': {note}" for note in check.notes)
+        raise StudyError(check.problem)
+    return check.notes
 
 
 def _described(config: RunConfig) -> dict[str, Any]:

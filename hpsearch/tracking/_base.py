@@ -108,8 +108,12 @@ class Tracker(Protocol):
     def running_run_ids(self) -> set[str]:
         """The experiment's runs still RUNNING (a live driver's, or a dead one's)."""
 
-    def runs_of_trial(self, number: int) -> dict[str, str]:
-        """The experiment's runs of trial ``number`` (by their trial-number tag): their status."""
+    def runs_of_trial(self, study: str, number: int) -> dict[str, str]:
+        """The experiment's runs of ``study``'s trial ``number`` (by their tags): their status.
+
+        An experiment can hold several studies' runs (a rerun's study shares it), so
+        the study's name is part of what identifies a trial's run.
+        """
 
     def end_running_children(self, parent_run_id: str, status: RunStatus) -> None:
         """End every child run of ``parent_run_id`` still RUNNING (its driver is gone)."""

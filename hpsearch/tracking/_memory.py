@@ -14,7 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hpsearch.tracking._base import PARENT_TAG, TRIAL_NUMBER_TAG, MetricRow, RunStatus
+from hpsearch.tracking._base import (
+    PARENT_TAG,
+    STUDY_TAG,
+    TRIAL_NUMBER_TAG,
+    MetricRow,
+    RunStatus,
+)
 
 
 @dataclass
@@ -111,12 +117,12 @@ class MemoryTracker:
         """The runs still RUNNING."""
         return {run_id for run_id, run in self.runs.items() if run.status == "RUNNING"}
 
-    def runs_of_trial(self, number: int) -> dict[str, str]:
-        """The runs of trial ``number``: their status."""
+    def runs_of_trial(self, study: str, number: int) -> dict[str, str]:
+        """The runs of ``study``'s trial ``number``: their status."""
         return {
             run_id: run.status
             for run_id, run in self.runs.items()
-            if run.tags.get(TRIAL_NUMBER_TAG) == str(number)
+            if run.tags.get(TRIAL_NUMBER_TAG) == str(number) and run.tags.get(STUDY_TAG) == study
         }
 
     def end_running_children(self, parent_run_id: str, status: RunStatus) -> None:

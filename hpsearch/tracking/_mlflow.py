@@ -27,6 +27,7 @@ from hpsearch.storage_faults import storage_fault
 from hpsearch.tracking._base import (
     FLUSH_S,
     PARENT_TAG,
+    STUDY_TAG,
     TRIAL_NUMBER_TAG,
     MetricRow,
     RunStatus,
@@ -320,12 +321,18 @@ class MlflowTracker:
         )
         return {run.info.run_id for run in runs}
 
-    def runs_of_trial(self, number: int) -> dict[str, str]:
-        """The experiment's runs of trial ``number`` (by their trial-number tag): their status."""
+    def runs_of_trial(self, study: str, number: int) -> dict[str, str]:
+        """The experiment's runs of ``study``'s trial ``number`` (by their tags): their status."""
+        # The study's name is matched here, not in the filter string: Optuna allows
+        # any character in it, quotes included, and a name is never quoted wrong here.
         runs = self._client.search_runs(
-            [self.experiment_id], f"tags.`{TRIAL_NUMBER_TAG}` = '{number}'", max_results=100
+            [self.experiment_id], f"tags.`{TRIAL_NUMBER_TAG}` = '{number}'", max_results=50000
         )
-        return {run.info.run_id: run.info.status for run in runs}
+        return {
+            run.info.run_id: run.info.status
+            for run in runs
+            if run.data.tags.get(STUDY_TAG) == study
+        }
 
     def end_running_children(self, parent_run_id: str, status: RunStatus) -> None:
         """End every child run of ``parent_run_id`` still RUNNING (its driver is gone)."""

@@ -347,9 +347,9 @@ class OutageTracker:
         """The experiment's runs still RUNNING."""
         return self.inner.running_run_ids()
 
-    def runs_of_trial(self, number: int) -> dict[str, str]:
-        """The experiment's runs of trial ``number``: their status."""
-        return self.inner.runs_of_trial(number)
+    def runs_of_trial(self, study: str, number: int) -> dict[str, str]:
+        """The experiment's runs of ``study``'s trial ``number``: their status."""
+        return self.inner.runs_of_trial(study, number)
 
     def end_running_children(self, parent_run_id: str, status: RunStatus) -> None:
         """End every child run of ``parent_run_id`` still RUNNING."""

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hpsearch.errors import ConfigError
+from hpsearch.trial.forms import form_in_source, form_of, wrong_form
 
 if TYPE_CHECKING:
     from hpsearch.trial.script import CommandSpec
@@ -92,6 +93,29 @@ def resolve_train_function(
             f"'{spec}' is a {type(function).__name__}, not a function",
             "name a function",
         )
+    _check_callable(
+        function, spec, source, key, members=members, objective=objective, trainable=trainable
+    )
+    train: TrainFunction = function
+    return train
+
+
+def _check_callable(
+    function: Callable[..., Any],
+    spec: str,
+    source: str,
+    key: str,
+    *,
+    members: bool,
+    objective: bool,
+    trainable: bool,
+) -> None:
+    """Check ``function`` can be called as its form of ``train`` calls it.
+
+    Raises:
+        ConfigError: it cannot (the signature it needs), or its code shows it written for
+            another form (the ``train:`` line to write).
+    """
     arguments: tuple[None, ...] = (None, None)
     usage, fix = "train(params, ctx)", "give it two positional parameters: def train(params, ctx)"
     one_argument = [
@@ -105,12 +129,19 @@ def resolve_train_function(
             fix = f"give it one positional parameter: def {definition}"
     try:
         inspect.signature(function).bind(*arguments)
+        fits = True
     except TypeError:
-        raise ConfigError(source, key, f"'{spec}' cannot be called as {usage}", fix) from None
+        fits = False
     except ValueError:  # no signature available (some builtins); let the call decide
-        pass
-    train: TrainFunction = function
-    return train
+        fits = True
+    if not members:
+        # Written for another form of `train:`: the error gives the line to write.
+        form = form_of(function)
+        kind = "optuna" if objective else "tune" if trainable else "function"
+        if form is not None and form.kind != kind and (form.strong or not fits):
+            raise ConfigError(source, key, *wrong_form(spec, form))
+    if not fits:
+        raise ConfigError(source, key, f"'{spec}' cannot be called as {usage}", fix)
 
 
 def check_train(
@@ -212,6 +243,9 @@ def _checked_from_source(spec: str, source: str) -> bool:
     required = len(positional) - len(arguments.defaults)
     keyword_required = any(d is None for d in arguments.kw_defaults)
     takes_two = required <= 2 and (len(positional) >= 2 or arguments.vararg is not None)
+    form = form_in_source(spec)
+    if form is not None and form.kind != "function" and (form.strong or not takes_two):
+        raise ConfigError(source, "train", *wrong_form(spec, form))
     if not takes_two or keyword_required:
         raise ConfigError(
             source,

@@ -21,6 +21,25 @@ ARGS = "args"
 """``{args}``, an argument of its own: ``--name=value`` for each parameter the trial has."""
 
 
+def _branch(when: Mapping[str, Any]) -> str:
+    """A ``when`` in words: ``optimizer sgd`` (``a or b`` for a list)."""
+    return " and ".join(
+        f"{name} {' or '.join(map(str, wanted)) if isinstance(wanted, list) else wanted}"
+        for name, wanted in when.items()
+    )
+
+
+def _other_branches(when: Mapping[str, Any], space: Mapping[str, Any]) -> str:
+    """The trials a ``when`` leaves out, in words: the other choices of its parameters."""
+    lacking: list[str] = []
+    for name, wanted in when.items():
+        wanted_values = wanted if isinstance(wanted, list) else [wanted]
+        choices = getattr(space.get(name), "choices", None) or []
+        others = [c for c in choices if c not in wanted_values]
+        lacking.append(f"{name} {' or '.join(map(str, others))}" if others else f"other {name}")
+    return "trials with " + ", or ".join(lacking)
+
+
 class CommandSpec(Settings):
     """A training script run as it is, once per trial (``train: {command: ...}``).
 
@@ -87,4 +106,12 @@ class CommandSpec(Settings):
                     raise ValueError(
                         f"train.command names {{{name}}}, which is not in space; "
                         f"use one of {', '.join('{' + n + '}' for n in space)}"
+                    )
+                when = getattr(space[name], "when", None)
+                if when:
+                    raise ValueError(
+                        f"train.command names {{{name}}}, which only trials with "
+                        f"{_branch(when)} have ({_other_branches(when, space)} have none); "
+                        "give the parameters with {args}, an argument of its own "
+                        "(one --name=value per parameter a trial has)"
                     )

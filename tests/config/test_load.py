@@ -107,7 +107,6 @@ def test_nothing_to_search_is_an_error(write_config: ConfigWriter) -> None:
 
 def test_train_must_name_module_and_function(write_config: ConfigWriter) -> None:
     error = _error(write_config, {"train": "tests.train_functions.quick"})
-    assert error.key == "train"
     assert "package.module:function" in str(error)
 
 
@@ -212,6 +211,32 @@ def test_a_training_script_is_a_command_whose_placeholders_are_parameters(
     error = _error(write_config, {"train": {"comand": "python train.py"}})
     assert error.key == "train.comand"
     assert "did you mean 'command'?" in str(error)
+
+
+def test_a_command_that_names_a_branchs_parameter_is_refused_naming_the_branches_without_it(
+    write_config: ConfigWriter,
+) -> None:
+    # The Adam trials would run `--momentum {momentum}` with no momentum, and fail.
+    space = {
+        "x": {"type": "float", "low": 0.0, "high": 1.0},
+        "optimizer": {
+            "sgd": {"momentum": {"type": "float", "low": 0.0, "high": 0.9}},
+            "adam": None,
+            "rmsprop": None,
+        },
+    }
+    command = {"command": "python train.py --x {x} --momentum {momentum}"}
+    error = _error(write_config, {"space": space, "train": command})
+    assert str(error).endswith(
+        "train.command names {momentum}, which only trials with optimizer sgd have (trials "
+        "with optimizer adam or rmsprop have none); give the parameters with {args}, an "
+        "argument of its own (one --name=value per parameter a trial has)"
+    )
+    # What the error suggests is accepted: every trial gets the parameters it has.
+    loaded = load_config(
+        write_config({"space": space, "train": {"command": "python train.py {args}"}})
+    )
+    assert loaded.command is not None
 
 
 def test_a_branch_of_the_space_expands_to_conditions(write_config: ConfigWriter) -> None:

@@ -1,4 +1,5 @@
-"""SIGTERM (a scheduler's stop, ``timeout``, ``docker stop``) stops a search as Ctrl-C does."""
+"""SIGTERM (a scheduler's stop, ``timeout``, ``docker stop``) and SIGHUP (a closed terminal
+or SSH session) stop a search as Ctrl-C does."""
 
 from __future__ import annotations
 
@@ -18,12 +19,20 @@ from tests.faults.conftest import Drivers, study_trials
 pytestmark = pytest.mark.process
 
 
-@pytest.mark.parametrize("to", ["the driver", "its process group"])
-def test_sigterm_requeues_running_trials_ends_runs_killed_and_exits_143(
-    write_config: ConfigWriter, project: Path, drivers: Drivers, to: str
+@pytest.mark.parametrize(
+    ("signum", "to"),
+    [
+        (signal.SIGTERM, "the driver"),
+        (signal.SIGTERM, "its process group"),
+        (signal.SIGHUP, "its process group"),
+    ],
+)
+def test_a_stop_signal_requeues_running_trials_ends_runs_killed_and_exits_128_plus_it(
+    write_config: ConfigWriter, project: Path, drivers: Drivers, signum: signal.Signals, to: str
 ) -> None:
-    # To its group (systemd, Slurm's scancel, `timeout` send it so), Ray's own processes
-    # are stopped with the driver: it closes out without them, as for Ctrl-C.
+    # To its group (systemd, Slurm's scancel, `timeout` send SIGTERM so; a closing terminal
+    # sends SIGHUP so), Ray's own processes are stopped with the driver: it closes out
+    # without them, as for Ctrl-C.
     path = write_config(
         {
             "train": "tests.train_functions:timed",
@@ -39,18 +48,20 @@ def test_sigterm_requeues_running_trials_ends_runs_killed_and_exits_143(
     wait_for(two_running, 120, "two trials to start")
     started = time.monotonic()
     if to == "the driver":
-        driver.send_signal(signal.SIGTERM)
+        driver.send_signal(signum)
     else:
-        os.killpg(driver.pid, signal.SIGTERM)  # started in a session of its own
+        os.killpg(driver.pid, signum)  # started in a session of its own
     out, stderr = driver.communicate(timeout=120)
     took = time.monotonic() - started
 
-    assert driver.returncode == EXIT_TERMINATED == 143, stderr[-2000:]
+    assert driver.returncode == 128 + signum, stderr[-2000:]
+    assert EXIT_TERMINATED == 143
     assert took < 20, f"it took {took:.0f} s to stop"
     if to == "the driver":
         assert "2 trial(s) were interrupted and will run again" in out
     else:
-        assert stderr.strip().splitlines()[-1].startswith("terminated (SIGTERM); Ray's own")
+        last = stderr.strip().splitlines()[-1]
+        assert last.startswith(f"terminated ({signum.name}); Ray's own")
         assert group_running(driver.pid) is False  # Ray's processes are gone with it
     assert "*** SIG" not in stderr  # no C++ signal dump
     assert "Traceback" not in stderr

@@ -9,7 +9,7 @@ import yaml
 
 from hpsearch.config import load_config
 from hpsearch.study import open_study
-from tests.conftest import BASE_CONFIG, ConfigWriter
+from tests.conftest import BASE_CONFIG, ConfigWriter, cli
 from tests.faults.conftest import Drivers
 
 pytestmark = pytest.mark.process
@@ -39,3 +39,10 @@ def test_a_parameter_whose_kind_changed_exits_2_in_one_line_and_the_study_keeps_
     assert "new study.name" in lines[0]
     trials = handle.study.get_trials(deepcopy=False)
     assert [(t.state.name, t.value) for t in trials] == [("COMPLETE", 0.2), ("COMPLETE", 0.7)]
+    # Reading the study through the refused config is refused with the same line: its
+    # "best" would be another search's trial.
+    for command in ("best", "trials"):
+        refused = cli(command, str(changed))
+        assert refused.returncode == 2, refused.stderr
+        assert refused.stderr.strip() == lines[0], command
+    assert cli("best", str(config.source)).returncode == 0  # the study's own config reads it

@@ -16,8 +16,17 @@ import pytest
 
 import hpsearch
 from hpsearch.runner import SimulatedRunner
-from tests.conftest import CliResult, ConfigWriter, cli, hpsearch_cli, load_search, merge
-from tests.faults.conftest import Mount, study_trials
+from tests.conftest import (
+    CliResult,
+    ConfigWriter,
+    cli,
+    hpsearch_cli,
+    load_search,
+    merge,
+    mlflow_client,
+    wait_for,
+)
+from tests.faults.conftest import Drivers, Mount, study_trials
 
 SIM = ("--runner", "simulated")
 
@@ -120,3 +129,57 @@ def test_a_deleted_mlflow_store_is_noticed_and_a_new_history_is_a_choice(
     again = hpsearch_cli("run", str(path), "--n-trials", "3", "--new-mlflow-history", *SIM)
     assert again.returncode == 0, again.stderr[-3000:]
     assert [t.state.name for t in study_trials()] == ["COMPLETE"] * 3
+
+
+@pytest.mark.process
+def test_a_study_store_deleted_mid_search_is_said_and_a_rerun_refuses_to_start_it_afresh(
+    write_config: ConfigWriter, project: Path, drivers: Drivers
+) -> None:
+    # Trials of a few seconds under real Ray: some end, some run, when the file goes.
+    path = write_config(
+        {
+            "train": "tests.train_functions:timed",
+            "space": {"sleep": 1.5, "steps": None},
+            "study": {"n_trials": 40},
+            "execution": {"max_concurrent": 2},
+        }
+    )
+    driver = drivers.start(path)
+
+    def some_ended() -> bool:
+        return sum(t.state.name == "COMPLETE" for t in study_trials()) >= 2
+
+    wait_for(some_ended, 120, "two trials to complete")
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"mlruns/optuna.db{suffix}").unlink(missing_ok=True)
+    _, stderr = driver.communicate(timeout=120)
+
+    assert driver.returncode == 2, stderr[-3000:]
+    line = stderr.strip().splitlines()[-1]
+    assert line == (
+        f"error: {path}: study.storage (sqlite:///mlruns/optuna.db): its file was deleted (or "
+        "replaced) while the search ran; restore it from a backup and run again, or point "
+        "the key at "
+        "a new file (and, for study.storage, run with --new-study)"
+    )
+    client = mlflow_client(project)
+    experiment = client.get_experiment_by_name("test-study")
+    assert experiment is not None
+    runs = client.search_runs([experiment.experiment_id], max_results=1000)
+    statuses = {r.info.status for r in runs}
+    assert "RUNNING" not in statuses, statuses  # every run ended
+    assert "KILLED" in statuses  # those the fault interrupted
+
+    # A rerun finds the MLflow runs of trials its new, empty study does not have.
+    rerun = hpsearch_cli("run", str(path), "--n-trials", "1")
+    assert rerun.returncode == 2, rerun.stderr[-3000:]
+    assert rerun.stderr.strip().splitlines()[-1] == (
+        f"error: {path}: study.storage: study 'test-study' has no trials in "
+        "sqlite:///mlruns/optuna.db, but the MLflow store sqlite:///mlruns/mlflow.db holds "
+        "runs of its trials from an earlier search (the study's file deleted or replaced?); "
+        "restore the study's file, or run again with --new-study to start the study afresh "
+        "beside those runs"
+    )
+    afresh = hpsearch_cli("run", str(path), "--n-trials", "1", "--new-study")
+    assert afresh.returncode == 0, afresh.stderr[-3000:]
+    assert [t.state.name for t in study_trials()] == ["COMPLETE"]

@@ -11,7 +11,7 @@ from hpsearch import attrs
 from hpsearch.config import RunConfig
 from hpsearch.lifecycle import reclaim_stale_trials, record_unwritten_runs
 from hpsearch.study import GRACE_PERIOD_S, open_study
-from hpsearch.tracking import TRIAL_NUMBER_TAG, MlflowTracker, RunStatus
+from hpsearch.tracking import STUDY_TAG, TRIAL_NUMBER_TAG, MlflowTracker, RunStatus
 from tests.conftest import age_heartbeat
 
 pytestmark = pytest.mark.usefixtures("seeded_store")
@@ -51,13 +51,20 @@ def test_a_lost_trial_not_yet_named_on_its_run_still_gets_its_run_ended(
     config: RunConfig, project: Path
 ) -> None:
     # The driver was killed between starting the trial's run and naming it on the
-    # Optuna trial: the run is found by its trial-number tag, and its parent with it.
+    # Optuna trial: the run is found by its study and trial-number tags (set as it is
+    # created), and its parent with it.
     handle = open_study(config)
     tracker = MlflowTracker(config.tracking.uri, "test-study", "mlruns/artifacts")
     parent = tracker.start_run("the dead driver")
     lost = handle.ask(config.search_space.distributions())
     run_id = tracker.start_run(
-        "trial 0", tags={TRIAL_NUMBER_TAG: str(lost.number)}, parent_run_id=parent
+        "trial 0",
+        tags={TRIAL_NUMBER_TAG: str(lost.number), STUDY_TAG: handle.name},
+        parent_run_id=parent,
+    )
+    # Another study's trial of that number in the experiment (a rerun's), running still.
+    beside = tracker.start_run(
+        "rerun", tags={TRIAL_NUMBER_TAG: str(lost.number), STUDY_TAG: f"{handle.name}-rerun-0"}
     )
     age_heartbeat(config.study.storage, lost.number, seconds=GRACE_PERIOD_S + 60)
 
@@ -65,7 +72,7 @@ def test_a_lost_trial_not_yet_named_on_its_run_still_gets_its_run_ended(
 
     assert tracker.client.get_run(run_id).info.status == "KILLED"
     assert tracker.client.get_run(parent).info.status == "KILLED"
-    assert tracker.running_run_ids() == set()
+    assert tracker.running_run_ids() == {beside}
 
 
 def test_a_lost_trial_its_driver_never_launched_gets_a_killed_run(
@@ -79,14 +86,14 @@ def test_a_lost_trial_its_driver_never_launched_gets_a_killed_run(
 
     assert reclaim_stale_trials(handle, tracker) == 1
 
-    runs = tracker.runs_of_trial(lost.number)
+    runs = tracker.runs_of_trial(handle.name, lost.number)
     assert list(runs.values()) == ["KILLED"]
     run = tracker.client.get_run(next(iter(runs)))
     assert run.data.params == {k: str(v) for k, v in lost.params.items()}
     assert run.data.tags["hpsearch.state"] == "FAIL"
     # Reclaimed twice (a second driver's start): still one run.
     reclaim_stale_trials(handle, tracker)
-    assert len(tracker.runs_of_trial(lost.number)) == 1
+    assert len(tracker.runs_of_trial(handle.name, lost.number)) == 1
 
 
 def test_runs_a_stopped_search_could_not_create_are_recorded_from_the_study(

@@ -23,7 +23,9 @@ TWO_OBJECTIVES = {
 
 
 def _finish(handle: StudyHandle, x: float, values: list[float], metrics: dict[str, float]) -> None:
-    trial = handle.ask({"x": optuna.distributions.FloatDistribution(x, x)})
+    # x as the config's space declares it (float in [0, 1]), fixed to this value.
+    handle.study.enqueue_trial({"x": x})
+    trial = handle.ask({"x": optuna.distributions.FloatDistribution(0.0, 1.0)})
     trial.set_user_attr(attrs.METRICS, metrics)
     trial.set_user_attr(attrs.MLFLOW_RUN, f"run-{trial.number}")
     handle.study.tell(trial, values)

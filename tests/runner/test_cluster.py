@@ -36,6 +36,11 @@ def test_local_ray_listens_on_loopback_only(project: Path) -> None:
         assert addresses, "Ray's servers should be listening"
         assert addresses <= LOOPBACK, addresses
         assert ray.util.get_node_ip_address() == "127.0.0.1"  # type: ignore[no-untyped-call]
+        # Lean: no autoscaler monitor (one machine) and no log monitor (no log to driver).
+        started = " ".join(" ".join(child.cmdline()) for child in me.children(recursive=True))
+        assert "gcs_server" in started
+        assert "autoscaler/_private/monitor.py" not in started
+        assert "log_monitor.py" not in started
     assert not ray.is_initialized()
     assert ray_constants.ENABLE_RAY_CLUSTER is single_node_before
 
