@@ -363,7 +363,7 @@ def _check_fusion(config: RunConfig) -> None:
     """``fusion``'s function takes members, and the parameters they share are known."""
     from hpsearch.trial.entrypoint import check_fusion
 
-    if config.fusion.mode != "off":
+    if config.fusion.fuses:
         check_fusion(config.fusion.train, config.fusion.shared, config.space, config.source)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hpsearch.config import TelemetrySpec
+from hpsearch.config import ExecutionSpec, TelemetrySpec
 from hpsearch.errors import HpsearchError
 from hpsearch.simulation import LoadModelBackend, SharedGpus, SharingModel, simulated_backend
 from hpsearch.telemetry import NvmlBackend, TelemetryBackend, TelemetryUnavailable
@@ -31,6 +31,34 @@ class OpenedTelemetry:
     line: str
     load_sink: SharedGpus | None = None
     sharing: SharingModel = field(default_factory=SharingModel)
+
+    @property
+    def smallest_memory_mb(self) -> float | None:
+        """The smallest GPU's memory, to turn a GPU share into a memory cap (``None``: unknown)."""
+        if self.backend is None:
+            return None
+        sizes = [g.memory_total_mb for g in self.backend.gpus() if g.memory_total_mb]
+        return min(sizes) if sizes else None
+
+    def execution_for(self, execution: ExecutionSpec, source: str) -> ExecutionSpec:
+        """``execution``, with one logical Ray GPU per simulated GPU on a local Ray.
+
+        Raises:
+            HpsearchError: ``execution.num_gpus`` differs from the simulated GPUs' count.
+        """
+        backend = self.backend
+        if backend is None or not backend.simulated or execution.address:
+            return execution
+        simulated = len(backend.gpus())
+        if execution.num_gpus is None:
+            return execution.model_copy(update={"num_gpus": simulated})
+        if execution.num_gpus != simulated:
+            raise HpsearchError(
+                f"{source}: execution.num_gpus is {execution.num_gpus} but {simulated} "
+                "GPU(s) are simulated; leave num_gpus out (the local Ray then gets one logical "
+                "GPU per simulated GPU) or simulate as many GPUs as Ray has"
+            )
+        return execution
 
 
 def open_backend(spec: TelemetrySpec) -> OpenedTelemetry:

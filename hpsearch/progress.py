@@ -7,12 +7,13 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from types import TracebackType
+from typing import Any
 
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.text import Text
 
-from hpsearch.config import ObjectiveSpec
+from hpsearch.config import ObjectiveSpec, RunConfig
 from hpsearch.lifecycle import TrialEnded, TrialListener, TrialReported, TrialStarted
 from hpsearch.placement import GpuDecision
 from hpsearch.pruning import dominates
@@ -46,6 +47,26 @@ class ProgressView(TrialListener):
         clock: the runner's clock (trials' start times are on it), to say how long
             each running trial has run.
     """
+
+    @classmethod
+    def for_search(
+        cls,
+        config: RunConfig,
+        study: Any,
+        before: BudgetCount | None,
+        console: Console,
+        clock: Callable[[], float],
+    ) -> ProgressView:
+        """The view of a search on ``study`` (an Optuna study), which had ``before`` trials."""
+        return cls(
+            study.study_name,
+            config.objective_list,
+            n_trials=config.study.n_trials,
+            already=before or BudgetCount(0, 0),
+            best_before=best_so_far(study),
+            console=console,
+            clock=clock,
+        )
 
     def __init__(
         self,
@@ -233,3 +254,14 @@ def _clock_text(seconds: float) -> str:
     hours, rest = divmod(whole, 3600)
     minutes, secs = divmod(rest, 60)
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def best_so_far(study: Any) -> tuple[int, float] | None:
+    """A single-objective study's best trial so far, as the view opens on it (number, value)."""
+    if len(study.directions) != 1:
+        return None
+    try:
+        best = study.best_trial
+    except ValueError:  # no complete trial yet
+        return None
+    return best.number, float(best.value)

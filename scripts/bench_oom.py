@@ -78,7 +78,8 @@ def config(trials: int, share: int, sampler: str, seed: int) -> dict[str, Any]:
             train="hpsearch.workloads.simulated_gpu:train",
             space=space,
         ),
-        "execution": {"trials_per_gpu": share, "cpus_per_trial": 1},
+        "execution": {"cpus_per_trial": 1},
+        "packing": {"mode": "fixed", "trials_per_gpu": share},
         "telemetry": {
             "backend": "simulated",
             "interval_s": 0.5,

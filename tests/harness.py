@@ -21,7 +21,7 @@ from hpsearch import attrs
 from hpsearch.api import SearchParts, build_search
 from hpsearch.config import RunConfig
 from hpsearch.gpu_telemetry import OpenedTelemetry
-from hpsearch.lifecycle import ParentRun, TrialLedger
+from hpsearch.lifecycle import ParentRun, TrialLedger, check_user_code
 from hpsearch.oom import OomSpec
 from hpsearch.placement import Admission, ResourcePolicy
 from hpsearch.runner import RunnerSession, SimulatedRunner, VirtualClock
@@ -143,6 +143,7 @@ def drivers() -> Iterator[DriverFactory]:
                 readings=ClusterReadings(session.local_node_id, monitor) if monitor else None,
                 telemetry=telemetry,
                 console=console,
+                code=check_user_code(config),
                 policy=policy,
             )
             return Driver(handle, parent, parts, session, console, monitor)

@@ -53,7 +53,7 @@ def test_every_way_a_trial_ends_is_recorded(write_config: ConfigWriter, project:
         {
             "train": "tests.train_functions:behaves",
             "study": {"n_trials": 4},
-            "execution": {"trials_per_gpu": 0},
+            "packing": {"mode": "fixed", "trials_per_gpu": 0},
         }
     )
     outcome = hpsearch.run(path)
@@ -93,7 +93,8 @@ def test_pruner_stops_trials_through_should_prune(
                 },
             },
             "space": {"steps": 6},
-            "execution": {"trials_per_gpu": 0, "max_concurrent": 1},
+            "execution": {"max_concurrent": 1},
+            "packing": {"mode": "fixed", "trials_per_gpu": 0},
         }
     )
     outcome = hpsearch.run(path)
@@ -142,7 +143,8 @@ def test_accuracy_against_speed_prunes_dominated_trials_and_plots_the_front(
                 "precision": ["fp32", "fp16"],
                 "batch_size": [4],
             },
-            "execution": {"trials_per_gpu": 0, "max_concurrent": 1},
+            "execution": {"max_concurrent": 1},
+            "packing": {"mode": "fixed", "trials_per_gpu": 0},
         }
     )
     outcome = hpsearch.run(path)
@@ -199,7 +201,7 @@ def test_search_without_a_gpu_says_so_once_and_records_no_gpu_metrics(
             # A grid sampler over a finite space: each of its two points runs once.
             "study": {"n_trials": 2, "sampler": {"type": "grid"}},
             "space": {"x": {"type": "float", "low": 0.0, "high": 1.0, "step": 1.0}},
-            "execution": {"trials_per_gpu": 0},
+            "packing": {"mode": "fixed", "trials_per_gpu": 0},
         }
     )
     console = Console(file=io.StringIO(), width=200)
@@ -231,7 +233,8 @@ def _oom_config(write_config: ConfigWriter, **update: object) -> Path:
             "time_scale": 0.5,
         },
         "objective": {"metric": "val_accuracy", "direction": "maximize"},
-        "execution": {"trials_per_gpu": 2, "max_concurrent": 2},
+        "execution": {"max_concurrent": 2},
+        "packing": {"mode": "fixed", "trials_per_gpu": 2},
         "telemetry": {"backend": "simulated", "interval_s": 0.2},
         "oom": {"grows_memory": ["batch_size", "width"]},
     }
@@ -325,7 +328,8 @@ def test_retry_smaller_batch_keeps_the_effective_batch(
             "x": None,
             "steps": None,
         },
-        execution={"trials_per_gpu": 1, "max_concurrent": 1},
+        execution={"max_concurrent": 1},
+        packing={"mode": "fixed", "trials_per_gpu": 1},
         study={"n_trials": 1},
     )
     # 16384 x 4096 needs 9.5 GB of the 6 GB GPU; 8192 x 4096 needs 5.4 GB.

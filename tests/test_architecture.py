@@ -9,6 +9,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "hpsearch"
 MOST_CONSTRUCTOR_ARGUMENTS = 7
+MOST_FUNCTION_LINES = 80
 
 
 def _constructors() -> list[tuple[str, int]]:
@@ -37,6 +38,25 @@ def test_no_class_takes_more_than_seven_constructor_arguments() -> None:
     assert len(constructors) > 20  # the walk found the classes
     too_many = [(name, n) for name, n in constructors if n > MOST_CONSTRUCTOR_ARGUMENTS]
     assert too_many == []
+
+
+def test_no_function_is_longer_than_eighty_lines() -> None:
+    lengths = {
+        f"{path.relative_to(PACKAGE.parent)}:{node.name}": node.end_lineno - node.lineno + 1
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno
+    }
+    assert "hpsearch/api.py:build_search" in lengths  # the walk found the functions
+    assert {name: n for name, n in lengths.items() if n > MOST_FUNCTION_LINES} == {}
+
+
+def test_the_root_decodes_no_mode_of_a_part() -> None:
+    # Each part turns its own settings' modes into behaviour (its factory): the root
+    # hands the sections over and never reads a mode.
+    root = (PACKAGE / "api.py").read_text(encoding="utf-8")
+    assert ".mode" not in root
+    assert "check_fusion" not in root
 
 
 @pytest.mark.parametrize("package", ["placement", "oom", "pruning", "runner", "lifecycle"])

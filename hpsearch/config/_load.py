@@ -34,6 +34,15 @@ _TYPE_WORDS = {
 }
 
 
+MOVED_KEYS: dict[KeyPath, tuple[str, str]] = {
+    ("execution", "trials_per_gpu"): (
+        "packing.trials_per_gpu",
+        "write packing: {mode: fixed, trials_per_gpu: N} (0: trials on CPU only)",
+    ),
+}
+"""Keys that moved: the one spelling each knob has now, and what to write instead."""
+
+
 def load_config(path: str | os.PathLike[str]) -> RunConfig:
     """Read and validate one config file.
 
@@ -87,6 +96,9 @@ def _describe(error: ErrorDetails, key_path: KeyPath) -> tuple[str, str]:  # noq
     ctx = error.get("ctx", {})
     given = error.get("input")
     if kind == "extra_forbidden":
+        moved = MOVED_KEYS.get(key_path)
+        if moved is not None:
+            return f"this key is now {moved[0]}", moved[1]
         name = str(key_path[-1]) if key_path else "?"
         valid = _valid_keys(error["loc"][:-1])
         close = difflib.get_close_matches(name, valid, n=1, cutoff=0.5)

@@ -9,6 +9,7 @@ declared once; the object read from the file is the one its reader gets.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
@@ -169,8 +170,6 @@ class ExecutionSpec(Settings):
             none starts a local Ray bound to 127.0.0.1 for the duration of the run.
         max_concurrent: most trials at once; none lets the resources decide.
         cpus_per_trial: CPUs Ray reserves for each trial.
-        trials_per_gpu: 0 runs trials on CPU only; a number N is the same as
-            ``packing: {mode: fixed, trials_per_gpu: N}``. Left out, ``packing`` decides.
         num_cpus, num_gpus: resources of the local Ray (ignored with ``address``);
             ``num_gpus`` declares logical GPUs, useful to test placement without one.
         reuse_workers: keep trial worker processes between trials of the same shape,
@@ -188,7 +187,6 @@ class ExecutionSpec(Settings):
     address: str | None = None
     max_concurrent: PositiveInt | None = None
     cpus_per_trial: PositiveFloat = 1.0
-    trials_per_gpu: int | None = Field(default=None, ge=0)
     num_cpus: PositiveInt | None = None
     num_gpus: int | None = Field(default=None, ge=0)
     reuse_workers: bool = True
@@ -196,6 +194,10 @@ class ExecutionSpec(Settings):
     trial_timeout: Seconds | None = None
     trials_dir: str = Field(default="mlruns/trials", min_length=1)
     checkpoint_dir: str = Field(default="mlruns/checkpoints", min_length=1)
+
+    def max_pending(self, cpus: float) -> int:
+        """The most trials that may be starting at once on a runner with ``cpus`` CPUs."""
+        return self.max_concurrent or max(1, math.floor(cpus / self.cpus_per_trial))
 
 
 class TrackingSpec(Settings):
@@ -268,6 +270,11 @@ class TelemetrySpec(Settings):
     def simulation(self) -> SimulatedSpec:
         """The simulated GPUs (defaults when the section is left out)."""
         return self.simulated or SimulatedSpec()
+
+    @property
+    def simulating(self) -> SimulatedSpec | None:
+        """The simulated GPUs the search runs on (``None``: it reads real ones, or none)."""
+        return self.simulation if self.backend == "simulated" else None
 
 
 def _train_kind(value: Any) -> str:
@@ -359,11 +366,6 @@ class RunConfig(Settings):
                     f"oom.{key} names {unknown}, which are not in space; "
                     f"list parameters of the space ({', '.join(self.space)})"
                 )
-        if self.execution.trials_per_gpu is not None and "packing" in self.model_fields_set:
-            raise ValueError(
-                "execution.trials_per_gpu and packing are both set; keep packing "
-                "(packing: {mode: fixed, trials_per_gpu: N} for a fixed count)"
-            )
         if self.command is not None:
             self.command.check_placeholders(self.space)
         if self.study.n_trials is None and self.study.timeout is None:
@@ -429,13 +431,8 @@ class RunConfig(Settings):
 
     @property
     def packing_in_effect(self) -> PackingSpec | None:
-        """The packing that applies; ``None``: CPU-only trials (``execution.trials_per_gpu: 0``)."""
-        per_gpu = self.execution.trials_per_gpu
-        if per_gpu is None:
-            return self.packing
-        if per_gpu == 0:
-            return None
-        return PackingSpec(mode="fixed", trials_per_gpu=per_gpu)
+        """The packing that applies; ``None``: trials on CPU only (``trials_per_gpu: 0``)."""
+        return None if self.packing.cpu_only else self.packing
 
     @property
     def search_space(self) -> SearchSpace:

@@ -6,7 +6,10 @@ tell), ``_objectives`` (objective values from reports), and one module per
 listener: ``_mlflow`` (the MLflow mirror), ``_oom`` (out-of-memory handling),
 ``_gpu`` (GPU series), ``_running`` (packing feedback: the running trials),
 ``_verdicts`` (pruning verdicts to workers), ``_parent_run`` (the search's
-parent run), ``_checkpoints`` (checkpoint upkeep). The progress view
+parent run), ``_checkpoints`` (checkpoint upkeep), ``_tracking`` (the tracker,
+opened once the two stores agree), ``_listeners`` (the ledger's listeners, in
+order), ``_trial_settings`` (the user's code checked
+once, what every trial runs with, the launches). The progress view
 (:mod:`hpsearch.progress`) is one more.
 """
 
@@ -30,6 +33,7 @@ from hpsearch.lifecycle._events import (
 from hpsearch.lifecycle._gpu import GPU_FLUSH_S, GpuSeries
 from hpsearch.lifecycle._launches import FusionPlan, Launches
 from hpsearch.lifecycle._ledger import TrialLedger
+from hpsearch.lifecycle._listeners import Beside, search_listeners
 from hpsearch.lifecycle._mlflow import (
     MlflowMirror,
     end_reclaimed_runs,
@@ -41,11 +45,22 @@ from hpsearch.lifecycle._oom import OomHandling
 from hpsearch.lifecycle._parent_run import ParentRun
 from hpsearch.lifecycle._running import RunningTrials
 from hpsearch.lifecycle._store_watch import StoreWatch
+from hpsearch.lifecycle._tracking import Afresh, land_tracking_writes, open_tracker
 from hpsearch.lifecycle._tracking_outage import OutageLimit, outage_line
+from hpsearch.lifecycle._trial_settings import (
+    CheckedCode,
+    WorkerSide,
+    check_user_code,
+    launches_for,
+    study_access,
+)
 from hpsearch.lifecycle._verdicts import VerdictPoster
 
 __all__ = [
     "GPU_FLUSH_S",
+    "Afresh",
+    "Beside",
+    "CheckedCode",
     "CheckpointKeeper",
     "Ending",
     "FusionPlan",
@@ -73,9 +88,16 @@ __all__ = [
     "TrialStarted",
     "TrialsReclaimed",
     "VerdictPoster",
+    "WorkerSide",
+    "check_user_code",
     "end_reclaimed_runs",
+    "land_tracking_writes",
+    "launches_for",
+    "open_tracker",
     "outage_line",
     "reclaim_stale_trials",
     "record_unwritten_runs",
+    "search_listeners",
+    "study_access",
     "sweep_checkpoints",
 ]

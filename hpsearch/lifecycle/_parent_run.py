@@ -25,7 +25,7 @@ from hpsearch.lifecycle._base import TrialListener
 from hpsearch.lifecycle._events import OPTUNA_STATE, TrialEnded
 from hpsearch.monitoring import render_report
 from hpsearch.oom import OomTally
-from hpsearch.placement import GpuDecision
+from hpsearch.placement import FusionSizer, GpuDecision, PackingAdmission
 from hpsearch.results import StudyResults, analysis_figures, write_pareto_csv
 from hpsearch.study import StudyHandle
 from hpsearch.telemetry import GpuMonitor
@@ -117,15 +117,15 @@ class ParentRun(TrialListener):
         )
         self.tracker.log_text(self.run_id, report, "gpu_report.txt")
 
-    def record_packing(
-        self,
-        processes: list[dict[str, object]],
-        members: list[dict[str, object]],
-        mode: str | None,
-    ) -> None:
+    def record_packing(self, placing: PackingAdmission | None, fusion: FusionSizer | None) -> None:
         """Every packing decision of the search, with its reason, in time order, in
         ``packing_decisions.json``: how many trial processes share a GPU (``"decides":
-        "processes"``) and how many members a fused group of a shape has (``"members"``)."""
+        "processes"``) and how many members a fused group of a shape has (``"members"``).
+        Nothing where the search neither packed GPUs nor fused trials."""
+        if placing is None and fusion is None:
+            return
+        processes = placing.decisions if placing is not None else []
+        members = fusion.decisions if fusion is not None else []
         decisions = [{"decides": "processes", **d} for d in processes] + [
             {"decides": "members", **d} for d in members
         ]
@@ -133,7 +133,8 @@ class ParentRun(TrialListener):
         self.tracker.log_text(
             self.run_id, json.dumps(decisions, indent=2), "packing_decisions.json"
         )
-        if mode is not None:
+        if placing is not None:
+            mode = placing.policy.settings.mode
             self.tracker.set_tags(self.run_id, {"hpsearch.packing_mode": mode})
 
     def record_analysis(self, results: StudyResults) -> None:

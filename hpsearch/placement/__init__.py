@@ -11,7 +11,7 @@ per GPU, or CPU only), ``_views`` (what the packing policy reads and answers),
 ``_packing`` (the pure utilisation-aware packing policy, decided per GPU with a reason),
 ``_fusion`` (how many members a fused group gets, from its measured throughput) and
 ``_admission`` (that policy fed by the monitor and the cluster's GPUs, as a
-resource policy).
+resource policy) and ``_build`` (the policy the ``packing`` section asks for).
 """
 
 from typing import TYPE_CHECKING
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         ResourcePolicy,
         RunningTrial,
     )
+    from hpsearch.placement._build import TrialShare, resource_policy
     from hpsearch.placement._capacity import MIN_GAIN, Fit, fit
     from hpsearch.placement._evidence import TrialSpan, device_reading, trial_profile
     from hpsearch.placement._fusion import (
@@ -106,11 +107,13 @@ __all__ = [
     "StepRates",
     "TrialOnGpu",
     "TrialProfile",
+    "TrialShare",
     "TrialSpan",
     "Verdict",
     "WorkDone",
     "choose_members",
     "device_reading",
     "fit",
+    "resource_policy",
     "trial_profile",
 ]

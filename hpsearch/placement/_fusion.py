@@ -14,6 +14,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
 from hpsearch.placement._capacity import MIN_GAIN
+from hpsearch.placement.settings import FusionSpec
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,14 @@ class FusionSizer:
         self._settled: dict[Hashable, int] = {}
         self.decisions: list[dict[str, object]] = []
         """Every decision, in order: the shape, the member count and why."""
+
+    @classmethod
+    def from_settings(
+        cls, fusion: FusionSpec, clock: Callable[[], float] = time.time
+    ) -> FusionSizer:
+        """The sizer ``fusion`` asks for: measured and doubled (``auto``), or ``members`` each."""
+        auto = fusion.mode == "auto"
+        return cls(fusion.max_members if auto else fusion.members, grow=auto, clock=clock)
 
     def members(self, shape: Hashable) -> int:
         """The member count of the next group of ``shape``."""

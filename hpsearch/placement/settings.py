@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, PositiveInt, model_validator
+from pydantic import Field, NonNegativeInt, PositiveInt, model_validator
 
 from hpsearch._settings import Seconds, Settings
 
@@ -31,7 +31,7 @@ class PackingSpec(Settings):
             trials are measured, then as many as the sharing model predicts the
             most throughput for, while memory fits); ``off``: one trial per GPU;
             ``fixed``: ``trials_per_gpu``.
-        trials_per_gpu: the count of ``fixed``.
+        trials_per_gpu: the count of ``fixed``; 0 runs trials on CPU only.
         target_util: the predicted busy share (%) a GPU is filled up to.
         saturation_util: the measured utilisation (%) from which a count larger
             than what fits falls; not below ``target_util`` (the hysteresis).
@@ -48,7 +48,7 @@ class PackingSpec(Settings):
     """
 
     mode: PackingMode = "auto"
-    trials_per_gpu: PositiveInt = 2
+    trials_per_gpu: NonNegativeInt = 2
     target_util: float = Field(default=TARGET_UTIL_PCT, gt=0, le=100)
     saturation_util: float = Field(default=SATURATION_UTIL_PCT, gt=0, le=100)
     max_trials_per_gpu: PositiveInt = MOST_TRIALS_PER_GPU
@@ -57,8 +57,24 @@ class PackingSpec(Settings):
     cooldown_seconds: float = Field(default=30.0, ge=0)
     mps: Literal["auto", "off"] = "auto"
 
+    @property
+    def cpu_only(self) -> bool:
+        """Whether trials take no GPU at all (``fixed`` with ``trials_per_gpu: 0``)."""
+        return self.mode == "fixed" and self.trials_per_gpu == 0
+
+    @property
+    def most_per_gpu(self) -> int:
+        """The most trials this packing may put on one GPU."""
+        counts = {"off": 1, "fixed": self.trials_per_gpu, "auto": self.max_trials_per_gpu}
+        return counts[self.mode]
+
     @model_validator(mode="after")
     def _band(self) -> PackingSpec:
+        if self.trials_per_gpu == 0 and self.mode != "fixed":
+            raise ValueError(
+                f"trials_per_gpu: 0 (trials on CPU only) needs mode: fixed, not {self.mode}; "
+                "write packing: {mode: fixed, trials_per_gpu: 0}"
+            )
         if self.saturation_util < self.target_util:
             raise ValueError(
                 f"saturation_util ({self.saturation_util:g}) must not be below target_util "
@@ -93,6 +109,11 @@ class FusionSpec(Settings):
     max_members: PositiveInt = 16
     train: str = ""
     shared: list[str] | None = None
+
+    @property
+    def fuses(self) -> bool:
+        """Whether trials are fused at all (a mode other than ``off``)."""
+        return self.mode != "off"
 
     @model_validator(mode="after")
     def _complete(self) -> FusionSpec:

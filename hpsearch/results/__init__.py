@@ -1,20 +1,22 @@
 """What a search found, read from its Optuna study: ``hpsearch.load(...)``, the Pareto front.
 
 The tree: ``_study`` (:func:`load`, :class:`StudyResults`, :class:`TrialResult`),
-``_analysis`` (Optuna's
-figures of the study) and ``_front_csv`` (the front as CSV), both for the parent
-MLflow run, and ``_export`` (a config that runs one trial again).
+``_outcome`` (:class:`RunOutcome`: what one ``hpsearch run`` did), ``_analysis``
+(Optuna's figures of the study) and ``_front_csv`` (the front as CSV), both for the
+parent MLflow run, and ``_export`` (a config that runs one trial again).
 """
 
 from hpsearch.pruning import dominates  # kept here too: it was public here first
 from hpsearch.results._analysis import ANALYSIS_FOLDER, analysis_figures
 from hpsearch.results._export import trial_config, write_trial_config
 from hpsearch.results._front_csv import CSV_FILE, write_pareto_csv
+from hpsearch.results._outcome import RunOutcome
 from hpsearch.results._study import StudyResults, TrialResult, load
 
 __all__ = [
     "ANALYSIS_FOLDER",
     "CSV_FILE",
+    "RunOutcome",
     "StudyResults",
     "TrialResult",
     "analysis_figures",

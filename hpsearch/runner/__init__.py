@@ -3,7 +3,8 @@
 The tree: ``_base`` (:class:`TrialRunner` and its session), ``_tune`` (Ray
 Tune: ``_cluster`` connects to Ray, ``_adapters`` are Tune's searcher and
 callback, ``_trainable`` runs a trial in a Ray worker), ``_simulated``
-(modelled trials on a virtual clock), ``_mps`` (NVIDIA MPS for a search's shared GPUs).
+(modelled trials on a virtual clock), ``_mps`` (NVIDIA MPS for a search's shared
+GPUs), ``_services`` (what a search runs beside its session: the GPU monitors, MPS).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from hpsearch.runner._base import RunnerSession, TrialEvents, TrialRunner, TrialSource
     from hpsearch.runner._mps import MPS_ENV, MpsDaemons, MpsState, gpu_pipe, use_mps
+    from hpsearch.runner._services import gpu_readings, mps_daemons, mps_starter
     from hpsearch.runner._simulated import (
         MODELLED_TRAIN,
         SIMULATED_NODE,
@@ -37,6 +39,9 @@ __all__ = [
     "TrialSource",
     "VirtualClock",
     "gpu_pipe",
+    "gpu_readings",
+    "mps_daemons",
+    "mps_starter",
     "use_mps",
 ]
 
@@ -53,6 +58,9 @@ _LAZY = {
     "MpsState": "_mps",
     "gpu_pipe": "_mps",
     "use_mps": "_mps",
+    "gpu_readings": "_services",
+    "mps_daemons": "_services",
+    "mps_starter": "_services",
     "MODELLED_TRAIN": "_simulated",
     "SIMULATED_NODE": "_simulated",
     "SimulatedRunner": "_simulated",

@@ -113,7 +113,7 @@ class SimulatedRunner(TrialRunner):
                 f"the simulated runner plays modelled trials of {wanted}, not {train}",
                 f"run it on Ray (--runner ray), or set train: {wanted}",
             )
-        if config.fusion.mode != "off" and config.fusion.train != MODELLED_MEMBERS:
+        if config.fusion.fuses and config.fusion.train != MODELLED_MEMBERS:
             raise ConfigError(
                 config.source,
                 "fusion.train",

@@ -13,6 +13,7 @@ from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import FrozenTrial, TrialState
 
 from hpsearch import attrs
+from hpsearch.config import StudySpec
 
 
 class BudgetDecision(enum.Enum):
@@ -164,8 +165,16 @@ class TrialBudget:
     ) -> None:
         self._n_trials = n_trials
         self._clock = clock
+        self._timeout_s = timeout_s
         self._deadline = None if timeout_s is None else clock() + timeout_s
         self._grace_s = grace_s
+
+    @classmethod
+    def from_settings(
+        cls, study: StudySpec, clock: Callable[[], float] = time.monotonic
+    ) -> TrialBudget:
+        """The budget ``study`` sets, on the runner's ``clock``."""
+        return cls(study.n_trials, study.timeout, clock=clock, grace_s=study.timeout_grace)
 
     def timed_out(self) -> bool:
         """Whether the wall-clock timeout has passed."""
@@ -176,6 +185,15 @@ class TrialBudget:
         if self._deadline is None or self._grace_s is None:
             return False
         return self._clock() >= self._deadline + self._grace_s
+
+    def overdue_line(self) -> str | None:
+        """Why trials still open were stopped, once :meth:`overdue` (``None``: not overdue)."""
+        if not self.overdue():
+            return None
+        return (
+            f"stopped: still running {self._grace_s:g} s (study.timeout_grace) after "
+            f"study.timeout ({self._timeout_s:g} s); it runs again on the next hpsearch run"
+        )
 
     def short_of(self, count: BudgetCount) -> int:
         """How many finished trials ``count`` lacks of ``n_trials`` (0 without ``n_trials``)."""

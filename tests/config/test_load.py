@@ -163,24 +163,36 @@ def test_oom_grows_memory_must_name_searched_parameters(write_config: ConfigWrit
     assert "oom.action" in str(error)
 
 
-def test_packing_defaults_to_auto_and_trials_per_gpu_means_fixed(
+def test_packing_defaults_to_auto_and_a_fixed_count_of_zero_runs_trials_on_cpu(
     write_config: ConfigWriter,
 ) -> None:
     packing = load_config(write_config({})).packing_in_effect
     assert packing is not None
     assert packing.mode == "auto"
-    fixed = load_config(write_config({"execution": {"trials_per_gpu": 3}})).packing_in_effect
-    assert fixed is not None
-    assert (fixed.mode, fixed.trials_per_gpu) == ("fixed", 3)
-    assert load_config(write_config({"execution": {"trials_per_gpu": 0}})).packing_in_effect is None
+    fixed = {"packing": {"mode": "fixed", "trials_per_gpu": 3}}
+    in_effect = load_config(write_config(fixed)).packing_in_effect
+    assert in_effect is not None
+    assert (in_effect.mode, in_effect.trials_per_gpu) == ("fixed", 3)
+    cpu_only = {"packing": {"mode": "fixed", "trials_per_gpu": 0}}
+    assert load_config(write_config(cpu_only)).packing_in_effect is None
+
+
+def test_a_knobs_old_spelling_is_one_line_naming_the_new_one(
+    write_config: ConfigWriter,
+) -> None:
+    error = _error(write_config, {"execution": {"trials_per_gpu": 2}})
+    assert str(error).endswith(
+        "execution.trials_per_gpu: this key is now packing.trials_per_gpu; write packing: "
+        "{mode: fixed, trials_per_gpu: N} (0: trials on CPU only)"
+    )
 
 
 @pytest.mark.parametrize(
     ("update", "message"),
     [
         (
-            {"execution": {"trials_per_gpu": 2}, "packing": {"mode": "auto"}},
-            "execution.trials_per_gpu and packing are both set",
+            {"packing": {"mode": "auto", "trials_per_gpu": 0}},
+            "trials_per_gpu: 0 (trials on CPU only) needs mode: fixed, not auto",
         ),
         (
             {"packing": {"target_util": 90, "saturation_util": 80}},

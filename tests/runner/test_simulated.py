@@ -217,7 +217,8 @@ def test_an_oom_while_sharing_counts_its_co_tenant_and_spares_it(
                 "steps_per_epoch": 100,
             },
             "objective": {"metric": "val_accuracy", "direction": "maximize"},
-            "execution": {"trials_per_gpu": 2, "max_concurrent": 2},
+            "execution": {"max_concurrent": 2},
+            "packing": {"mode": "fixed", "trials_per_gpu": 2},
             "telemetry": {"backend": "simulated", "interval_s": 0.2},
             "oom": {"grows_memory": ["width"]},
         }
@@ -258,7 +259,8 @@ def test_search_on_simulated_gpus_gives_every_trial_gpu_series(
                 "steps_per_epoch": 60,
             },
             "objective": {"metric": "val_accuracy", "direction": "maximize"},
-            "execution": {"trials_per_gpu": 2, "max_concurrent": 2},
+            "execution": {"max_concurrent": 2},
+            "packing": {"mode": "fixed", "trials_per_gpu": 2},
             "telemetry": {"backend": "simulated", "interval_s": 0.1},
         }
     )
@@ -325,7 +327,8 @@ def test_a_trial_known_to_need_more_than_a_share_waits_for_a_whole_gpu(
                 "steps_per_epoch": 1000,
             },
             "objective": {"metric": "val_accuracy", "direction": "maximize"},
-            "execution": {"trials_per_gpu": 2, "max_concurrent": 2},
+            "execution": {"max_concurrent": 2},
+            "packing": {"mode": "fixed", "trials_per_gpu": 2},
             "telemetry": {"backend": "simulated", "interval_s": 5},
             "oom": {"grows_memory": ["batch_size", "width"]},
         }
@@ -370,7 +373,7 @@ def test_search_learns_to_stay_out_of_memory(write_config: ConfigWriter) -> None
                 "memory_budget_mb": 1024.0,
             },
             "objective": {"metric": "val_accuracy", "direction": "maximize"},
-            "execution": {"trials_per_gpu": 1},
+            "packing": {"mode": "fixed", "trials_per_gpu": 1},
             "telemetry": {"backend": "simulated", "simulated": {"memory_total_mb": 1024.0}},
             "oom": {"grows_memory": ["batch_size", "width", "depth"], "memory_neutral": ["lr"]},
         }

@@ -1,0 +1,117 @@
+"""What every trial of a search runs with, built from the config: the user's code checked once,
+before anything starts, the settings the workers receive, and the launches built from them."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from hpsearch.config import RunConfig
+from hpsearch.lifecycle._launches import FusionPlan, Launches
+from hpsearch.placement import FusionSizer
+from hpsearch.study import StudyHandle, serve_study
+from hpsearch.trial.entrypoint import check_fusion, check_train
+from hpsearch.trial.other_tools import StudyAccess
+from hpsearch.trial.protocol import TrialSettings
+
+
+@dataclass(frozen=True)
+class CheckedCode:
+    """The user's code as the config names it, checked: what the launches need of it.
+
+    Attributes:
+        fusion_shared: the parameters a fused group's members share (``None``: no fusion).
+    """
+
+    fusion_shared: tuple[str, ...] | None = None
+
+
+def check_user_code(config: RunConfig) -> CheckedCode:
+    """Check what ``train`` (and ``fusion.train``) name, once: one line here rather than a
+    failure in every trial worker.
+
+    Raises:
+        ConfigError: naming the key, what is wrong and how to fix it.
+    """
+    check_train(
+        config.train_target,
+        config.command,
+        config.source,
+        objective=config.optuna_objective,
+        trainable=config.tune_trainable,
+    )
+    fusion = config.fusion
+    if not fusion.fuses:
+        return CheckedCode()
+    return CheckedCode(check_fusion(fusion.train, fusion.shared, config.space, config.source))
+
+
+@dataclass(frozen=True)
+class WorkerSide:
+    """What the driver's parts give every trial's worker (the config gives the rest).
+
+    Attributes:
+        decision_board: the pruning verdicts' board (empty: no pruner).
+        pace_file: where simulated GPUs' pace is published (empty: none).
+        worker_dir: the folder the driver shares with its machine's workers.
+        gpu_memory_mb: the smallest GPU's memory (``None``: unknown).
+        study_access: the study served to an Optuna objective's trials (``None``: none).
+    """
+
+    decision_board: str = ""
+    pace_file: str = ""
+    worker_dir: str = ""
+    gpu_memory_mb: float | None = None
+    study_access: StudyAccess | None = None
+
+
+def launches_for(
+    config: RunConfig, code: CheckedCode, side: WorkerSide, clock: Callable[[], float]
+) -> Launches:
+    """The launches of a search: every trial's settings, fused where ``fusion`` says."""
+    fusion = config.fusion
+    settings = TrialSettings(
+        train=config.train_target or config.optuna_objective or config.tune_trainable or "",
+        command=config.command,
+        source=config.source,
+        objectives=tuple(o.metric for o in config.objective_list),
+        oom=config.oom,
+        timeout_s=config.execution.trial_timeout,
+        decision_board=side.decision_board,
+        pace_file=side.pace_file,
+        worker_dir=side.worker_dir,
+        workdir=os.getcwd(),
+        gpu_memory_mb=side.gpu_memory_mb,
+        fused_train=fusion.train if fusion.fuses else "",
+        study_access=side.study_access,
+        tune_trainable=config.tune_trainable is not None,
+    )
+    plan = None
+    if code.fusion_shared is not None:
+        plan = FusionPlan(code.fusion_shared, FusionSizer.from_settings(fusion, clock))
+    return Launches(
+        settings,
+        study=config.study.name,
+        seed=config.study.sampler.seed,
+        checkpoints=config.execution.checkpoint_dir,
+        trials=config.execution.trials_dir,
+        fusion=plan,
+    )
+
+
+@contextmanager
+def study_access(
+    config: RunConfig, handle: StudyHandle, driver_address: Callable[[], str]
+) -> Iterator[StudyAccess | None]:
+    """For an Optuna objective: the study served to the workers while the search runs."""
+    if config.optuna_objective is None:
+        yield None
+        return
+    from hpsearch.trial.optuna_objective import pickled_sampler
+
+    with serve_study(handle.study, driver_address()) as address:
+        yield StudyAccess(
+            address=address, study=handle.name, sampler=pickled_sampler(handle.study.sampler)
+        )
