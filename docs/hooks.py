@@ -41,40 +41,106 @@ def on_post_page(output: str, **_: Any) -> str:
 
 
 def config_reference() -> str:
-    """Every section and key of the config: type, default, allowed values, example, meaning."""
+    """Every section of the config, once, and each of its keys: what it is, in words, its
+    default, and what it means (from the models' docstrings, roles and markup removed)."""
+    return "\n".join(_config_sections()[0])
+
+
+def undocumented_keys() -> list[str]:
+    """The config's keys whose model's docstring says nothing of them (the reference test)."""
+    return _config_sections()[1]
+
+
+def _config_sections() -> tuple[list[str], list[str]]:
     from pydantic import BaseModel
 
     from hpsearch.config import RunConfig
 
-    out: list[str] = []
-    seen: set[type[BaseModel]] = set()
+    by_path: dict[str, list[type[BaseModel]]] = {}
+    first_path: dict[type[BaseModel], str] = {}
+    meaning_of_path: dict[str, str] = {}
 
-    def section(model: type[BaseModel], path: str) -> None:
-        if model in seen:
+    def visit(model: type[BaseModel], path: str) -> None:
+        if model in first_path:  # one section per model: `objectives` are `objective`s
             return
-        seen.add(model)
+        first_path[model] = path
+        by_path.setdefault(path, []).append(model)
         meanings = _attributes(model.__doc__ or "")
-        summary = (model.__doc__ or "").strip().split("\n\n")[0].replace("\n", " ")
-        out.append(f"## `{path or 'top level'}`\n\n{summary}\n")
-        out.append("| key | type | default | allowed | example | what it is |")
-        out.append("|---|---|---|---|---|---|")
-        nested: list[tuple[type[BaseModel], str]] = []
         for name, field in model.model_fields.items():
-            annotation = field.annotation
-            default = "required" if field.is_required() else _default(field)
-            example = _example(name, annotation, field)
-            out.append(
-                f"| `{name}` | {_type_text(annotation)} | {default} | {_allowed(annotation)} "
-                f"| `{name}: {example}` | {_cell(meanings.get(name, ''))} |"
-            )
-            for inner in _models(annotation):
-                nested.append((inner, f"{path}.{name}".lstrip(".")))
-        out.append("")
-        for inner, inner_path in nested:
-            section(inner, inner_path)
+            inner = f"{path}.{name}".lstrip(".")
+            if typing.get_origin(_bare(field.annotation)) is dict:
+                inner += ".<name>"  # a mapping's entries: space.<name>
+            if name in meanings:
+                meaning_of_path.setdefault(inner, meanings[name])
+            for nested in _models(field.annotation):
+                visit(nested, inner)
 
-    section(RunConfig, "")
-    return "\n".join(out)
+    visit(RunConfig, "")
+    out: list[str] = []
+    missing: list[str] = []
+    for path, models in by_path.items():
+        out.append(f"## `{path}`\n" if path else "## The top level\n")
+        if path in meaning_of_path:
+            out.append(_sentence(meaning_of_path[path]) + "\n")
+        for model in models:
+            if len(models) > 1:
+                out.append(f"### {_summary(model)}\n")
+            elif not path:
+                out.append(_summary(model) + "\n")
+            meanings = _attributes(model.__doc__ or "")
+            for name, field in model.model_fields.items():
+                meaning = meanings.get(name, "")
+                if not meaning:
+                    missing.append(f"{path}.{name}".lstrip("."))
+                inner = _models(field.annotation)
+                where = first_path.get(inner[0], "") if len(inner) == 1 else ""
+                out.append(_entry(name, field, where, meaning))
+            out.append("")
+    return out, missing
+
+
+def _bare(annotation: Any) -> Any:
+    """``annotation`` without ``Annotated`` and ``| None``."""
+    while True:
+        if typing.get_origin(annotation) is typing.Annotated:
+            annotation = typing.get_args(annotation)[0]
+            continue
+        if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+            members = [a for a in typing.get_args(annotation) if a is not type(None)]
+            if len(members) == 1:
+                annotation = members[0]
+                continue
+        return annotation
+
+
+def _summary(model: Any) -> str:
+    """The first paragraph of a model's docstring, as one line of text."""
+    return _plain((model.__doc__ or "").strip().split("\n\n")[0].replace("\n", " "))
+
+
+def _entry(name: str, field: Any, section: str, meaning: str) -> str:
+    """One key: its name, what it takes in words, its default, what it means."""
+    default = "required" if field.is_required() else f"default {_default(field)}"
+    kind = _words(field.annotation, field.metadata, section)
+    return f"- **`{name}`**: {kind}; {default}. {_sentence(meaning)}".rstrip()
+
+
+def _sentence(text: str) -> str:
+    """Docstring text as a Markdown sentence: a capital first letter, a full stop."""
+    text = _plain(text)
+    if not text:
+        return ""
+    text = text[0].upper() + text[1:]
+    return text if text.endswith((".", ")", "`")) and text[-2:] != ".)" else text + "."
+
+
+_ROLE = re.compile(r":(?:mod|func|class|meth|data|attr|obj|exc):`~?([^`]+)`")
+
+
+def _plain(text: str) -> str:
+    """Docstring text as Markdown: Sphinx roles and double backticks become code spans."""
+    text = _ROLE.sub(lambda m: f"`{m.group(1)}`", text)
+    return re.sub(r"``([^`]+)``", r"`\1`", " ".join(text.split()))
 
 
 def _attributes(doc: str) -> dict[str, str]:
@@ -82,6 +148,7 @@ def _attributes(doc: str) -> dict[str, str]:
     found: dict[str, str] = {}
     block = doc.split("Attributes:", 1)[1] if "Attributes:" in doc else ""
     current = ""
+    last: list[str] = []
     for line in block.splitlines():
         entry = re.match(r"^\s{4,8}([\w, ]+):\s*(.*)$", line)
         if entry and not line.startswith(" " * 12):
@@ -106,27 +173,81 @@ def _models(annotation: Any) -> list[Any]:
     return [m for arg in typing.get_args(annotation) for m in _models(arg)]
 
 
-def _type_text(annotation: Any) -> str:
-    text = getattr(annotation, "__name__", None) if isinstance(annotation, type) else None
-    if text is None:
-        text = str(annotation).replace("typing.", "")
-        text = re.sub(r"Annotated\[([^,\[\]]+(?:\[[^\]]*\])?),[^\]]*\]", r"\1", text)
-        text = re.sub(r"<class '([\w.]+)'>", r"\1", text)
-        text = re.sub(r"\b(?:[a-z_]+\.)+([A-Z]\w*)", r"\1", text)
-    return _cell(f"`{text}`")
+_BOUNDS = (("gt", ">"), ("ge", "≥"), ("lt", "<"), ("le", "≤"))
 
 
-def _allowed(annotation: Any) -> str:
-    values = _literals(annotation)
-    return ", ".join(f"`{v}`" for v in values) if values else ""
+def _words(annotation: Any, metadata: list[Any], path: str) -> str:  # noqa: PLR0911
+    """What a key takes, in words ("integer ≥ 1, or none", "seconds, e.g. `90s` or `2m`")."""
+    from pydantic import BaseModel
+
+    from hpsearch._settings import Seconds
+
+    origin = typing.get_origin(annotation)
+    # The validator that reads "90s", "2m": what makes a number of seconds a duration.
+    duration = next(m for m in typing.get_args(Seconds) if hasattr(m, "func"))
+    if annotation is Seconds or any(m is duration for m in metadata):
+        bounds = [b for b in _bounds(metadata) if b != "> 0"]
+        return "seconds, e.g. `90`, `90s`, `2m` or `1h`" + (f" ({bounds[0]})" if bounds else "")
+    if origin is typing.Annotated:
+        inner, *extra = typing.get_args(annotation)
+        return _words(inner, [*extra, *metadata], path)
+    if origin in (typing.Union, types.UnionType):
+        members = [a for a in typing.get_args(annotation) if a is not type(None)]
+        optional = type(None) in typing.get_args(annotation)
+        if len(_models(annotation)) > 1:
+            text = "one of the forms below"
+        elif len(members) > 3:  # null, booleans, numbers, strings: a YAML scalar
+            text, optional = "a plain value (null, true or false, a number or text)", False
+        else:
+            text = " or ".join(dict.fromkeys(_words(m, metadata, path) for m in members))
+        return f"{text}, or none" if optional and not text.endswith("or none") else text
+    if origin is typing.Literal:
+        values = [f"`{v}`" for v in typing.get_args(annotation)]
+        return values[0] if len(values) == 1 else "one of " + ", ".join(values)
+    if origin is list:
+        (item,) = typing.get_args(annotation)
+        return f"a list of {_plural(_words(item, [], path))}"
+    if origin is dict:
+        value = typing.get_args(annotation)[1]
+        if value is Any:
+            return "a mapping of names to values"
+        return f"a mapping of names to {_plural(_words(value, [], path))}"
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return f"a section (`{path}`, below)" if path else "a section"
+    base = {bool: "true or false", int: "an integer", float: "a number", str: "text"}.get(
+        annotation, "any value"
+    )
+    bounds = _bounds(metadata)
+    pattern = next((m.pattern for m in metadata if getattr(m, "pattern", None)), None)
+    if pattern is not None:
+        return "text of the form `package.module:function`"
+    return f"{base} {' and '.join(bounds)}" if bounds else base
 
 
-def _literals(annotation: Any) -> list[Any]:
-    if typing.get_origin(annotation) is typing.Literal:
-        return list(typing.get_args(annotation))
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-        return [v for arg in typing.get_args(annotation) for v in _literals(arg)]
-    return []
+def _bounds(metadata: list[Any]) -> list[str]:
+    """The limits ``metadata`` sets (``≥ 3``), the tightest lower one first."""
+    found = [
+        (key, getattr(m, key))
+        for m in metadata
+        for key, _ in _BOUNDS
+        if getattr(m, key, None) is not None
+    ]
+    lower = sorted((v, k) for k, v in found if k in ("gt", "ge"))
+    upper = sorted((v, k) for k, v in found if k in ("lt", "le"))
+    signs = dict(_BOUNDS)
+    kept = ([lower[-1]] if lower else []) + ([upper[0]] if upper else [])
+    return [f"{signs[key]} {value:g}" for value, key in kept]
+
+
+def _plural(words: str) -> str:
+    if words.startswith("a plain value"):
+        return "plain values" + words.removeprefix("a plain value")
+    if words.startswith("a section ("):  # a list of sections: each as that section says
+        return "sections like " + words.removeprefix("a section (").replace(", below)", " (below)")
+    for single, many in (("an integer", "integers"), ("a number", "numbers"), ("text", "texts")):
+        if words.startswith(single):
+            return many + words[len(single) :]
+    return words.removeprefix("a ").removeprefix("an ")
 
 
 def _default(field: Any) -> str:
@@ -134,27 +255,21 @@ def _default(field: Any) -> str:
 
     if field.default_factory is not None:
         value = field.default_factory()
-        return "(its defaults)" if isinstance(value, BaseModel) else f"`{value!r}`"
-    return f"`{field.default!r}`"
+        return "its own defaults" if isinstance(value, BaseModel) else _yaml(value)
+    return _yaml(field.default)
 
 
-_PLACEHOLDERS = (("float", "30"), ("Seconds", "30"), ("int", "2"), ("bool", "true"), ("list", "[]"))
-"""A value to show for a key of that type that has no default (checked in order)."""
-
-
-def _example(name: str, annotation: Any, field: Any) -> str:
-    literals = _literals(annotation)
-    plain = field.default_factory is None and field.default not in (None, "")
-    if literals:
-        example = json.dumps(literals[0])
-    elif not field.is_required() and plain:
-        example = json.dumps(field.default)
-    elif _models(annotation):
-        example = "{...}"
-    else:
-        text = str(annotation)
-        example = next((shown for kind, shown in _PLACEHOLDERS if kind in text), '"..."')
-    return example
+def _yaml(value: Any) -> str:
+    """A value as the config file writes it."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    if isinstance(value, str):
+        return f'`"{value}"`' if not value or value.strip() != value else f"`{value}`"
+    if isinstance(value, float):
+        return f"`{value:g}`"
+    return f"`{json.dumps(value)}`"
 
 
 def _cell(text: str) -> str:

@@ -110,7 +110,17 @@ def _check_range(
 
 
 class FloatParam(_ParamModel):
-    """A float between ``low`` and ``high``, optionally on a log scale or a grid of ``step``."""
+    """A float between ``low`` and ``high``, optionally on a log scale or a grid of ``step``.
+
+    Attributes:
+        type: ``float``.
+        low, high: the range, both ends included.
+        log: sample on a log scale (``low`` above 0).
+        step: the grid's spacing (none: any value; not with ``log``).
+        when: the branch this parameter belongs to: earlier parameters' names and the
+            value (or list of values) each must have, e.g. ``{optimizer: sgd}``; none:
+            every trial has it.
+    """
 
     type: Literal["float"]
     low: float
@@ -131,7 +141,17 @@ class FloatParam(_ParamModel):
 
 
 class IntParam(_ParamModel):
-    """An integer between ``low`` and ``high`` inclusive, optionally log-scaled or stepped."""
+    """An integer between ``low`` and ``high`` inclusive, optionally log-scaled or stepped.
+
+    Attributes:
+        type: ``int``.
+        low, high: the range, both ends included.
+        log: sample on a log scale (``low`` at least 1).
+        step: the spacing of the values tried (not with ``log``).
+        when: the branch this parameter belongs to: earlier parameters' names and the
+            value (or list of values) each must have, e.g. ``{optimizer: sgd}``; none:
+            every trial has it.
+    """
 
     type: Literal["int"]
     low: int
@@ -152,7 +172,16 @@ class IntParam(_ParamModel):
 
 
 class CategoricalParam(_ParamModel):
-    """One of a list of plain values (null, booleans, numbers, strings)."""
+    """One of a list of plain values (null, booleans, numbers, strings); a plain YAML list
+    says the same.
+
+    Attributes:
+        type: ``categorical``.
+        choices: the values, each listed once.
+        when: the branch this parameter belongs to: earlier parameters' names and the
+            value (or list of values) each must have, e.g. ``{optimizer: sgd}``; none:
+            every trial has it.
+    """
 
     type: Literal["categorical"]
     choices: list[CategoricalChoice]
@@ -176,7 +205,15 @@ class CategoricalParam(_ParamModel):
 
 
 class ConstantParam(_ParamModel):
-    """A value passed to every trial unchanged (not searched)."""
+    """A value passed to every trial unchanged (not searched); a plain YAML value says the same.
+
+    Attributes:
+        type: ``constant``.
+        value: the value.
+        when: the branch this parameter belongs to: earlier parameters' names and the
+            value (or list of values) each must have, e.g. ``{optimizer: sgd}``; none:
+            every trial has it.
+    """
 
     type: Literal["constant"]
     value: Any

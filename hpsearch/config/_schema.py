@@ -47,7 +47,13 @@ DEFAULT_ARTIFACT_LOCATION = "mlruns/artifacts"
 
 
 class TargetSpec(Settings):
-    """A level a metric must reach: ``at_least`` (accuracy) or ``at_most`` (loss)."""
+    """A level a metric must reach: ``at_least`` (accuracy) or ``at_most`` (loss).
+
+    Attributes:
+        metric: the metric that must reach the level, as the trial reports it.
+        at_least: reached at this value or above (give this or ``at_most``).
+        at_most: reached at this value or below (give this or ``at_least``).
+    """
 
     metric: str = Field(min_length=1)
     at_least: float | None = None
@@ -87,6 +93,13 @@ class ObjectiveSpec(Settings):
     minimize, until: {metric: val_accuracy, at_least: 0.95}}``: GPU-seconds to
     95% accuracy. A trial that never reaches it gets the worst value (+inf when
     minimising, -inf when maximising).
+
+    Attributes:
+        metric: the metric's name, as the trial reports it (``ctx.report``, a returned
+            dict, a JSON line).
+        direction: whether a larger or a smaller value is better.
+        until: the level another metric must reach; the objective is this metric's
+            value at that report (none: its last value).
     """
 
     metric: str = Field(min_length=1)
@@ -122,6 +135,11 @@ class PrunerSpec(Settings):
     pruners; with several objectives they judge the first (the primary) objective.
     ``dominated`` prunes a trial that another trial beats on every objective at the
     same step (options ``n_startup_trials``, ``n_warmup_steps``, ``min_dominating``).
+
+    Attributes:
+        type: the pruner; ``none`` lets every trial run to its end.
+        options: keyword arguments of the pruner's constructor (e.g.
+            ``n_warmup_steps: 2``).
     """
 
     type: Literal[
@@ -134,6 +152,13 @@ class StudySpec(Settings):
     """The Optuna study: its name, storage, sampler, pruner and budget.
 
     Attributes:
+        name: the study's name in its storage: a second run of the same name goes on
+            with its trials (a new name starts a new study).
+        storage: where the study is kept: an SQLAlchemy URL (a SQLite file, or
+            PostgreSQL for drivers on several machines), or ``memory`` (kept in the
+            process: gone when it ends).
+        sampler: how Optuna decides what to try next.
+        pruner: what stops unpromising trials early.
         n_trials: trials the study should reach, over every run.
         timeout: no trial starts after this long (seconds, or ``90s``, ``15m``, ``1h30m``);
             trials already running finish, as in ``Study.optimize``.
@@ -299,7 +324,27 @@ def _expand_space(value: Any) -> Any:
 
 
 class RunConfig(Settings):
-    """A whole search, as written in one YAML file."""
+    """A whole search, as written in one YAML file.
+
+    Attributes:
+        study: the Optuna study: its name, storage, sampler, pruner and budget.
+        objective: the one metric the search optimises (or ``objectives``).
+        objectives: several metrics optimised together, each a section like
+            ``objective``: the search finds their Pareto front.
+        train: what runs a trial: a function ``package.module:function`` called as
+            ``train(params, ctx)``, a script (``{command: ...}``), an Optuna objective
+            (``{optuna: ...}``) or a Ray Tune trainable (``{tune: ...}``).
+        space: the parameters searched, by name: a range, a list of choices, a
+            constant, or branches (``{when: ...}``); or ``module:name``, a Ray Tune
+            ``param_space`` in your code (a dict, or a function of no arguments
+            returning one).
+        execution: where and how trials run on Ray.
+        tracking: where MLflow records the runs.
+        telemetry: how the GPUs are read.
+        oom: what happens when a trial runs out of GPU memory.
+        packing: how many trials share each GPU.
+        fusion: several trials of one shape trained as one model in one worker.
+    """
 
     study: StudySpec
     objective: ObjectiveSpec | None = None
