@@ -11,6 +11,7 @@ runner when one is given.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rich.console import Console
@@ -33,6 +34,7 @@ from hpsearch.lifecycle import (
     RunningTrials,
     StoreWatch,
     TrialLedger,
+    TrialListener,
     WorkerSide,
     check_user_code,
     land_tracking_writes,
@@ -104,6 +106,14 @@ class SearchParts:
 
 
 @dataclass(frozen=True)
+class _Given:
+    """The parts the caller of :func:`run` gave, in place of or beside hpsearch's own."""
+
+    policy: ResourcePolicy | None = None
+    listeners: tuple[TrialListener, ...] = ()
+
+
+@dataclass(frozen=True)
 class _Opened:
     """What the root opened before the search, handed from step to step."""
 
@@ -113,7 +123,7 @@ class _Opened:
     telemetry: OpenedTelemetry
     code: CheckedCode
     workdir: str
-    policy: ResourcePolicy | None
+    given: _Given
 
     def say(self, line: str) -> None:
         self.console.print(line, highlight=False, markup=False)
@@ -144,6 +154,7 @@ def run(
     tracker: Tracker | None = None,
     allow_space_change: bool = False,
     new_study: bool = False,
+    listeners: Sequence[TrialListener] = (),
 ) -> RunOutcome:
     """Run (or continue) the search a config describes, until its budget is spent.
 
@@ -166,6 +177,8 @@ def run(
             (``study.allow_space_change``).
         new_study: start the study afresh although its MLflow experiment holds runs of
             its trials from an earlier search (the study's file deleted or replaced).
+        listeners: more of the search's listeners (:class:`hpsearch.lifecycle.TrialListener`),
+            told of every trial's events after hpsearch's own.
 
     Raises:
         HpsearchError: anything the user can fix (the CLI exits with code 2), a
@@ -195,7 +208,8 @@ def run(
     with quiet_libraries():
         try:
             afresh = Afresh(mlflow_history=new_mlflow_history, study=new_study)
-            outcome = _run(config, policy, console or Console(), runner, afresh, tracker)
+            parts = _Given(policy, tuple(listeners))
+            outcome = _run(config, parts, console or Console(), runner, afresh, tracker)
         except KeyboardInterrupt:
             _raise_stopped_for()
             raise
@@ -213,7 +227,7 @@ def _raise_stopped_for() -> None:
 
 def _run(  # noqa: PLR0917 - the public entry's arguments, handed on
     config: RunConfig,
-    policy: ResourcePolicy | None,
+    given: _Given,
     console: Console,
     runner: TrialRunner,
     afresh: Afresh,
@@ -225,7 +239,7 @@ def _run(  # noqa: PLR0917 - the public entry's arguments, handed on
     runner.check(config)
     telemetry = open_backend(config.telemetry)  # opening a backend is the root's job
     try:
-        opened = _Opened(config, console, runner, telemetry, code, workdir, policy)
+        opened = _Opened(config, console, runner, telemetry, code, workdir, given)
         return _search(opened, afresh, tracker)
     finally:
         if telemetry.backend is not None:
@@ -320,7 +334,8 @@ def _run_parts(
             telemetry=telemetry,
             console=opened.console,
             code=opened.code,
-            policy=opened.policy,
+            policy=opened.given.policy,
+            listeners=opened.given.listeners,
             before=before,
             mps=mps,
             study_access=access,
@@ -360,12 +375,14 @@ def build_search(
     before: BudgetCount | None = None,
     mps: MpsDaemons | None = None,
     study_access: StudyAccess | None = None,
+    listeners: Sequence[TrialListener] = (),
 ) -> SearchParts:
     """Wire the parts of a search: the ledger, its listeners, the policy and the scheduler.
 
     Pure wiring: nothing runs and nothing is started (the runner's session is
     asked for its clock, its resources and a verdict board). ``code`` is what
-    :func:`~hpsearch.lifecycle.check_user_code` found of the config's code.
+    :func:`~hpsearch.lifecycle.check_user_code` found of the config's code;
+    ``listeners`` are told after the search's own.
     """
     earlier = handle.study.get_trials(deepcopy=False)  # read once for every part below
     judge = make_judge(config.study.pruner, config.objective_list, handle.study, config.source)
@@ -405,7 +422,10 @@ def build_search(
         objectives=ObjectiveValues(config.objective_list, config.source),
         launches=launches,
         judge=judge,
-        listeners=search_listeners(config, handle.name, parent, beside, session.clock),
+        listeners=[
+            *search_listeners(config, handle.name, parent, beside, session.clock),
+            *listeners,
+        ],
         clock=session.clock,
     )
     budget = TrialBudget.from_settings(config.study, session.clock)
