@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 from hpsearch.errors import ConfigError, HpsearchError
 
 if TYPE_CHECKING:
+    from hpsearch.adapters import Member, fused
     from hpsearch.api import RunOutcome, run
     from hpsearch.results import StudyResults, TrialResult, load
     from hpsearch.trial.context import TrialContext, TrialPruned
-    from hpsearch.trial.members import Member, fused
 
 __version__ = "0.1.0"
 
@@ -51,8 +51,8 @@ _LAZY = {
     "TrialResult": "hpsearch.results",
     "TrialContext": "hpsearch.trial.context",
     "TrialPruned": "hpsearch.trial.context",
-    "Member": "hpsearch.trial.members",
-    "fused": "hpsearch.trial.members",
+    "Member": "hpsearch.adapters",
+    "fused": "hpsearch.adapters",
 }
 
 

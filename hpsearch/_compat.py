@@ -4,7 +4,7 @@ Each shim has a test in ``tests/test_compat.py`` that fails when the library
 changes under it. Of Optuna, hpsearch relies on public names only (trial ids for
 heartbeats come from the storage's public API, and lost trials are re-queued by
 Optuna's own ``RetryHeartbeatStaleTrialCallback``), but for one: TPE's Parzen
-estimator, which :mod:`hpsearch._ordered_tpe` extends the way Optuna documents
+estimator, which :mod:`hpsearch.samplers._ordered_tpe` extends the way Optuna documents
 ("users can overwrite _ParzenEstimator"); each private name it uses is pinned by
 a test there too.
 """

@@ -414,7 +414,7 @@ def build_search(
     if readings is not None:
         sink = pace or telemetry.load_sink
         gpu = ClusterGpuMetrics(readings, local_sink=sink, sharing=telemetry.sharing)
-    beside = Beside(oom, running, view, gpu, board, logs_dir=side.worker_dir)
+    beside = Beside(oom, running, view, gpu, board, side.worker_dir, tuple(listeners))
     launches = launches_for(config, code, side, session.clock)
     ledger = TrialLedger(
         handle,
@@ -422,10 +422,7 @@ def build_search(
         objectives=ObjectiveValues(config.objective_list, config.source),
         launches=launches,
         judge=judge,
-        listeners=[
-            *search_listeners(config, handle.name, parent, beside, session.clock),
-            *listeners,
-        ],
+        listeners=search_listeners(config, handle.name, parent, beside, session.clock),
         clock=session.clock,
     )
     budget = TrialBudget.from_settings(config.study, session.clock)

@@ -319,10 +319,10 @@ def validate(config: Path) -> None:
     are installed); `hpsearch run` imports the module before any trial starts.
     """
     from hpsearch._importable import ensure_importable_from
+    from hpsearch.adapters import check_train
     from hpsearch.config import load_config
     from hpsearch.pruning import check_pruner
     from hpsearch.samplers import make_sampler
-    from hpsearch.trial.entrypoint import check_train
 
     try:
         loaded = load_config(config)
@@ -361,7 +361,7 @@ def validate(config: Path) -> None:
 
 def _check_fusion(config: RunConfig) -> None:
     """``fusion``'s function takes members, and the parameters they share are known."""
-    from hpsearch.trial.entrypoint import check_fusion
+    from hpsearch.adapters import check_fusion
 
     if config.fusion.fuses:
         check_fusion(config.fusion.train, config.fusion.shared, config.space, config.source)

@@ -33,9 +33,9 @@ from typing import Any
 import torch
 
 from hpsearch import TrialContext
+from hpsearch.adapters import Member
 from hpsearch.placement import FusionReading, choose_members
 from hpsearch.trial.context import LocalTrialContext
-from hpsearch.trial.members import Member
 from hpsearch.workloads.sequences import resolve_params, train, train_members
 
 REPO = Path(__file__).resolve().parents[1]

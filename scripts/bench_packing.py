@@ -435,9 +435,9 @@ def ray_tune_static(
     from ray.tune.search import ConcurrencyLimiter
     from ray.tune.search.optuna import OptunaSearch
 
+    from hpsearch.adapters import resolve_train_function
     from hpsearch.config import RunConfig
     from hpsearch.trial.context import TrialContext
-    from hpsearch.trial.entrypoint import resolve_train_function
 
     loaded = RunConfig.model_validate({**config, "packing": {"mode": "off"}})
     space = loaded.search_space.distributions()

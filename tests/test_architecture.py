@@ -100,13 +100,25 @@ def test_the_config_is_pure_data_and_imports_no_telemetry_and_no_policy() -> Non
         "hpsearch.simulation.spec",
         "hpsearch.simulation._traces",  # the built-in trace names a spec is checked against
         "hpsearch.trial.script",
+        "hpsearch.adapters.forms",  # which form of train: a function is written for
+        "hpsearch.adapters.tune_space",  # space: module:name, a Ray Tune param_space
     }
     assert composed <= reached
     readers = ("hpsearch.telemetry", "hpsearch.placement", "hpsearch.oom", "hpsearch.simulation")
     assert [m for m in reached - composed if m.startswith(readers)] == []
 
 
-@pytest.mark.parametrize("package", ["hpsearch.oom", "hpsearch.placement", "hpsearch.simulation"])
+@pytest.mark.parametrize(
+    "package",
+    [
+        "hpsearch.oom",
+        "hpsearch.placement",
+        "hpsearch.simulation",
+        "hpsearch.adapters",
+        "hpsearch.worker",
+        "hpsearch.samplers",
+    ],
+)
 def test_a_lazy_package_exports_every_name_it_declares_and_no_other(package: str) -> None:
     import importlib
 
@@ -132,3 +144,18 @@ def test_the_command_line_and_the_config_load_no_heavy_library() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True
     ).stdout
     assert loaded.strip() == "[]"
+
+
+def test_the_modules_users_imported_before_the_split_still_import_the_same_objects() -> None:
+    import importlib
+
+    import hpsearch
+    from hpsearch import adapters
+    from hpsearch.adapters import tune_space
+
+    members = importlib.import_module("hpsearch.trial.members")
+    assert (members.Member, members.fused) == (hpsearch.Member, hpsearch.fused)
+    trainable = importlib.import_module("hpsearch.trial.tune_trainable")
+    assert trainable.tune_train is adapters.tune_train
+    old_space = importlib.import_module("hpsearch.tune_space")
+    assert old_space.space_from_tune is tune_space.space_from_tune

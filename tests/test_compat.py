@@ -79,12 +79,12 @@ def test_ray_still_reads_each_environment_default(name: str, module: str) -> Non
 
 
 def test_optunas_parzen_estimator_still_has_what_the_ordered_choices_extend() -> None:
-    # hpsearch._ordered_tpe subclasses TPE's estimator and swaps it in through the
+    # hpsearch.samplers._ordered_tpe subclasses TPE's estimator and swaps it in through the
     # sampler's attribute: each private name and signature it relies on, pinned.
     import optuna
     from optuna.samplers._tpe import parzen_estimator, probability_distributions
 
-    from hpsearch import _ordered_tpe
+    from hpsearch.samplers import _ordered_tpe
 
     estimator = parzen_estimator._ParzenEstimator
     assert _ordered_tpe.OrderedChoicesParzenEstimator.__mro__[1] is estimator

@@ -29,11 +29,11 @@ from pydantic import (
 
 from hpsearch._importable import ensure_importable_from
 from hpsearch._settings import Seconds, Settings
+from hpsearch.adapters.forms import Form, form_in_source, wrong_form
 from hpsearch.oom.settings import OomSpec
 from hpsearch.placement.settings import FusionSpec, PackingSpec
 from hpsearch.simulation.spec import SimulatedSpec
 from hpsearch.space import SEARCHED_TYPES, ParamSpec, SearchSpace, expand_space
-from hpsearch.trial.forms import Form, form_in_source, wrong_form
 from hpsearch.trial.other_tools import TARGET_PATTERN, OptunaObjectiveSpec, TuneTrainableSpec
 from hpsearch.trial.script import CommandSpec
 
@@ -315,7 +315,7 @@ def _train_kind(value: Any) -> str:
 def _expand_space(value: Any) -> Any:
     if isinstance(value, str):
         # A Ray Tune param_space in the user's code: `space: mymod:param_space`.
-        from hpsearch.tune_space import space_from_tune
+        from hpsearch.adapters.tune_space import space_from_tune
 
         return expand_space(space_from_tune(value))
     if isinstance(value, dict):

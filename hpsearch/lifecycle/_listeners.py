@@ -30,6 +30,7 @@ class Beside:
         gpu: the GPUs' metrics per trial (``None``: no GPU telemetry).
         board: where pruning verdicts go (``None``: no pruner).
         logs_dir: where workers leave each trial's output (the runs' logs).
+        given: the listeners the caller of ``hpsearch.run`` gave, told after the others.
     """
 
     oom: TrialListener
@@ -38,6 +39,7 @@ class Beside:
     gpu: ClusterGpuMetrics | None = None
     board: VerdictBoard | None = None
     logs_dir: str = ""
+    given: tuple[TrialListener, ...] = ()
 
 
 def search_listeners(
@@ -58,4 +60,4 @@ def search_listeners(
     if isinstance(tracker, OutageTracker):
         limit = config.tracking.outage_limit
         listeners.append(OutageLimit(tracker.down_for, limit, tracker.uri, config.source))
-    return listeners
+    return [*listeners, *beside.given]

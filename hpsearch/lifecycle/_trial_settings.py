@@ -8,11 +8,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from hpsearch.adapters import check_fusion, check_train
 from hpsearch.config import RunConfig
 from hpsearch.lifecycle._launches import FusionPlan, Launches
 from hpsearch.placement import FusionSizer
 from hpsearch.study import StudyHandle, serve_study
-from hpsearch.trial.entrypoint import check_fusion, check_train
 from hpsearch.trial.other_tools import StudyAccess
 from hpsearch.trial.protocol import TrialSettings
 
@@ -109,7 +109,7 @@ def study_access(
     if config.optuna_objective is None:
         yield None
         return
-    from hpsearch.trial.optuna_objective import pickled_sampler
+    from hpsearch.adapters import pickled_sampler
 
     with serve_study(handle.study, driver_address()) as address:
         yield StudyAccess(

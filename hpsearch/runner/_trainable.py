@@ -12,9 +12,8 @@ from hpsearch.runner._mps import use_mps
 from hpsearch.runner._tune_dicts import launch_of, tune_result
 from hpsearch.trial.context import PruneOracle
 from hpsearch.trial.death import captured_output
-from hpsearch.trial.group import execute_group
 from hpsearch.trial.protocol import Assignment, WorkerEvent
-from hpsearch.trial.worker import execute_trial, time_limit, use_gpu
+from hpsearch.worker import execute_group, execute_trial, time_limit, use_gpu
 
 NODE_ID_LABEL = "ray.io/node-id"
 """The label every Ray node carries with its id (placement groups select on it)."""

@@ -3,7 +3,7 @@ or a Ray Tune function trainable (``train: {tune: ...}``). Pure data.
 
 The config composes :class:`OptunaObjectiveSpec` as its ``train``; every
 trial's worker gets :class:`StudyAccess` with its settings
-(:mod:`hpsearch.trial.optuna_objective` runs the objective).
+(:mod:`hpsearch.adapters` runs the objective).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ class TuneTrainableSpec(Settings):
 
     Attributes:
         tune: the trainable, ``package.module:name``, called as ``train_fn(config)``
-            (a ``tune.with_parameters`` wrapper too); see :mod:`hpsearch.trial.tune_trainable`.
+            (a ``tune.with_parameters`` wrapper too); see :mod:`hpsearch.adapters`.
     """
 
     tune: str = Field(pattern=TARGET_PATTERN)

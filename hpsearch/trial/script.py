@@ -2,7 +2,7 @@
 
 The settings of command mode, declared once: the config composes them as its
 ``train`` section, and every trial's worker reads the same object
-(:mod:`hpsearch.trial.command` runs the script).
+(:mod:`hpsearch.adapters` runs the script).
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 import torch
 from torch import nn
 
+from hpsearch.adapters import Member
 from hpsearch.torch import KNOB_NAMES, knobs_from_params
 from hpsearch.torch.fused import (
     FusedAdamW,
@@ -28,7 +29,6 @@ from hpsearch.torch.fused import (
     member_losses,
 )
 from hpsearch.trial.context import TrialContext
-from hpsearch.trial.members import Member
 from hpsearch.workloads import _params
 
 SOLO_PROBE_EPOCHS = 2

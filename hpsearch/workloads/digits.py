@@ -21,10 +21,10 @@ import torch
 from torch import nn
 from torch.utils.data import TensorDataset
 
+from hpsearch.adapters import Member, fused
 from hpsearch.torch import KNOB_NAMES, checkpointed, configure
 from hpsearch.torch.fused import FusedModule, MemberBatches, fuse
 from hpsearch.trial.context import TrialContext, TrialPruned
-from hpsearch.trial.members import Member, fused
 from hpsearch.workloads import _params
 from hpsearch.workloads._fused_group import FusedGroup
 

@@ -34,10 +34,10 @@ from torch.nn.functional import pad
 from torch.nn.utils.rnn import pack_padded_sequence
 from torch.utils.data import DataLoader, Dataset, get_worker_info
 
+from hpsearch.adapters import Member, fused
 from hpsearch.torch import KNOB_NAMES, TrainingSetup, checkpointed, configure
 from hpsearch.torch.fused import FusedModule
 from hpsearch.trial.context import TrialContext, TrialPruned
-from hpsearch.trial.members import Member, fused
 from hpsearch.workloads import _params
 from hpsearch.workloads._fused_group import FusedGroup
 

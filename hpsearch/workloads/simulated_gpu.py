@@ -40,6 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from hpsearch.adapters import Member, fused
 from hpsearch.oom import OomReport
 from hpsearch.simulation import (
     CUDA_CONTEXT_MB,
@@ -50,7 +51,6 @@ from hpsearch.simulation import (
 )
 from hpsearch.telemetry import GpuLoad, solo_name
 from hpsearch.trial.context import TrialContext, TrialPruned
-from hpsearch.trial.members import Member, fused
 from hpsearch.workloads import _params
 
 DEFAULTS: dict[str, Any] = {

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from hpsearch.adapters import Member
 from hpsearch.trial.context import LocalTrialContext
-from hpsearch.trial.members import Member
 
 
 def member_history(member: Member) -> list[Any]:

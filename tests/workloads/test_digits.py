@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from hpsearch import TrialContext, TrialPruned
-from hpsearch.trial.members import Member
+from hpsearch.adapters import Member
 from hpsearch.trial.protocol import Outcome
 from hpsearch.workloads.digits import DEFAULTS, load_split, resolve_params, train, train_members
 from tests.workloads.conftest import member_history

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from hpsearch import TrialContext, TrialPruned
-from hpsearch.trial.members import Member
+from hpsearch.adapters import Member
 from hpsearch.trial.protocol import Outcome
 from hpsearch.workloads.sequences import (
     CHANNELS,

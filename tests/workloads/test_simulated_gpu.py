@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from hpsearch import TrialContext, TrialPruned
+from hpsearch.adapters import Member
 from hpsearch.trial.context import LocalTrialContext
-from hpsearch.trial.members import Member
 from hpsearch.workloads.simulated_gpu import (
     final_accuracy,
     gpu_profile,

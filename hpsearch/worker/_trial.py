@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from hpsearch._procs import descendants
+from hpsearch.adapters import resolve_train_function
 from hpsearch.oom import BatchRetry, OomReport, device_oom, retry_smaller
 from hpsearch.simulation import PaceReader
 from hpsearch.telemetry import GpuLoad
@@ -37,7 +38,6 @@ from hpsearch.trial.context import (
     TrialPruned,
     as_metric_value,
 )
-from hpsearch.trial.entrypoint import resolve_train_function
 from hpsearch.trial.protocol import (
     EXIT_TIMEOUT,
     Assignment,
@@ -219,14 +219,14 @@ def _train_of(settings: TrialSettings, trial: MemberSpec) -> Callable[..., Any]:
     """The trial's training function: the user's, or the runner of its training script, of
     its Optuna objective or of its Ray Tune trainable."""
     if settings.study_access is not None:
-        from hpsearch.trial.optuna_objective import objective_train
+        from hpsearch.adapters import objective_train
 
         objective = resolve_train_function(
             settings.train, source=settings.source, key="train.optuna", objective=True
         )
         return objective_train(objective, settings.study_access, settings.objectives)
     if settings.tune_trainable:
-        from hpsearch.trial.tune_trainable import tune_train
+        from hpsearch.adapters import tune_train
 
         return tune_train(
             resolve_train_function(
@@ -235,7 +235,7 @@ def _train_of(settings: TrialSettings, trial: MemberSpec) -> Callable[..., Any]:
         )
     if settings.command is None:
         return resolve_train_function(settings.train, source=settings.source)
-    from hpsearch.trial.command import command_train
+    from hpsearch.adapters import command_train
 
     return command_train(settings.command, settings.workdir, trial.trial_dir)
 

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from hpsearch import TrialContext
-from hpsearch.trial.command import CommandFailed, command_line, parse_line, run_command
+from hpsearch.adapters import CommandFailed, command_line, parse_line, run_command
 from hpsearch.trial.protocol import Assignment, EventKind, Outcome, WorkerEvent
 from hpsearch.trial.script import CommandSpec
-from hpsearch.trial.worker import execute_trial
+from hpsearch.worker import execute_trial
 from tests.harness import make_launch
 
 pytestmark = pytest.mark.process  # each test runs a script

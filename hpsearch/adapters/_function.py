@@ -15,8 +15,8 @@ from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hpsearch.adapters.forms import form_in_source, form_of, wrong_form
 from hpsearch.errors import ConfigError
-from hpsearch.trial.forms import form_in_source, form_of, wrong_form
 
 if TYPE_CHECKING:
     from hpsearch.trial.script import CommandSpec
@@ -296,7 +296,7 @@ def check_fusion(
     Raises:
         ConfigError: naming the key, what is wrong and how to fix it.
     """
-    from hpsearch.trial.members import shared_of
+    from hpsearch.adapters._members import shared_of
 
     function = resolve_train_function(train, source=source, key="fusion.train", members=True)
     names = tuple(shared) if shared is not None else shared_of(function)

@@ -9,7 +9,7 @@ import path, ``package.module:Class`` or ``package.module.Class``, e.g.
 ``seed`` too when it takes one.
 
 A TPE sampler (the default) ranks numeric choices (``batch_size: [16, 32, 64]``):
-what it learns of one choice weighs on its neighbours (:mod:`hpsearch._ordered_tpe`).
+what it learns of one choice weighs on its neighbours (:mod:`hpsearch.samplers._ordered_tpe`).
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from typing import Any
 import optuna
 
 from hpsearch._options import construct_checked, parameters
-from hpsearch._ordered_tpe import order_numeric_choices
 from hpsearch.config import SamplerSpec
 from hpsearch.errors import ConfigError
+from hpsearch.samplers._ordered_tpe import order_numeric_choices
 from hpsearch.space import CategoricalParam, ConstantParam, FloatParam, IntParam, SearchSpace
 
 

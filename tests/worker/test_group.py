@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from hpsearch.trial.group import execute_group
 from hpsearch.trial.protocol import Assignment, EventKind, Outcome, WorkerEvent
+from hpsearch.worker import execute_group
 from tests.harness import make_launch
 
 HERE = Assignment(cpus=1.0, gpu_ids=(), node_id="node", pid=7)

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from hpsearch.adapters import check_train
 from hpsearch.cli import main
 from hpsearch.errors import ConfigError
-from hpsearch.trial.entrypoint import check_train
 
 USER_CODE = """
 import optuna

@@ -13,7 +13,7 @@ from hpsearch.trial.protocol import (
     dump_event,
     load_event,
 )
-from hpsearch.trial.worker import execute_trial
+from hpsearch.worker import execute_trial
 from tests.harness import make_launch
 
 HERE = Assignment(cpus=1.0, gpu_ids=(), node_id="node", pid=7)

@@ -12,7 +12,7 @@ from ray import tune
 from ray.tune import Checkpoint
 
 from hpsearch import TrialContext, TrialPruned
-from hpsearch.trial.tune_trainable import nested, tune_train
+from hpsearch.adapters import nested, tune_train
 
 
 def trainable(config: dict[str, Any]) -> None:

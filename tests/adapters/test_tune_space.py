@@ -9,10 +9,10 @@ from optuna.distributions import CategoricalDistribution, FloatDistribution, Int
 from pydantic import TypeAdapter
 from ray import tune
 
+from hpsearch.adapters import TuneSpaceError, converted
 from hpsearch.config import load_config
 from hpsearch.errors import ConfigError
 from hpsearch.space import ParamSpec, SearchSpace, expand_space
-from hpsearch.tune_space import TuneSpaceError, converted
 
 SPACE = {
     "lr": tune.loguniform(1e-4, 1e-1),

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from hpsearch._importable import ensure_importable_from
+from hpsearch.adapters import resolve_train_function
 from hpsearch.errors import ConfigError
-from hpsearch.trial.entrypoint import resolve_train_function
 from tests import train_functions
 
 
@@ -54,7 +54,7 @@ def test_user_project_on_sys_path(project: Path) -> None:
 def test_validate_reads_a_train_module_without_running_it(project: Path) -> None:
     import sys
 
-    from hpsearch.trial.entrypoint import check_train
+    from hpsearch.adapters import check_train
 
     # Running this module would fail: validate reads it, and says what the source shows.
     (project / "unrun.py").write_text(

@@ -1,6 +1,6 @@
 """Running a fused launch in a worker: one call of the members function, an end per member.
 
-:func:`execute_group` is :func:`~hpsearch.trial.worker.execute_trial` for a launch
+:func:`execute_group` is :func:`~hpsearch.worker.execute_trial` for a launch
 of several trials (``fusion``): each member gets its own context, whose events
 name it (``WorkerEvent.member``), and its own end event. Nothing after the
 ledger needs to know its trials were fused.
@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
+from hpsearch.adapters import Member, resolve_train_function
 from hpsearch.oom import OomReport, device_oom
 from hpsearch.trial.context import (
     DeviceMemory,
@@ -25,8 +26,6 @@ from hpsearch.trial.context import (
     TrialIdentity,
     TrialPruned,
 )
-from hpsearch.trial.entrypoint import resolve_train_function
-from hpsearch.trial.members import Member
 from hpsearch.trial.protocol import (
     Assignment,
     EndReport,
@@ -36,7 +35,7 @@ from hpsearch.trial.protocol import (
     WorkerEvent,
 )
 from hpsearch.trial.seeds import seed_everything
-from hpsearch.trial.worker import (
+from hpsearch.worker._trial import (
     Sender,
     WorkerChannel,
     apply_memory_cap,

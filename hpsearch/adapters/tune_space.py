@@ -1,0 +1,146 @@
+"""A Ray Tune ``param_space`` as hpsearch's ``space``: ``space: mymod:param_space``.
+
+A Ray Tune user keeps the search space in their code, built from
+``tune.uniform``, ``tune.loguniform``, ``tune.quniform``, ``tune.randint``,
+``tune.choice``, ``tune.grid_search`` and constants. :func:`space_from_tune`
+imports it and writes each entry as the ``space`` section's own form, which
+Optuna's distributions then search:
+
+==========================================  ===========================================
+Tune                                        ``space``
+==========================================  ===========================================
+``uniform(a, b)`` / ``loguniform(a, b)``     ``{type: float, low: a, high: b[, log: true]}``
+``quniform(a, b, q)`` / ``qloguniform``      ``{type: float, low: a, high: b, step: q}``
+``randint(a, b)`` (``b`` excluded)           ``{type: int, low: a, high: b - 1}``
+``lograndint``, ``qrandint(a, b, q)``        ``{type: int, ..., log: true}`` / ``step: q``
+``choice([...])``, ``grid_search([...])``    the list of choices
+a constant (a list too)                      ``{type: constant, value: ...}``
+a nested dict                                its entries, named ``outer.inner``
+==========================================  ===========================================
+
+The trainable gets the nested config back (``hpsearch.adapters``).
+What has no Optuna distribution (``sample_from``, ``randn``, a quantized log
+integer, a ``qloguniform`` whose step Optuna cannot take with ``log``) is an
+error naming the entry and what to write instead.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from hpsearch._importable import ensure_importable_from
+
+
+class TuneSpaceError(ValueError):
+    """An entry of a Tune ``param_space`` with no ``space`` equivalent."""
+
+
+def space_from_tune(target: str) -> dict[str, Any]:
+    """The ``space`` entries of the Tune ``param_space`` that ``package.module:name`` names:
+    a module attribute, or a function of no arguments that returns it (Ray's own examples
+    build theirs under ``if __name__ == "__main__":``, so a user wraps it in one).
+
+    Raises:
+        TuneSpaceError: the name does not import, is not a dict (nor a function
+            returning one), or holds an entry with no Optuna distribution.
+    """
+    module_name, _, attribute = target.partition(":")
+    if not module_name or not attribute:
+        raise TuneSpaceError(f"'{target}' is not of the form package.module:param_space")
+    ensure_importable_from(os.getcwd())  # the user's project, as for train
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:
+        raise TuneSpaceError(
+            f"importing '{module_name}' failed: {type(exc).__name__}: {exc}"
+        ) from None
+    space = getattr(module, attribute, None)
+    if callable(space) and not isinstance(space, Mapping):
+        space = _called(target, space)
+    if not isinstance(space, Mapping):
+        raise TuneSpaceError(
+            f"'{target}' is {type(space).__name__}, not a Tune param_space (a dict, "
+            "or a function of no arguments that returns one)"
+        )
+    return converted(space)
+
+
+def _called(target: str, function: Any) -> Any:
+    """What ``function`` (of no arguments) returns: the param_space it builds."""
+    try:
+        inspect.signature(function).bind()
+    except TypeError:
+        raise TuneSpaceError(
+            f"'{target}' is a function that needs arguments; a param_space function takes none"
+        ) from None
+    except ValueError:
+        pass  # no signature to read: let the call say
+    try:
+        return function()
+    except Exception as exc:
+        raise TuneSpaceError(f"'{target}()' raised {type(exc).__name__}: {exc}") from None
+
+
+def converted(space: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``space``'s entries in the ``space`` section's form (nested dicts: dotted names)."""
+    from ray.tune.search import sample
+
+    entries: dict[str, Any] = {}
+    for key, value in space.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping) and set(value) == {"grid_search"}:
+            entries[name] = list(value["grid_search"])
+        elif isinstance(value, Mapping):
+            entries.update(converted(value, prefix=f"{name}."))
+        elif isinstance(value, sample.Domain):
+            entries[name] = _domain(name, value, sample)
+        else:
+            entries[name] = {"type": "constant", "value": value}
+    return entries
+
+
+def _domain(name: str, domain: Any, sample: Any) -> Any:
+    sampler = domain.get_sampler()
+    quantum = None
+    if isinstance(sampler, sample.Quantized):
+        quantum, sampler = sampler.q, sampler.get_sampler()
+    log = isinstance(sampler, sample.LogUniform)
+    if isinstance(domain, sample.Categorical):
+        return list(domain.categories)
+    uniform = isinstance(sampler, sample.Uniform | sample.LogUniform)
+    if isinstance(domain, sample.Float) and uniform:
+        if quantum is not None and log:
+            raise _unknown(name, "qloguniform", "tune.loguniform, or quniform without log")
+        entry: dict[str, Any] = {
+            "type": "float",
+            "low": float(domain.lower),
+            "high": float(domain.upper),
+        }
+        return {**entry, **({"log": True} if log else {}), **_step(quantum)}
+    if isinstance(domain, sample.Integer) and isinstance(
+        sampler, sample.Uniform | sample.LogUniform
+    ):
+        if quantum is not None and log:
+            raise _unknown(name, "qlograndint", "tune.lograndint, or qrandint without log")
+        # randint and lograndint exclude the upper bound; qrandint includes it.
+        high = domain.upper if quantum is not None else domain.upper - 1
+        entry = {"type": "int", "low": int(domain.lower), "high": int(high)}
+        return {**entry, **({"log": True} if log else {}), **_step(quantum)}
+    kind = type(domain).__name__ if not isinstance(domain, sample.Function) else "sample_from"
+    if isinstance(sampler, sample.Normal):
+        kind = "randn"
+    raise _unknown(name, kind, "tune.uniform, loguniform, quniform, randint, choice or grid_search")
+
+
+def _step(quantum: float | None) -> dict[str, Any]:
+    return {"step": quantum} if quantum is not None else {}  # an int for an int domain
+
+
+def _unknown(name: str, kind: str, instead: str) -> TuneSpaceError:
+    return TuneSpaceError(
+        f"param_space['{name}'] is tune.{kind}, which has no Optuna distribution; use {instead}"
+    )
