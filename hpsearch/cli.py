@@ -109,11 +109,16 @@ def command() -> NoReturn:
             code = 1
         else:
             code = exc.code or 0
+    _flush()
+    atexit._run_exitfuncs()
+    _flush()  # what the exit hooks printed
+    os._exit(code)
+
+
+def _flush() -> None:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
-    atexit._run_exitfuncs()
-    os._exit(code)
 
 
 @click.group(cls=_Group)
