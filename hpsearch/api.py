@@ -253,7 +253,8 @@ def _search(opened: _Opened, afresh: Afresh, tracker: Tracker | None) -> RunOutc
     handle = open_study(config, as_driver=True)
     for note in handle.notes:
         say(note)
-    tracker = tracker or open_tracker(config, handle, say, afresh)
+    if tracker is None:  # not `or`: a tracker of the user's may have a length
+        tracker = open_tracker(config, handle, say, afresh)
     reclaim_stale_trials(handle, tracker)
     recorded = record_unwritten_runs(handle, tracker)
     if recorded:
@@ -273,7 +274,8 @@ def _search(opened: _Opened, afresh: Afresh, tracker: Tracker | None) -> RunOutc
 
     parent = ParentRun.start(config, handle, tracker)
     telemetry = opened.telemetry
-    say(telemetry.line if telemetry.backend else f"{telemetry.line}; trials run on CPU")
+    on_cpu = telemetry.backend is None
+    say(f"{telemetry.line}; trials run on CPU" if on_cpu else telemetry.line)
     status = RunStatus.FAILED
     try:
         ran = _run_parts(opened, execution, handle, parent, before)
@@ -394,7 +396,7 @@ def build_search(
             config.packing_in_effect,
             config.execution,
             gpus=session.capacity().gpus,
-            nodes=lambda: session.gpu_nodes(readings.monitored() if readings else {}),
+            nodes=lambda: session.gpu_nodes(readings.monitored() if readings is not None else {}),
             readings=readings,
             observers=[view, parent],
             shared=mps_starter(mps, session.local_node_id),
@@ -483,6 +485,7 @@ def close_out(
     if monitor is not None:
         monitor.stop()
         parent.record_gpu_report(monitor)
-    parent.record_packing(parts.placing, parts.fusion.sizer if parts.fusion else None)
+    fusion = parts.fusion.sizer if parts.fusion is not None else None
+    parent.record_packing(parts.placing, fusion)
     parent.record_analysis(StudyResults(handle.study))
     return interrupted
