@@ -10,6 +10,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "hpsearch"
 MOST_CONSTRUCTOR_ARGUMENTS = 7
 MOST_FUNCTION_LINES = 80
+MOST_CLASS_LINES = 300
 
 
 def _constructors() -> list[tuple[str, int]]:
@@ -49,6 +50,17 @@ def test_no_function_is_longer_than_eighty_lines() -> None:
     }
     assert "hpsearch/api.py:build_search" in lengths  # the walk found the functions
     assert {name: n for name, n in lengths.items() if n > MOST_FUNCTION_LINES} == {}
+
+
+def test_no_class_is_longer_than_three_hundred_lines() -> None:
+    lengths = {
+        f"{path.relative_to(PACKAGE.parent)}:{node.name}": node.end_lineno - node.lineno + 1
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ClassDef) and node.end_lineno
+    }
+    assert "hpsearch/lifecycle/_ledger.py:TrialLedger" in lengths  # the walk found the classes
+    assert {name: n for name, n in lengths.items() if n > MOST_CLASS_LINES} == {}
 
 
 def test_the_root_decodes_no_mode_of_a_part() -> None:

@@ -2,7 +2,8 @@
 
 The tree: ``_events`` (what happens to a trial, as typed events), ``_base``
 (the listener interface), ``_ledger`` (the open-trial table, Optuna's ask and
-tell), ``_objectives`` (objective values from reports), and one module per
+tell), ``_objectives`` (objective values from reports), ``_reports`` (each
+report: derived, judged, told), and one module per
 listener: ``_mlflow`` (the MLflow mirror), ``_oom`` (out-of-memory handling),
 ``_gpu`` (GPU series), ``_running`` (packing feedback: the running trials),
 ``_verdicts`` (pruning verdicts to workers), ``_parent_run`` (the search's

@@ -23,20 +23,18 @@ from hpsearch.lifecycle._events import (
     Ending,
     GpuLoadDeclared,
     KnobsReported,
-    Measured,
     Opening,
     TrialOutOfMemory,
     TrialPlaced,
-    TrialPruned,
-    TrialReported,
 )
 from hpsearch.lifecycle._launches import Launches
 from hpsearch.lifecycle._objectives import ObjectiveValues
 from hpsearch.lifecycle._records import OpenTrial, worker_died
+from hpsearch.lifecycle._reports import Reports
 from hpsearch.lifecycle._tell import StudyWrites
 from hpsearch.lifecycle._upkeep import Upkeep
 from hpsearch.placement import Admission
-from hpsearch.pruning import KEEP, PruneJudge
+from hpsearch.pruning import PruneJudge
 from hpsearch.space import SearchSpace
 from hpsearch.study import StudyHandle
 from hpsearch.trial.protocol import (
@@ -94,6 +92,7 @@ class TrialLedger:
         self.finished = 0
         """Trials this ledger ended complete, pruned or failed (not interrupted)."""
         self._upkeep = Upkeep(handle, self._each)
+        self._reports = Reports(objectives, judge, self._each, clock)
 
     # -- asked by the scheduler ---------------------------------------------------
 
@@ -182,7 +181,9 @@ class TrialLedger:
         elif event.kind is EventKind.END:
             record.end = event
         elif event.kind is EventKind.REPORT and event.step is not None:
-            self._reported(record, event.step, event.metrics)
+            self._announce(record)
+            sharing = record.sharing(self._open.values())
+            self._reports.reported(record, event.step, event.metrics, sharing)
             self._asker.reported(self._records(launch_id))
 
     def ended(self, launch_id: str, crash: str | None = None) -> Outcome | None:
@@ -210,7 +211,7 @@ class TrialLedger:
             if end is not None and end.outcome is not None:
                 # What train returns measures the whole trial (a rate over all of it).
                 whole = record.started_at
-                record.metrics.update(self._measured(record, end.metrics, since=whole))
+                record.metrics.update(self._reports.measured(record, end.metrics, since=whole))
                 self._objectives.note_targets(record.metrics, record.reached)
                 ending = self._ending(record, end.outcome, end.error)
                 ending.report = end.end
@@ -295,41 +296,6 @@ class TrialLedger:
         started_at = record.started_at if record.started_at is not None else self._clock()
         placed = TrialPlaced(record.number, assigned, started_at)
         self._each(lambda listener: listener.on_placed(placed))
-
-    def _measured(
-        self, record: OpenTrial, metrics: dict[str, float], since: float | None = None
-    ) -> dict[str, float]:
-        """``metrics`` with what listeners derive from them (a speed's solo equivalent), over
-        the interval from ``since`` (default: the previous report, or the trial's start)."""
-        if not metrics:
-            return metrics
-        now = self._clock()
-        if since is None:
-            since = record.measured_at if record.measured_at is not None else record.started_at
-        record.measured_at = now
-        measured = Measured(record.number, dict(metrics), now if since is None else since, now)
-        self._each(lambda listener: listener.on_measured(measured))
-        return {**metrics, **measured.derived}
-
-    def _reported(self, record: OpenTrial, step: int, raw: dict[str, float]) -> None:
-        first = record.last_step is None
-        self._announce(record)
-        metrics = self._measured(record, raw)
-        record.metrics.update(metrics)
-        record.last_step = step
-        self._objectives.note_targets(record.metrics, record.reached)
-        verdict = KEEP if self._judge is None else self._judge.judge(record.trial, step, metrics)
-        # The first verdict to prune is kept, with its reason, for the trial's end.
-        newly_pruned = verdict.prune and record.pruned_at is None
-        if newly_pruned:
-            record.pruned_at, record.prune_reason = step, verdict.reason
-        reported = TrialReported(
-            record.number, step, dict(metrics), first, verdict, record.sharing(self._open.values())
-        )
-        self._each(lambda listener: listener.on_reported(reported))
-        if newly_pruned:
-            pruned = TrialPruned(record.number, step, verdict.reason)
-            self._each(lambda listener: listener.on_pruned(pruned))
 
     def _ending(self, record: OpenTrial, outcome: Outcome, error: str = "") -> Ending:
         return record.ending(

@@ -8,10 +8,12 @@ per GPU, or CPU only), ``_views`` (what the packing policy reads and answers),
 ``_profiles`` (what the search's trials were measured to need), ``_evidence``
 (what a GPU's samples say per trial, cut along the trials' spans), ``_ramp``
 (a count doubled while each doubling pays, judged by the work done),
-``_packing`` (the pure utilisation-aware packing policy, decided per GPU with a reason),
-``_fusion`` (how many members a fused group gets, from its measured throughput) and
-``_admission`` (that policy fed by the monitor and the cluster's GPUs, as a
-resource policy) and ``_build`` (the policy the ``packing`` section asks for).
+``_room`` (what one GPU has room for, with the arithmetic), ``_packing`` (the pure
+utilisation-aware packing policy, decided per GPU with a reason), ``_place`` (which
+GPU a new trial goes to), ``_fusion`` (how many members a fused group gets, from
+its measured throughput), ``_admission`` (that policy fed by the monitor and the
+cluster's GPUs, as a resource policy) and ``_build`` (the policy the ``packing``
+section asks for).
 """
 
 from typing import TYPE_CHECKING

@@ -19,7 +19,8 @@ The rules, per GPU, in ``auto`` mode:
   ``memory_headroom``, the node's CPUs and ``max_trials_per_gpu``. Memory
   counts every trial admitted, measured or not.
 * **The ramp.** The count doubles (1, 2, 4, 8, ...) towards what fits. On a
-  roomy GPU (its last samples show at most :data:`ROOMY_SHARE` of its usable
+  roomy GPU (its last samples show at most
+  :data:`~hpsearch.placement._room.ROOMY_SHARE` of its usable
   memory in use) it doubles as soon as fresh samples confirm the room, so the
   new trials' start-ups overlap; elsewhere the first doubling rests on the
   evidence and each later one on the count having been measured to pay. Every
@@ -48,10 +49,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from hpsearch.placement._capacity import fit
 from hpsearch.placement._evidence import MIN_SAMPLES
+from hpsearch.placement._place import place
 from hpsearch.placement._profiles import TrialProfiles
 from hpsearch.placement._ramp import StepRates
+from hpsearch.placement._room import GpuRoom
 from hpsearch.placement._views import (
     GpuDecision,
     GpuKey,
@@ -64,10 +66,6 @@ from hpsearch.placement._views import (
     Verdict,
 )
 from hpsearch.placement.settings import PackingSpec
-
-ROOMY_SHARE = 0.25
-"""A GPU this full at most (a share of its usable memory) takes a neighbour for a trial of a
-new kind before that trial is measured."""
 
 
 @dataclass
@@ -96,6 +94,7 @@ class PackingPolicy:
         self.settings = settings  # its band (target below saturation) checked when it was read
         self._state: dict[GpuKey, _GpuState] = {}
         self._profiles = TrialProfiles(settings)
+        self._room = GpuRoom(settings, self._profiles)
 
     def estimate(self) -> TrialProfile | None:
         """A new trial's needs, from the recent trials' measured profiles."""
@@ -176,7 +175,7 @@ class PackingPolicy:
         A roomy GPU (see :meth:`_roomy`) takes a neighbour anyway: were the new trial
         to grow to several times what it holds now, the two would still fit.
         """
-        if self.settings.mode != "auto" or self._roomy(gpu):
+        if self.settings.mode != "auto" or self._room.roomy(gpu):
             return None
         for trial in gpu.trials:
             if not trial.new_kind:
@@ -208,8 +207,8 @@ class PackingPolicy:
                 "no trial of this search measured yet: one per GPU until its GPU has been "
                 f"read {MIN_SAMPLES} times with it running"
             )
-        by_util, hard, arithmetic = self._ceiling(gpu, view, estimate, gpus_on_node)
-        fall = self._fall(gpu, view.now, current, estimate)
+        by_util, hard, arithmetic = self._room.ceiling(gpu, view, estimate, gpus_on_node)
+        fall = self._room.fall(gpu, view.now, current, estimate)
         if fall is not None:
             return fall
         if view.now - state.oom_seen < s.cooldown_seconds:
@@ -256,16 +255,18 @@ class PackingPolicy:
         s = self.settings
         current = state.limit
         fresh = gpu.recent is not None and gpu.recent.latest > state.changed_at
-        doubling = (fresh and self._roomy(gpu)) or current in state.paid
+        doubling = (fresh and self._room.roomy(gpu)) or current in state.paid
         if doubling or (provisional and current == 1):
-            limit, reason = self._rise(gpu, current, min(target, 2 * current), estimate, arithmetic)
+            limit, reason = self._room.rise(
+                gpu, current, min(target, 2 * current), estimate, arithmetic
+            )
             return limit, (f"trying {limit}: {reason}" if limit > current else reason)
         if provisional or now - state.changed_at < s.probe_seconds:
             return current, (
                 f"holding {current} until its steps are measured, or its trials are "
                 f"measured {s.probe_seconds:g} s past their warm-up; {arithmetic}"
             )
-        return self._rise(gpu, current, target, estimate, arithmetic)
+        return self._room.rise(gpu, current, target, estimate, arithmetic)
 
     def _judged(self, state: _GpuState, current: int) -> tuple[int, str] | None:
         """The steps' verdict on the counts held: ``None`` to go on, else the count back to."""
@@ -285,15 +286,6 @@ class PackingPolicy:
         state.reason = f"kept {judgement.level}: {judgement.reason}"
         return None
 
-    def _roomy(self, gpu: GpuView) -> bool:
-        """Whether the GPU's last samples show it nearly empty (:data:`ROOMY_SHARE` of its
-        usable memory in use at most): room for its trials to double, even were each to
-        grow to several times what it holds now."""
-        total, recent = gpu.memory_total_mb, gpu.recent
-        if not total or recent is None or recent.used_mb is None:
-            return False
-        return recent.used_mb <= ROOMY_SHARE * total * (1 - self.settings.memory_headroom)
-
     def _evidence(self, gpu: GpuView) -> tuple[TrialProfile | None, bool]:
         """The estimate of a new trial, and whether it rests on the GPU's last samples only.
 
@@ -308,133 +300,6 @@ class PackingPolicy:
             return None, False
         return TrialProfile(-1, recent.utilization_pct, recent.memory_mb, recent.samples), True
 
-    def _fall(
-        self, gpu: GpuView, now: float, current: int, estimate: TrialProfile
-    ) -> tuple[int, str] | None:
-        """One trial less on saturation the estimate did not predict, or nearly full memory.
-
-        Time-sliced trials past 100% of duty read 100%: saturation that the
-        estimate predicts is where the most throughput is. Saturation it does not
-        predict says the trials grew; one fewer, measured again, tells by how much.
-        """
-        s = self.settings
-        n = len(gpu.trials)
-        util = self._busy(gpu, now)
-        expected = n * estimate.utilization_pct
-        if (
-            util is not None
-            and util >= s.saturation_util
-            and expected < s.saturation_util
-            and n > 1
-        ):
-            return max(1, min(current, n) - 1), (
-                f"saturated: {util:.0f}% utilisation with {n} trial(s) >= "
-                f"{s.saturation_util:g}%, where {n} × {estimate.utilization_pct:.0f}% "
-                "was expected"
-            )
-        total = gpu.memory_total_mb
-        used = max(
-            (m for m in (gpu.memory_used_mb, gpu.recent.used_mb if gpu.recent else None) if m),
-            default=None,
-        )
-        if total and used is not None and used >= total * (1 - s.memory_headroom / 2):
-            return max(1, min(current, n) - 1), (
-                f"memory pressure: {used:.0f} of {total:.0f} MiB used with {n} trial(s)"
-            )
-        return None
-
-    def _busy(self, gpu: GpuView, now: float) -> float | None:
-        """How busy the GPU is measured: over its settled window, else its last samples while
-        the trials now on it ran, warm."""
-        if self._profiles.measured(gpu, now):
-            return gpu.utilization_pct
-        recent = gpu.recent
-        if (
-            recent is not None
-            and recent.processes == len(gpu.trials)
-            and all(t.warm_at is not None for t in gpu.trials)
-        ):
-            return recent.busy_pct
-        return None
-
-    def _rise(
-        self,
-        gpu: GpuView,
-        current: int,
-        target: int,
-        estimate: TrialProfile,
-        arithmetic: str,
-    ) -> tuple[int, str]:
-        """Up to ``target``, if the GPU's memory, with the trials to come, allows it."""
-        s = self.settings
-        memory_now = self._memory(gpu, estimate)
-        total = gpu.memory_total_mb
-        memory_text = ""
-        if total and memory_now is not None and estimate.memory_mb:
-            usable = total * (1 - s.memory_headroom)
-            room = math.floor((usable - memory_now) / estimate.memory_mb)
-            if room < 1:
-                return current, (
-                    f"full: {memory_now:.0f} + {estimate.memory_mb:.0f} MiB for one more "
-                    f"> {usable:.0f} MiB usable"
-                )
-            target = min(target, len(gpu.trials) + room)
-            memory_text = (
-                f", {memory_now:.0f} + {target - len(gpu.trials)} × "
-                f"{estimate.memory_mb:.0f} <= {usable:.0f} MiB"
-            )
-        if target <= current:
-            return current, arithmetic
-        return target, (
-            f"room: {estimate.utilization_pct:.0f}% per trial → {target} "
-            f"trial(s){memory_text}; {arithmetic}"
-        )
-
-    def _ceiling(
-        self, gpu: GpuView, view: PackingView, estimate: TrialProfile, gpus_on_node: int
-    ) -> tuple[int, int, str]:
-        """The most trials of the estimated size the GPU should hold, with the arithmetic.
-
-        Returns the count by utilisation (the most predicted throughput, see
-        :func:`hpsearch.telemetry.fit`), the bound by everything else (memory,
-        CPUs, the maximum) and the arithmetic. Only the second lowers a count:
-        utilisation lowers it when measured saturated, which is the hysteresis.
-        """
-        s = self.settings
-        fitted = fit(
-            estimate.utilization_pct,
-            estimate.memory_mb,
-            gpu.memory_total_mb,
-            most=s.max_trials_per_gpu,
-            target_util_pct=s.target_util,
-            memory_headroom=s.memory_headroom,
-        )
-        by_util = fitted.by_utilization or s.max_trials_per_gpu
-        hard = [s.max_trials_per_gpu]
-        if fitted.by_memory is not None:
-            hard.append(fitted.by_memory)
-        parts = [f"max {s.max_trials_per_gpu}"]
-        parts += fitted.arithmetic(estimate.utilization_pct, estimate.memory_mb)
-        cpus = view.node_cpus.get(gpu.key.node)
-        if cpus:
-            by_cpu = max(1, math.floor(cpus / max(view.new_trial_cpus, 1e-9) / gpus_on_node))
-            hard.append(by_cpu)
-            parts.append(
-                f"CPUs {cpus:g} on the node / {view.new_trial_cpus:g} per trial / "
-                f"{gpus_on_node} GPU(s) → {by_cpu}"
-            )
-        ceiling = min(by_util, *hard)
-        return by_util, min(hard), f"at most {ceiling} ({'; '.join(parts)})"
-
-    def _memory(self, gpu: GpuView, estimate: TrialProfile) -> float | None:
-        """Memory the GPU's trials hold or will: measured, or the estimate for those not yet."""
-        if estimate.memory_mb is None:
-            return gpu.memory_used_mb
-        expected = sum(
-            t.memory_mb if t.memory_mb is not None else estimate.memory_mb for t in gpu.trials
-        )
-        return max(expected, gpu.memory_used_mb or 0.0)
-
     # -- placement ----------------------------------------------------------------
 
     def place(
@@ -444,43 +309,6 @@ class PackingPolicy:
         *,
         whole_gpu: bool = False,
     ) -> Placement | None:
-        """The GPU a new trial goes to, or ``None`` when none has room now.
-
-        The GPU with the most room relative to its limit wins (fewest trials, then
-        the lowest utilisation, then the lowest index), so trials spread over GPUs
-        instead of filling GPU 0 first. ``whole_gpu``: only an empty GPU, whole.
-        """
-        candidates = []
-        for gpu in view.gpus:
-            decision = decisions[gpu.key]
-            n = len(gpu.trials)
-            if any(t.alone for t in gpu.trials):
-                continue
-            if whole_gpu and n:
-                continue
-            if not whole_gpu and (n >= decision.limit or not decision.open):
-                continue
-            if not self._cpus_free(gpu.key.node, view):
-                continue
-            candidates.append((n / decision.limit, n, gpu.utilization_pct or 0.0, gpu.key, gpu))
-        if not candidates:
-            return None
-        candidates.sort(key=lambda c: (c[0], c[1], c[2], c[3].node, c[3].index))
-        gpu = candidates[0][4]
-        decision = decisions[gpu.key]
-        co_tenants = tuple(sorted(t.number for t in gpu.trials))
-        if whole_gpu:
-            return Placement(
-                gpu.key, 1.0, (), "alone on a whole GPU: it ran out of memory under a shared cap"
-            )
-        share = decision.share
-        reason = f"{decision.reason} (trial {len(gpu.trials) + 1} of {decision.limit})"
-        return Placement(gpu.key, share, co_tenants, reason)
-
-    @staticmethod
-    def _cpus_free(node: str, view: PackingView) -> bool:
-        total = view.node_cpus.get(node)
-        if total is None:
-            return True
-        used = sum(t.cpus for g in view.gpus if g.key.node == node for t in g.trials)
-        return used + view.new_trial_cpus <= total + 1e-9
+        """The GPU a new trial goes to, or ``None`` when none has room now (see
+        :func:`hpsearch.placement._place.place`)."""
+        return place(view, decisions, whole_gpu=whole_gpu)
