@@ -55,6 +55,7 @@ def _config_sections() -> tuple[list[str], list[str]]:
     from pydantic import BaseModel
 
     from hpsearch.config import RunConfig
+    from hpsearch.config._load import _unwrap  # Annotated and `| None` stripped, as errors do
 
     by_path: dict[str, list[type[BaseModel]]] = {}
     first_path: dict[type[BaseModel], str] = {}
@@ -68,7 +69,7 @@ def _config_sections() -> tuple[list[str], list[str]]:
         meanings = _attributes(model.__doc__ or "")
         for name, field in model.model_fields.items():
             inner = f"{path}.{name}".lstrip(".")
-            if typing.get_origin(_bare(field.annotation)) is dict:
+            if typing.get_origin(_unwrap(field.annotation)) is dict:
                 inner += ".<name>"  # a mapping's entries: space.<name>
             if name in meanings:
                 meaning_of_path.setdefault(inner, meanings[name])
@@ -97,20 +98,6 @@ def _config_sections() -> tuple[list[str], list[str]]:
                 out.append(_entry(name, field, where, meaning))
             out.append("")
     return out, missing
-
-
-def _bare(annotation: Any) -> Any:
-    """``annotation`` without ``Annotated`` and ``| None``."""
-    while True:
-        if typing.get_origin(annotation) is typing.Annotated:
-            annotation = typing.get_args(annotation)[0]
-            continue
-        if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-            members = [a for a in typing.get_args(annotation) if a is not type(None)]
-            if len(members) == 1:
-                annotation = members[0]
-                continue
-        return annotation
 
 
 def _summary(model: Any) -> str:
