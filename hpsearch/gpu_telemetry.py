@@ -33,6 +33,11 @@ class OpenedTelemetry:
     sharing: SharingModel = field(default_factory=SharingModel)
 
     @property
+    def search_line(self) -> str:
+        """The line a search opens with: what is read, and, with nothing read, where trials run."""
+        return self.line if self.backend is not None else f"{self.line}; trials run on CPU"
+
+    @property
     def smallest_memory_mb(self) -> float | None:
         """The smallest GPU's memory, to turn a GPU share into a memory cap (``None``: unknown)."""
         if self.backend is None:

@@ -2,7 +2,7 @@
 
 The ``driver`` fixture (``tests/conftest.py``): ``driver(config)`` builds the
 real parts (ledger, listeners, scheduler) with
-:func:`hpsearch.api.build_search` on a simulated runner's session, over a real
+:func:`hpsearch.search_parts.build_search` on a simulated runner's session, over a real
 Optuna study and a real MLflow store; a test plays the runner, telling the
 ledger what happens to each trial, on the session's virtual clock.
 """
@@ -18,13 +18,13 @@ from typing import Any
 from rich.console import Console
 
 from hpsearch import attrs
-from hpsearch.api import SearchParts, build_search
 from hpsearch.config import RunConfig
 from hpsearch.gpu_telemetry import OpenedTelemetry
 from hpsearch.lifecycle import ParentRun, TrialLedger, check_user_code
 from hpsearch.oom import OomSpec
 from hpsearch.placement import Admission, ResourcePolicy
 from hpsearch.runner import RunnerSession, SimulatedRunner, VirtualClock
+from hpsearch.search_parts import SearchParts, build_search
 from hpsearch.simulation import LoadModelBackend
 from hpsearch.study import StudyHandle, open_study
 from hpsearch.telemetry import ClusterReadings, GpuMonitor

@@ -8,7 +8,8 @@ listener: ``_mlflow`` (the MLflow mirror), ``_oom`` (out-of-memory handling),
 ``_gpu`` (GPU series), ``_running`` (packing feedback: the running trials),
 ``_verdicts`` (pruning verdicts to workers), ``_parent_run`` (the search's
 parent run), ``_checkpoints`` (checkpoint upkeep), ``_tracking`` (the tracker,
-opened once the two stores agree), ``_listeners`` (the ledger's listeners, in
+opened once the two stores agree), ``_search_records`` (the study, the tracker
+and the parent run around one search), ``_listeners`` (the ledger's listeners, in
 order), ``_trial_settings`` (the user's code checked
 once, what every trial runs with, the launches). The progress view
 (:mod:`hpsearch.progress`) is one more.
@@ -45,6 +46,7 @@ from hpsearch.lifecycle._objectives import ObjectiveValues
 from hpsearch.lifecycle._oom import OomHandling
 from hpsearch.lifecycle._parent_run import ParentRun
 from hpsearch.lifecycle._running import RunningTrials
+from hpsearch.lifecycle._search_records import SearchEnd, SearchRecords
 from hpsearch.lifecycle._store_watch import StoreWatch
 from hpsearch.lifecycle._tracking import Afresh, land_tracking_writes, open_tracker
 from hpsearch.lifecycle._tracking_outage import OutageLimit, outage_line
@@ -77,6 +79,8 @@ __all__ = [
     "OutageLimit",
     "ParentRun",
     "RunningTrials",
+    "SearchEnd",
+    "SearchRecords",
     "StoreWatch",
     "TrialEnded",
     "TrialLedger",

@@ -96,6 +96,19 @@ class ParentRun(TrialListener):
 
     # -- at the end ----------------------------------------------------------------
 
+    def record_end(
+        self,
+        monitor: GpuMonitor | None,
+        placing: PackingAdmission | None,
+        fusion: FusionSizer | None,
+    ) -> None:
+        """What a search leaves on its parent run when it ends: the GPU monitor's report
+        (``monitor``: the local one, stopped), the packing decisions and the study's figures."""
+        if monitor is not None:
+            self.record_gpu_report(monitor)
+        self.record_packing(placing, fusion)
+        self.record_analysis(StudyResults(self._handle.study))
+
     def record_gpu_report(self, monitor: GpuMonitor) -> None:
         """The monitor's report and per-GPU summaries."""
         summaries = monitor.summaries(since=0.0)

@@ -25,6 +25,9 @@ from hpsearch.telemetry import TrialLoad
 READ_EVERY_S = 0.1
 """How often a worker reads the pace file again (its neighbours change seldom)."""
 
+PACE_FILE = "simulated-gpu-pace.json"
+"""Where, in the runner's scratch folder, simulated GPUs publish the trials' pace."""
+
 
 class SharedGpus(Protocol):
     """A load model: takes the trials' loads and says how fast each then runs."""
@@ -58,6 +61,17 @@ class PacePublisher:
         self._cores = cores
         self._cpus: dict[int, float] = {}
         self._write()
+
+    @classmethod
+    def in_scratch(
+        cls, model: SharedGpus | None, scratch: Path | None, cores: float | None
+    ) -> PacePublisher | None:
+        """The publisher of a search whose simulated trials run in real time in other
+        processes: the pace file in the runner's ``scratch`` folder (``None`` where
+        there is no load ``model`` or no such folder: no trial reads a pace)."""
+        if model is None or scratch is None:
+            return None
+        return cls(model, scratch / PACE_FILE, cores)
 
     def set_load(self, key: int, load: TrialLoad) -> None:
         """Trial ``key`` puts ``load`` on its GPUs from now on."""

@@ -1,0 +1,150 @@
+"""The records of one search: opened before it, the parent run around it, kept after it.
+
+Before a search its study and tracker are opened (the trials a dead driver left
+reclaimed, the runs an outage kept unwritten recorded); while it runs the
+parent run is open; after it, however it ended, the parent run is ended with
+its status, the tracker's waiting writes land, both stores settle, and what the
+search did becomes a :class:`~hpsearch.results.RunOutcome`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from hpsearch._sqlite import settle
+from hpsearch.config import RunConfig
+from hpsearch.lifecycle._checkpoints import sweep_checkpoints
+from hpsearch.lifecycle._mlflow import reclaim_stale_trials, record_unwritten_runs
+from hpsearch.lifecycle._parent_run import ParentRun
+from hpsearch.lifecycle._tracking import Afresh, land_tracking_writes, open_tracker
+from hpsearch.results import RunOutcome, StudyResults
+from hpsearch.study import (
+    BudgetCount,
+    BudgetDecision,
+    StudyHandle,
+    TrialBudget,
+    count_budget,
+    open_study,
+)
+from hpsearch.tracking import RunStatus, Tracker
+from hpsearch.trial.checkpoints import study_folder
+
+
+@dataclass(frozen=True)
+class SearchEnd:
+    """What the runner's session did: trials finished and interrupted, how long, why it ended.
+
+    Attributes:
+        finished: trials this driver finished (complete, pruned or failed).
+        interrupted: trials stopped by an interruption (enqueued to run again).
+        elapsed_s: how long the search ran on the runner's clock.
+        timed_out: ``study.timeout`` ended the search.
+        overdue: trials still running past the timeout's grace were stopped.
+    """
+
+    finished: int
+    interrupted: int
+    elapsed_s: float
+    timed_out: bool
+    overdue: bool
+
+
+class SearchRecords:
+    """The study and the tracker of one search, and the study's count before it.
+
+    Build it with :meth:`open`; :meth:`run` runs a search inside its parent run.
+    """
+
+    def __init__(
+        self,
+        config: RunConfig,
+        handle: StudyHandle,
+        tracker: Tracker,
+        say: Callable[[str], None],
+    ) -> None:
+        self.config = config
+        self.handle = handle
+        self.tracker = tracker
+        self._say = say
+        # The study as it was before this search's first trial: read once.
+        self.before: BudgetCount = count_budget(handle.study.get_trials(deepcopy=False))
+        self._budget = TrialBudget.from_settings(config.study)
+
+    @classmethod
+    def open(
+        cls,
+        config: RunConfig,
+        say: Callable[[str], None],
+        afresh: Afresh,
+        tracker: Tracker | None = None,
+    ) -> SearchRecords:
+        """Open the study (as its driver) and the tracker (``tracker``, where one is given),
+        reclaim the trials a dead driver left and record the runs an outage kept unwritten.
+
+        Raises:
+            ConfigError: the two stores disagree (see :func:`open_tracker`).
+        """
+        handle = open_study(config, as_driver=True)
+        for note in handle.notes:
+            say(note)
+        if tracker is None:  # not `or`: a tracker of the user's may have a length
+            tracker = open_tracker(config, handle, say, afresh)
+        reclaim_stale_trials(handle, tracker)
+        recorded = record_unwritten_runs(handle, tracker)
+        if recorded:
+            say(
+                f"{recorded} MLflow run(s) recorded from the study: their trials ended while "
+                "the tracking server was out of reach and their search stopped"
+            )
+        return cls(config, handle, tracker, say)
+
+    def nothing_to_do(self) -> RunOutcome | None:
+        """The outcome of a search whose study already reached its budget (said in one
+        line), or ``None`` when there is a search to run."""
+        before = self.before
+        if self._budget.decide(before) is not BudgetDecision.FINISHED or before.running:
+            return None
+        self._say(
+            f"study '{self.handle.name}' already has {before.finished} finished trials "
+            f"(study.n_trials is {self.config.study.n_trials}): nothing to do; "
+            "raise study.n_trials or pass --n-trials to run more"
+        )
+        return RunOutcome(StudyResults(self.handle.study), None, 0, 0)
+
+    def run(self, search: Callable[[ParentRun], SearchEnd]) -> RunOutcome:
+        """Run ``search`` inside the parent run, then keep its records, however it ended.
+
+        The parent run ends FINISHED, KILLED (trials interrupted, or Ctrl-C) or FAILED
+        (any other error, which goes on up).
+        """
+        config = self.config
+        parent = ParentRun.start(config, self.handle, self.tracker)
+        status = RunStatus.FAILED
+        try:
+            ended = search(parent)
+            status = RunStatus.KILLED if ended.interrupted else RunStatus.FINISHED
+        except KeyboardInterrupt:
+            status = RunStatus.KILLED
+            raise
+        finally:
+            parent.end(status)
+            land_tracking_writes(config, self.tracker, self._say)
+            for store in (config.study.storage, config.tracking.uri):
+                settle(store)
+        study = self.handle.study
+        trials = study.get_trials(deepcopy=False)
+        folder = study_folder(config.execution.checkpoint_dir, config.study.name)
+        sweep_checkpoints(study, folder, trials)
+        # What this driver finished itself (another driver may share the study).
+        return RunOutcome(
+            StudyResults(study),
+            parent.run_id,
+            ended.finished,
+            ended.interrupted,
+            ended.elapsed_s,
+            timed_out=ended.timed_out,
+            overdue=ended.overdue,
+            short_of=self._budget.short_of(count_budget(trials)),
+            mlflow_experiment_id=self.tracker.experiment_id,
+        )
