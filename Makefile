@@ -35,6 +35,8 @@ run: setup
 	$(BIN)/hpsearch run $(CONFIG)
 
 # The documentation site, served on http://127.0.0.1:8000 (make test builds it strict).
+# docs/hooks.py generates its references and reads every benchmark figure from
+# benchmarks/results/ as it builds: a re-run benchmark shows without an edit.
 docs: setup
 	$(BIN)/mkdocs serve
 

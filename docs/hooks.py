@@ -7,7 +7,15 @@ anyone editing a page:
 * ``<!-- generated: config -->``: every key of the config, from its pydantic models;
 * ``<!-- generated: cli -->``: every command and flag, from the click parser;
 * ``<!-- generated: benchmarks -->``: each ``benchmarks/results/*.json``, its targets;
-* ``<!-- generated: plots -->``: figures drawn from result files (inline SVG).
+* ``<!-- generated: plots -->``: figures drawn from result files (inline SVG);
+* ``{{ FILE PATH }}``, inline: one figure of ``benchmarks/results/FILE``, where
+  ``PATH`` walks the JSON by ``/`` (``results/auto/wall_s``, ``medians/0/...``).
+  ``{{ FILE PATH ÷ PATH }}`` is the ratio of two figures of the file, ``{{ FILE
+  targets }}`` how many of its ``target*`` verdicts hold (``38 of 38``), and a last
+  word ``x``, ``s``, ``ms``, ``%`` or a format (``.2f``) says how it is written;
+  ``{{ FILE PATH <= 30 }}`` (or ``>=``) is the verdict, ``met`` or ``**missed**``,
+  as ``{{ FILE PATH verdict }}`` is of a target the file holds (a boolean).
+  A file or key that is not there fails the build: no figure is copied by hand.
 """
 
 from __future__ import annotations
@@ -24,8 +32,9 @@ _MARKER = re.compile(r"<!-- generated: (\w+) -->")
 
 
 def on_page_markdown(markdown: str, **_: Any) -> str:
-    """Replace each marker of the page with what it names."""
-    return _MARKER.sub(lambda m: _GENERATORS[m.group(1)](), markdown)
+    """Replace each marker of the page with what it names, and each figure with its value."""
+    markdown = _MARKER.sub(lambda m: _GENERATORS[m.group(1)](), markdown)
+    return _FIGURE.sub(lambda m: figure(m.group(1)), markdown)
 
 
 _CDN_SHIM = re.compile(r'\s*<script src="https://unpkg\.com/iframe-worker/shim"></script>')
@@ -317,6 +326,69 @@ def benchmark_tables() -> str:
         if data.get("results"):
             details.append(_result_table(path.name, data["results"]))
     return "\n".join(out) + "\n\n" + "\n".join(details)
+
+
+_FIGURE = re.compile(r"\{\{ (.+?) \}\}")
+_UNITS = {"x": "{:.2f}x", "s": "{:.1f} s", "ms": "{:.1f} ms", "%": "{:.1f}%"}
+
+
+def figure(expression: str, results: Path | None = None) -> str:
+    """One figure of a result file, as a page writes it (see the module's docstring).
+
+    Raises:
+        ValueError: the file, a key or the expression's form is not there.
+    """
+    folder = results or REPO / "benchmarks" / "results"
+    name, *words = expression.split()
+    path = folder / name
+    if not path.is_file():
+        raise ValueError(f"{{{{ {expression} }}}}: no file benchmarks/results/{name}")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if words == ["targets"]:
+        verdicts = _verdicts(data)
+        return f"{sum(verdicts)} of {len(verdicts)}"
+    if not words:
+        raise ValueError(f"{{{{ {expression} }}}}: write FILE PATH [÷ PATH] [FORMAT]")
+    value = _walk(data, words.pop(0), expression)
+    if words[:1] == ["÷"] and len(words) >= 2:
+        value = float(value) / float(_walk(data, words[1], expression))
+        words = words[2:]
+    if len(words) == 2 and words[0] in {"<=", ">="}:
+        bound = float(words[1])
+        met = float(value) <= bound if words[0] == "<=" else float(value) >= bound
+        return "met" if met else "**missed**"
+    if len(words) > 1:
+        raise ValueError(f"{{{{ {expression} }}}}: write FILE PATH [÷ PATH] [FORMAT]")
+    if not words:
+        return str(value)
+    if words[0] == "verdict":  # a boolean target of the file
+        return "met" if value is True else "**missed**"
+    return _UNITS.get(words[0], "{:" + words[0] + "}").format(value)
+
+
+def _walk(data: Any, path: str, expression: str) -> Any:
+    """The value at ``path`` (keys and list indices joined by ``/``)."""
+    for key in path.split("/"):
+        try:
+            data = data[int(key)] if isinstance(data, list) else data[key]
+        except (KeyError, IndexError, ValueError):
+            raise ValueError(f"{{{{ {expression} }}}}: no {key!r} on the way to {path}") from None
+    return data
+
+
+def _verdicts(data: Any) -> list[bool]:
+    """Every ``target*`` verdict (a boolean) in a result, however deep."""
+    found: list[bool] = []
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if isinstance(value, bool) and key.startswith("target"):
+                found.append(value)
+            else:
+                found.extend(_verdicts(value))
+    elif isinstance(data, list):
+        for value in data:
+            found.extend(_verdicts(value))
+    return found
 
 
 def _result_table(name: str, results: dict[str, Any] | list[Any]) -> str:
