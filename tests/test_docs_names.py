@@ -19,7 +19,7 @@ _PRIVATE = re.compile(r"\b(_[a-z]\w*)\b")
 
 _OURS = [
     path.relative_to(REPO).as_posix()
-    for folder in ("hpsearch", "scripts", "tests", "examples")
+    for folder in ("hpsearch", "scripts", "tests", "examples", "docs")
     for path in (REPO / folder).rglob("*.py")
 ]
 USER_CODE = ("mypkg/", "hb_space.py")
