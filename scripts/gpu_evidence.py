@@ -88,6 +88,7 @@ def steps(results: Path, tag: str) -> list[Step]:
         Step(
             "main-job",
             [*py, "scripts/bench_main_job.py", *out("main-job")],
+            # One mode on CPU: the step's plumbing (the GPU run compares auto with off).
             [
                 *py,
                 "scripts/bench_main_job.py",
@@ -95,6 +96,8 @@ def steps(results: Path, tag: str) -> list[Step]:
                 "configs/debug.yaml",
                 "--trials",
                 "2",
+                "--modes",
+                "auto",
                 *out("main-job"),
             ],
             limit_s=150,

@@ -71,7 +71,7 @@ def test_an_outage_is_survived_and_one_past_the_limit_stops_the_search_with_exit
     server = MlflowServer(f"sqlite:///{backend}", artifacts)
     # The first outage lasts as long as the server takes to start again: the limit
     # is above that on a loaded machine, and as low as it can be (the test waits it).
-    limit = min(120, max(45, round(3 * (time.monotonic() - started) + 15)))
+    limit = min(120, max(30, round(3 * (time.monotonic() - started) + 15)))
     path = write_config(
         {
             "study": {"n_trials": 2000, "storage": STORAGE},
