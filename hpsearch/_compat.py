@@ -1,12 +1,14 @@
 """Every private name of another package hpsearch relies on, in one place.
 
 Each shim has a test in ``tests/test_compat.py`` that fails when the library
-changes under it. Of Optuna, hpsearch relies on public names only (trial ids for
-heartbeats come from the storage's public API, and lost trials are re-queued by
-Optuna's own ``RetryHeartbeatStaleTrialCallback``), but for one: TPE's Parzen
-estimator, which :mod:`hpsearch.samplers._ordered_tpe` extends the way Optuna documents
-("users can overwrite _ParzenEstimator"); each private name it uses is pinned by
-a test there too.
+changes under it. Of Optuna, hpsearch uses private names where its public API
+costs the driver most of its time per trial, each pinned by a test there too:
+a new trial asked as ``Study.ask`` asks it (:func:`new_optuna_trial`), a trial's
+attributes written in one upsert and the queue looked up in the trials table
+(Optuna's RDB models, in :mod:`hpsearch.study`), and TPE's Parzen estimator,
+which :mod:`hpsearch.samplers._ordered_tpe` extends the way Optuna documents
+("users can overwrite _ParzenEstimator"). Lost trials are re-queued by Optuna's
+own ``RetryHeartbeatStaleTrialCallback``.
 """
 
 from __future__ import annotations
@@ -14,7 +16,10 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import optuna
 
 TUNE_MAX_PENDING_TRIALS = "TUNE_MAX_PENDING_TRIALS_PG"
 """Tune's limit on trials starting at once (``ray.tune.execution.tune_controller``); with a
@@ -111,3 +116,23 @@ def tune_max_pending_trials(count: int) -> Iterator[None]:
             os.environ.pop(TUNE_MAX_PENDING_TRIALS, None)
         else:
             os.environ[TUNE_MAX_PENDING_TRIALS] = previous
+
+
+def new_optuna_trial(study: optuna.Study) -> tuple[optuna.Trial, int]:
+    """A new trial of ``study`` and its storage id, as ``Study.ask`` creates one when no
+    trial waits in the queue (Optuna 5: ``study.py``, ``ask``).
+
+    ``Study.ask`` first looks for a waiting trial through its cached storage, which
+    reads every running trial of the study back, in full, at every ask (about a tenth
+    of the driver's time per trial). The driver asks its database whether any trial
+    waits first (one small query) and, where none does, asks here: the trial created
+    through the study's cached storage, the per-ask cache of the study's trials that
+    samplers read dropped (so each new trial's sampler sees the trials asked before
+    it), and the ``optuna.Trial`` built, as ``ask`` does. Private names: the study's
+    storage, its id and that cache.
+    """
+    import optuna
+
+    study._thread_local.cached_all_trials = None
+    trial_id = study._storage.create_new_trial(study._study_id)
+    return optuna.Trial(study, trial_id), trial_id

@@ -133,8 +133,36 @@ def test_optunas_private_names_the_driver_writes_and_serves_through_are_still_th
     ]
     assert callable(_create_scoped_session)
     assert hasattr(models, "TrialUserAttributeModel")
+    # study/_attrs.py's one upsert of several attributes: Optuna's per-attribute steps.
+    attribute_write = inspect.getsource(RDBStorage._set_trial_attr_without_commit)
+    assert "trial = models.TrialModel.find_or_raise_by_id(trial_id, session)" in attribute_write
+    assert "self.check_trial_is_updatable(trial_id, trial.state)" in attribute_write
+    assert "index_elements=[model_cls.trial_id, model_cls.key]" in attribute_write
+    assert {"trial_id", "key", "value_json"} <= set(
+        models.TrialUserAttributeModel.__table__.c.keys()
+    )
+    # study/_handle.py asks the trials table whether a trial waits in the queue.
+    assert {"trial_id", "study_id", "state"} <= set(models.TrialModel.__table__.c.keys())
     study = optuna.create_study()
     trial = study.ask()
     assert isinstance(trial._trial_id, int)
     assert trial._cached_frozen_trial.number == trial.number
     assert study._storage is trial.storage
+
+
+def test_optunas_ask_still_creates_a_trial_as_the_driver_does_when_none_waits() -> None:
+    # study/_handle.py asks as Study.ask does where no trial waits in the queue:
+    # the per-ask cache of the study's trials dropped, then optuna.Trial(study, id).
+    ask = _source_of("optuna.study.study").split("    def ask(", 1)[1].split("    def tell(")[0]
+    assert "self._thread_local.cached_all_trials = None" in ask
+    assert "trial_id = self._pop_waiting_trial_id()" in ask
+    assert "trial_id = self._storage.create_new_trial(self._study_id)" in ask
+    assert "trial = optuna.Trial(self, trial_id)" in ask
+    study = optuna.create_study()
+    study._thread_local.cached_all_trials = []  # what a sampler's read leaves
+    trial, trial_id = _compat.new_optuna_trial(study)
+    assert study._thread_local.cached_all_trials is None
+    assert (trial.number, trial_id) == (
+        0,
+        study._storage.get_trial_id_from_study_id_trial_number(study._study_id, 0),
+    )

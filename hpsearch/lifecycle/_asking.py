@@ -58,9 +58,7 @@ class TrialAsker:
                         break
                     records.append(record)
         for record in records:
-            record.admission = admission
-            if not record.inherits_seed:  # its re-runs inherit them
-                StudyWrites.opened(record.trial, record.seed, record.checkpoint_dir)
+            record.admission = admission  # its seed is written with it (ledger: admitted)
         return records
 
     def _one(self, admission: Admission) -> OpenTrial:

@@ -144,7 +144,9 @@ class TrialLedger:
         waits = bool(opening.whole_gpu_reason) and 0 < admission.gpus < 1
         if waits:
             record.waited_for_whole_gpu = opening.whole_gpu_reason
-        self._writes.resources(trial, record.resources())
+        # A new trial's seed and checkpoints go with its resources (its re-runs inherit them).
+        seed = None if record.inherits_seed else record.seed
+        self._writes.admitted(trial, record.resources(), seed, record.checkpoint_dir)
         if waits:
             self._waiting.append(record)
             return False
@@ -168,13 +170,16 @@ class TrialLedger:
         record = self._record(launch_id, event.member)
         if record is None:
             return
-        if event.assigned is not None and record.assigned is None:
-            self._placed(record, event.assigned)
+        placed = event.assigned if record.assigned is None else None
+        in_effect = event.knobs if event.kind is EventKind.KNOBS else None
+        if placed is not None or in_effect is not None:
+            self._writes.worker_said(record.trial, placed, in_effect)
+        if placed is not None:
+            self._placed(record, placed)
         if event.kind is EventKind.GPU_LOAD and event.gpu_load is not None:
             loaded = GpuLoadDeclared(record.number, event.gpu_load)
             self._each(lambda listener: listener.on_gpu_load(loaded))
         elif event.kind is EventKind.KNOBS and event.knobs is not None:
-            self._writes.knobs(record.trial, event.knobs)
             self._announce(record)
             knobs = KnobsReported(record.number, event.knobs)
             self._each(lambda listener: listener.on_knobs(knobs))
@@ -290,8 +295,7 @@ class TrialLedger:
         self._each(lambda listener: listener.on_started(started))
 
     def _placed(self, record: OpenTrial, assigned: Assignment) -> None:
-        record.assigned = assigned
-        self._writes.assigned(record.trial, assigned)
+        record.assigned = assigned  # on the study with the event's other news (event)
         self._announce(record)
         started_at = record.started_at if record.started_at is not None else self._clock()
         placed = TrialPlaced(record.number, assigned, started_at)

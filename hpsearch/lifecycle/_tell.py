@@ -32,29 +32,35 @@ class StudyWrites:
         self._judge = judge
 
     @staticmethod
-    def opened(trial: optuna.Trial, seed: int, checkpoint_dir: str) -> None:
-        """A new trial's seed and checkpoint folder (its re-runs inherit them)."""
-        set_user_attrs(trial, {attrs.SEED: seed, attrs.CHECKPOINT_DIR: checkpoint_dir})
-
-    @staticmethod
     def group(trial: optuna.Trial, group: int, size: int) -> None:
         """The fused group the trial trains in: its first trial's number, and its size."""
         trial.set_user_attr(attrs.FUSED_GROUP, {"group": group, "members": size})
 
     @staticmethod
-    def resources(trial: optuna.Trial, resources: dict[str, Any]) -> None:
-        """The resources the policy admitted the trial with, and why."""
-        trial.set_user_attr(attrs.RESOURCES, resources)
+    def admitted(
+        trial: optuna.Trial, resources: dict[str, Any], seed: int | None, checkpoint_dir: str
+    ) -> None:
+        """The resources the policy admitted the trial with, and why; and a new trial's seed
+        and checkpoint folder (``seed`` ``None``: a re-run, which inherited both), in one
+        write."""
+        written: dict[str, Any] = {attrs.RESOURCES: resources}
+        if seed is not None:
+            written.update({attrs.SEED: seed, attrs.CHECKPOINT_DIR: checkpoint_dir})
+        set_user_attrs(trial, written)
 
     @staticmethod
-    def assigned(trial: optuna.Trial, assigned: Assignment) -> None:
-        """Where its worker runs."""
-        trial.set_user_attr(attrs.ASSIGNED, assigned.to_dict())
-
-    @staticmethod
-    def knobs(trial: optuna.Trial, knobs: KnobReport) -> None:
-        """The throughput knobs in effect."""
-        trial.set_user_attr(attrs.KNOBS, knobs.to_dict())
+    def worker_said(
+        trial: optuna.Trial, assigned: Assignment | None, knobs: KnobReport | None
+    ) -> None:
+        """Where its worker runs, and the throughput knobs in effect: what one of its
+        events brought (the first carries the assignment, often with the knobs), in one
+        write."""
+        written: dict[str, Any] = {}
+        if assigned is not None:
+            written[attrs.ASSIGNED] = assigned.to_dict()
+        if knobs is not None:
+            written[attrs.KNOBS] = knobs.to_dict()
+        set_user_attrs(trial, written)
 
     def ended(
         self,

@@ -12,9 +12,10 @@ import optuna
 from optuna.exceptions import ExperimentalWarning, UpdateFinishedTrialError
 from optuna.storages import BaseStorage, RDBStorage
 from optuna.storages._heartbeat import is_heartbeat_enabled
-from optuna.trial import FrozenTrial
+from optuna.trial import FrozenTrial, TrialState
 
 from hpsearch import attrs
+from hpsearch._compat import new_optuna_trial
 from hpsearch._locks import store_lock
 from hpsearch.study._attrs import set_user_attr_late
 from hpsearch.study._heartbeat import GRACE_PERIOD_S, HEARTBEAT_INTERVAL_S, LOST_REASON
@@ -87,13 +88,37 @@ class StudyHandle:
             distributions: parameters to sample now; ``None``: the caller suggests them
                 (define-by-run, as a conditional space needs).
         """
-        with warnings.catch_warnings():
-            # Optuna warns that heartbeats are meant for Study.optimize; this driver
-            # keeps them for its ask/tell trials itself (see stamp_alive).
-            warnings.filterwarnings("ignore", message="Heartbeat of storage")
-            trial = self.study.ask(fixed_distributions=distributions)
+        if distributions is None and not self._waiting():
+            # No trial waits in the queue: one created here, as Study.ask would, without
+            # its scan of the queue through every running trial (see new_optuna_trial).
+            trial, trial_id = new_optuna_trial(self.study)
+            self._trial_ids[trial.number] = trial_id  # for its heartbeat: no lookup
+        else:
+            with warnings.catch_warnings():
+                # Optuna warns that heartbeats are meant for Study.optimize; this driver
+                # keeps them for its ask/tell trials itself (see stamp_alive).
+                warnings.filterwarnings("ignore", message="Heartbeat of storage")
+                trial = self.study.ask(fixed_distributions=distributions)
         self.stamp_alive([trial])
         return trial
+
+    def _waiting(self) -> bool:
+        """Whether a trial may wait in the study's queue (asked of the database: the first
+        waiting trial's id, Optuna's table read as its own model maps it; a storage of
+        another kind: always)."""
+        if not isinstance(self._storage, RDBStorage):
+            return True
+        import sqlalchemy
+        from optuna.storages._rdb import models
+
+        trials = models.TrialModel
+        first = (
+            sqlalchemy.select(trials.trial_id)
+            .where(trials.study_id == self._study_id, trials.state == TrialState.WAITING)
+            .limit(1)
+        )
+        with self._storage.engine.connect() as connection:
+            return connection.execute(first).first() is not None
 
     @contextmanager
     def fixed(self, params: Mapping[str, Any]) -> Iterator[None]:

@@ -1,4 +1,4 @@
-"""Trial attributes written after the fact."""
+"""Trial attributes written several at once, and after the fact."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ from pathlib import Path
 
 import optuna
 import pytest
+from optuna.exceptions import UpdateFinishedTrialError
 
-from hpsearch.study import set_user_attr_late
+from hpsearch.study import set_user_attr_late, set_user_attrs
 
 
 @pytest.mark.parametrize("storage", ["sqlite", "memory"])
@@ -30,3 +31,24 @@ def test_an_attribute_known_only_after_its_trial_ended_is_recorded_where_storage
     else:
         # In memory there is no way round Optuna's check: skipped, not raised.
         assert study.trials[0].user_attrs == {"run": "pending"}
+
+
+@pytest.mark.parametrize("storage", ["sqlite", "memory"])
+def test_several_attributes_are_written_at_once_over_earlier_ones_and_not_on_an_ended_trial(
+    tmp_path: Path, storage: str
+) -> None:
+    url = f"sqlite:///{tmp_path / 'o.db'}" if storage == "sqlite" else None
+    study = optuna.create_study(storage=url, study_name="s")
+    trial = study.ask()
+    trial.set_user_attr("seed", 1)
+
+    set_user_attrs(trial, {"seed": 7, "resources": {"cpus": 1.0, "gpus": 0.5}, "note": None})
+
+    expected = {"seed": 7, "resources": {"cpus": 1.0, "gpus": 0.5}, "note": None}
+    assert trial.user_attrs == expected  # the live trial knows them
+    if url is not None:
+        assert optuna.load_study(study_name="s", storage=url).trials[0].user_attrs == expected
+    study.tell(trial, 1.0)
+    with pytest.raises(UpdateFinishedTrialError):  # as Optuna's own setter refuses
+        set_user_attrs(trial, {"seed": 8, "late": True})
+    assert study.trials[0].user_attrs == expected

@@ -215,3 +215,21 @@ def test_the_budget_kept_across_reads_counts_as_a_fresh_count() -> None:
         study.tell(study.ask(), 0.1)  # the two re-runs
     counted(finished=4, running=0)
     assert tally.unfinished == []
+
+
+def test_a_driver_asks_a_queued_trial_first_then_new_ones_each_stamped_alive(
+    config: RunConfig,
+) -> None:
+    handle = open_study(config, as_driver=True)
+    handle.study.enqueue_trial({"x": 0.25})  # another driver's re-run, say
+
+    queued = handle.ask()  # define-by-run, as the driver asks
+    new = [handle.ask() for _ in range(2)]
+
+    assert queued.suggest_float("x", 0.0, 1.0) == 0.25  # the queue's parameters
+    assert [t.number for t in (queued, *new)] == [0, 1, 2]
+    assert all(0.0 <= t.suggest_float("x", 0.0, 1.0) <= 1.0 for t in new)
+    assert [t.state for t in handle.study.get_trials()] == [TrialState.RUNNING] * 3
+    # Each is stamped alive as it is asked: one lost now is reclaimed, the others not.
+    age_heartbeat(config.study.storage, new[0].number, seconds=GRACE_PERIOD_S + 60)
+    assert [t.number for t in handle.reclaim_stale()] == [new[0].number]
