@@ -25,6 +25,9 @@ is each trial's CPU request in both.
     python scripts/bench_overhead.py     # benchmarks/results/overhead-<date>-60x0.5s-cpu.json
     python scripts/bench_overhead.py --trials 300 --sleep 0.1
     python scripts/bench_overhead.py --trials 48 --concurrency 8 --gpus 1 --cpus-per-trial 0.25
+
+``--repeat N`` runs every tool N times, round after round, and keeps each one's
+median wall time (its runs listed): one run's Ray Tune varied 12.6-14.3 s.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import json
 import logging
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -263,6 +267,26 @@ def _runs(args: argparse.Namespace) -> dict[str, Callable[[], float]]:
     }
 
 
+def _child(name: str, args: argparse.Namespace) -> dict[str, Any]:
+    """One tool's run in a fresh process: its wall time, first trial and profile."""
+    child = subprocess.run(
+        [
+            sys.executable,
+            __file__,
+            "--one",
+            name,
+            *("--trials", str(args.trials), "--sleep", str(args.sleep)),
+            *("--gpus", str(args.gpus), "--cpus-per-trial", str(args.cpus_per_trial)),
+            *("--concurrency", str(args.concurrency)),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    measured: dict[str, Any] = json.loads(child.stdout.strip().splitlines()[-1])
+    return measured
+
+
 def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=60)
@@ -271,6 +295,9 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--only", nargs="*", default=None, help="run only these (names below)")
     parser.add_argument("--profile", action="store_true", help="also profile hpsearch's driver")
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="rounds of every tool; the file keeps medians"
+    )
     parser.add_argument("--gpus", type=int, default=0, help="logical GPUs: the packed case")
     parser.add_argument("--cpus-per-trial", type=float, default=1.0)
     parser.add_argument("--one", default=None, help=argparse.SUPPRESS)  # a child's run
@@ -300,47 +327,33 @@ def main() -> None:
         return
 
     ideal = args.trials * args.sleep / args.concurrency
-    results: dict[str, dict[str, float]] = {}
+    runs_of: dict[str, list[dict[str, Any]]] = {}
     profile: list[dict[str, Any]] = []
     names = [n for n in runs if args.only is None or n in args.only]
-    if args.profile:
-        names.append("hpsearch:profiled")
-    for name in names:
-        child_budget = ["--trials", str(args.trials), "--sleep", str(args.sleep)]
-        packing = ["--gpus", str(args.gpus), "--cpus-per-trial", str(args.cpus_per_trial)]
-        child = subprocess.run(
-            [
-                sys.executable,
-                __file__,
-                "--one",
-                name,
-                *child_budget,
-                *packing,
-                "--concurrency",
-                str(args.concurrency),
-            ],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        measured = json.loads(child.stdout.strip().splitlines()[-1])
-        wall = float(measured["wall_s"])
-        label = name
-        if name.endswith(":profiled"):
-            profile = measured["profile"]
-            label = "hpsearch_under_cprofile"
-        per_trial = (wall - ideal) * args.concurrency / args.trials
-        first = float(measured["first_trial_s"])
+    for round_ in range(args.repeat):  # rounds of every tool: a slow minute hits them all
+        for name in names + (["hpsearch:profiled"] if args.profile and round_ == 0 else []):
+            measured = _child(name, args)
+            label = name
+            if name.endswith(":profiled"):
+                profile, label = measured["profile"], "hpsearch_under_cprofile"
+            wall, first = float(measured["wall_s"]), float(measured["first_trial_s"])
+            runs_of.setdefault(label, []).append({"wall_s": wall, "first_trial_s": first})
+            print(
+                f"{label:24s} wall {wall:7.1f} s   overhead per trial "
+                f"{(wall - ideal) * args.concurrency / args.trials:6.3f} s"
+                f"   first trial at {first:5.1f} s",
+                flush=True,
+            )
+    results: dict[str, dict[str, Any]] = {}
+    for label, each in runs_of.items():
+        wall = statistics.median(r["wall_s"] for r in each)
         results[label] = {
             "wall_s": round(wall, 2),
-            "overhead_per_trial_s": round(per_trial, 3),
-            "first_trial_s": round(first, 2),
+            "overhead_per_trial_s": round((wall - ideal) * args.concurrency / args.trials, 3),
+            "first_trial_s": round(statistics.median(r["first_trial_s"] for r in each), 2),
         }
-        print(
-            f"{label:24s} wall {wall:7.1f} s   overhead per trial {per_trial:6.3f} s"
-            f"   first trial at {first:5.1f} s",
-            flush=True,
-        )
+        if len(each) > 1:
+            results[label]["runs_wall_s"] = [round(r["wall_s"], 2) for r in each]
 
     report = {
         "benchmark": "per-trial overhead",
@@ -363,6 +376,12 @@ def main() -> None:
             if {"hpsearch", "ray_tune_fair"} <= set(results)
             else None
         ),
+        "hpsearch_auto_vs_ray_tune_fair": (
+            round(results["hpsearch_auto"]["wall_s"] / results["ray_tune_fair"]["wall_s"], 2)
+            if {"hpsearch_auto", "ray_tune_fair"} <= set(results)
+            else None
+        ),
+        "runs": args.repeat,
         "first_trial_hpsearch_vs_ray_tune_fair": (
             round(
                 results["hpsearch"]["first_trial_s"] / results["ray_tune_fair"]["first_trial_s"], 2
