@@ -123,8 +123,8 @@ def new_optuna_trial(study: optuna.Study) -> tuple[optuna.Trial, int]:
     trial waits in the queue (Optuna 5: ``study.py``, ``ask``).
 
     ``Study.ask`` first looks for a waiting trial through its cached storage, which
-    reads every running trial of the study back, in full, at every ask (about a tenth
-    of the driver's time per trial). The driver asks its database whether any trial
+    reads every running trial of the study back, in full, at every ask (about 2 ms
+    of the driver's 34 per trial in ``bench_scale``). The driver asks its database whether any trial
     waits first (one small query) and, where none does, asks here: the trial created
     through the study's cached storage, the per-ask cache of the study's trials that
     samplers read dropped (so each new trial's sampler sees the trials asked before

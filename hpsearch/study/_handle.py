@@ -108,6 +108,7 @@ class StudyHandle:
         another kind: always)."""
         if not isinstance(self._storage, RDBStorage):
             return True
+        # Here, not at the top: importing optuna.storages loads no SQLAlchemy.
         import sqlalchemy
         from optuna.storages._rdb import models
 
