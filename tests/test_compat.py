@@ -141,8 +141,11 @@ def test_optunas_private_names_the_driver_writes_and_serves_through_are_still_th
     assert {"trial_id", "key", "value_json"} <= set(
         models.TrialUserAttributeModel.__table__.c.keys()
     )
-    # study/_handle.py asks the trials table whether a trial waits in the queue.
+    # study/_handle.py asks the trials table whether a trial waits in the queue, and
+    # stamps the running trials that have no heartbeat row.
     assert {"trial_id", "study_id", "state"} <= set(models.TrialModel.__table__.c.keys())
+    assert models.TrialHeartbeatModel.__tablename__ == "trial_heartbeats"
+    assert "trial_id" in models.TrialHeartbeatModel.__table__.c
     study = optuna.create_study()
     trial = study.ask()
     assert isinstance(trial._trial_id, int)

@@ -149,6 +149,7 @@ class StudyHandle:
         self._stale.clear()
         storage = self.study._storage
         if is_heartbeat_enabled(storage):
+            self._stamp_unstamped()
             # The reason goes on while they are RUNNING: a finished trial cannot change.
             for trial_id in storage._get_stale_trial_ids(self._study_id):  # type: ignore[attr-defined]
                 with contextlib.suppress(UpdateFinishedTrialError):  # another driver's now
@@ -158,6 +159,32 @@ class StudyHandle:
             warnings.simplefilter("ignore", ExperimentalWarning)
             optuna.storages.fail_stale_trials(self.study)
         return list(self._stale)
+
+    def _stamp_unstamped(self) -> None:
+        """Stamp the running trials no driver ever stamped, so that they too go stale.
+
+        A driver stamps a trial just after Optuna creates it. One that died between the
+        two (killed, or its disk full) left a running trial with no heartbeat at all,
+        which Optuna never judges stale: the next search would wait for it forever.
+        Stamped now, it is reclaimed a grace period later unless its driver lives and
+        stamps it again.
+        """
+        if not isinstance(self._storage, RDBStorage):
+            return
+        # Here, not at the top: importing optuna.storages loads no SQLAlchemy.
+        import sqlalchemy
+        from optuna.storages._rdb import models
+
+        trials, beats = models.TrialModel, models.TrialHeartbeatModel
+        unstamped = sqlalchemy.select(trials.trial_id).where(
+            trials.study_id == self._study_id,
+            trials.state == TrialState.RUNNING,
+            ~sqlalchemy.exists().where(beats.trial_id == trials.trial_id),
+        )
+        with self._storage.engine.connect() as connection:
+            found = [row[0] for row in connection.execute(unstamped)]
+        for trial_id in found:
+            self._storage.record_heartbeat(trial_id)
 
     def retry_later(
         self, number: int, params: dict[str, Any], kept: dict[str, Any] | None = None

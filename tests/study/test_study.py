@@ -233,3 +233,20 @@ def test_a_driver_asks_a_queued_trial_first_then_new_ones_each_stamped_alive(
     # Each is stamped alive as it is asked: one lost now is reclaimed, the others not.
     age_heartbeat(config.study.storage, new[0].number, seconds=GRACE_PERIOD_S + 60)
     assert [t.number for t in handle.reclaim_stale()] == [new[0].number]
+
+
+def test_a_trial_its_driver_never_stamped_is_reclaimed_a_grace_period_later(
+    config: RunConfig,
+) -> None:
+    handle = open_study(config, as_driver=True)
+    # A driver that died between Optuna's creating its trial and stamping it (killed,
+    # or its disk full) left it RUNNING with no heartbeat at all.
+    orphan = handle.study.ask()
+    assert handle.reclaim_stale() == []  # stamped now: its driver may still live
+    age_heartbeat(config.study.storage, orphan.number, seconds=GRACE_PERIOD_S + 60)
+
+    reclaimed = handle.reclaim_stale()
+
+    assert [t.number for t in reclaimed] == [orphan.number]
+    states = [t.state for t in handle.study.get_trials()]
+    assert states == [TrialState.FAIL, TrialState.WAITING]  # queued to run again
