@@ -235,6 +235,7 @@ def test_a_driver_asks_a_queued_trial_first_then_new_ones_each_stamped_alive(
     assert [t.number for t in handle.reclaim_stale()] == [new[0].number]
 
 
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage")  # Study.ask, as a bare driver
 def test_a_trial_its_driver_never_stamped_is_reclaimed_a_grace_period_later(
     config: RunConfig,
 ) -> None:
