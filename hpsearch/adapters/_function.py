@@ -12,10 +12,9 @@ import os
 import shutil
 import sys
 from collections.abc import Callable, Collection, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hpsearch.adapters.forms import form_in_source, form_of, wrong_form
+from hpsearch.adapters.forms import form_in_source, form_of, module_source, wrong_form
 from hpsearch.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -213,16 +212,9 @@ def _checked_from_source(spec: str, source: str) -> bool:
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
         return False
-    try:
-        found = importlib.util.find_spec(module_name)
-    except (ImportError, ValueError):
-        return False  # a parent package failed to import: the import names why
-    if found is None or not found.origin or not found.origin.endswith(".py"):
-        return False
-    try:
-        tree = ast.parse(Path(found.origin).read_text(encoding="utf-8"), found.origin)
-    except (OSError, SyntaxError, ValueError):
-        return False
+    tree = module_source(module_name)
+    if tree is None:
+        return False  # nothing to read here: the import says what is wrong, or works
     for name in _top_level_imports(tree):
         if name not in sys.modules and importlib.util.find_spec(name) is None:
             raise ConfigError(

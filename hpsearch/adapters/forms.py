@@ -74,11 +74,10 @@ def form_of(function: Callable[..., Any]) -> Form | None:
     return _form(defined, reports)
 
 
-def form_in_source(target: str) -> Form | None:
-    """The form that ``package.module:function`` is written for, from its module's source
-    (found, not imported); ``None`` where the source cannot say (no such module or
-    function, a compiled module, a function bound another way)."""
-    module_name, _, attribute = target.partition(":")
+def module_source(module_name: str) -> ast.Module | None:
+    """The parsed source of a Python module, found and read, not imported; ``None``
+    where there is none to read (no such module, a compiled one, a parent package
+    that fails to import, a file that does not parse)."""
     try:
         found = importlib.util.find_spec(module_name)
     except (ImportError, ValueError):
@@ -86,8 +85,18 @@ def form_in_source(target: str) -> Form | None:
     if found is None or not found.origin or not found.origin.endswith(".py"):
         return None
     try:
-        tree = ast.parse(Path(found.origin).read_text(encoding="utf-8"), found.origin)
+        return ast.parse(Path(found.origin).read_text(encoding="utf-8"), found.origin)
     except (OSError, SyntaxError, ValueError):
+        return None
+
+
+def form_in_source(target: str) -> Form | None:
+    """The form that ``package.module:function`` is written for, from its module's source
+    (found, not imported); ``None`` where the source cannot say (no such module or
+    function, a compiled module, a function bound another way)."""
+    module_name, _, attribute = target.partition(":")
+    tree = module_source(module_name)
+    if tree is None:
         return None
     defined = [
         node
