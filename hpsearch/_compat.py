@@ -8,7 +8,9 @@ attributes written in one upsert and the queue looked up in the trials table
 (Optuna's RDB models, in :mod:`hpsearch.study`), and TPE's Parzen estimator,
 which :mod:`hpsearch.samplers._ordered_tpe` extends the way Optuna documents
 ("users can overwrite _ParzenEstimator"). Lost trials are re-queued by Optuna's
-own ``RetryHeartbeatStaleTrialCallback``.
+own ``RetryHeartbeatStaleTrialCallback``. Of MLflow, the table creation its SQL store
+runs on a new database (:func:`create_mlflow_tables`), for the template new stores
+are copied from (:mod:`hpsearch.tracking._store_template`).
 """
 
 from __future__ import annotations
@@ -136,3 +138,17 @@ def new_optuna_trial(study: optuna.Study) -> tuple[optuna.Trial, int]:
     study._thread_local.cached_all_trials = None
     trial_id = study._storage.create_new_trial(study._study_id)
     return optuna.Trial(study, trial_id), trial_id
+
+
+def create_mlflow_tables(url: str) -> None:
+    """Create MLflow's tables in the empty database at ``url``, migrated to the installed
+    MLflow's head, as MLflow's SQL store does on its first start
+    (``mlflow.store.db.utils._initialize_tables``), and nothing else: no experiment."""
+    import sqlalchemy
+    from mlflow.store.db.utils import _initialize_tables
+
+    engine = sqlalchemy.create_engine(url)
+    try:
+        _initialize_tables(engine)  # type: ignore[no-untyped-call]
+    finally:
+        engine.dispose()

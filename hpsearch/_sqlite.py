@@ -38,7 +38,7 @@ def write_ahead(url: str) -> None:
     Call before the store's engine is first used; a URL that is not a SQLite file
     (a server, or ``:memory:``) is left alone.
     """
-    path = _sqlite_path(url)
+    path = sqlite_file(url)
     if path is None:
         return
     global _listening  # noqa: PLW0603 - one listener for the process
@@ -49,7 +49,8 @@ def write_ahead(url: str) -> None:
             _listening = True
 
 
-def _sqlite_path(url: str) -> str | None:
+def sqlite_file(url: str) -> str | None:
+    """The real path of the SQLite file ``url`` names (``None``: a server, or in memory)."""
     if not url.startswith("sqlite:///"):
         return None
     path = url.removeprefix("sqlite:///").split("?", 1)[0]
@@ -86,7 +87,7 @@ def settle(url: str) -> None:
     log stays empty while this process keeps the store open. Best effort: a store
     another process is writing to is folded by whoever closes it last.
     """
-    path = _sqlite_path(url)
+    path = sqlite_file(url)
     with _lock:
         ours = path in _paths
     if path is None or not ours or not os.path.exists(path):

@@ -128,7 +128,7 @@ def build_search(
         sink = pace or telemetry.load_sink
         gpu = ClusterGpuMetrics(readings, local_sink=sink, sharing=telemetry.sharing)
     beside = Beside(oom, running, view, gpu, board, side.worker_dir, tuple(listeners))
-    launches = launches_for(config, code, side, session.clock)
+    launches = launches_for(config, code, side, session.clock, evidence=placing)
     ledger = TrialLedger(
         handle,
         space=config.search_space,

@@ -298,17 +298,16 @@ def run(config: dict[str, Any], *, simulated: bool) -> dict[str, Any]:
             )
             wall = time.perf_counter() - started
             if tracker is not None:
-                decisions = _memory_decisions(tracker, outcome.mlflow_parent_run_id)
-                fused = _memory_decisions(
-                    tracker, outcome.mlflow_parent_run_id, "fusion_decisions.json"
-                )
+                recorded = _memory_decisions(tracker, outcome.mlflow_parent_run_id)
             else:
-                decisions = _decisions(folder, outcome.mlflow_parent_run_id)
-                fused = []
+                recorded = _decisions(folder, outcome.mlflow_parent_run_id)
             study = outcome.results.study
         finally:
             os.chdir(previous)
     complete = [t for t in study.trials if t.state.name == "COMPLETE"]
+    # One file holds both: trial processes per GPU, and members per fused group.
+    decisions = [d for d in recorded if d.get("decides", "processes") == "processes"]
+    fused = [d for d in recorded if d.get("decides") == "members"]
     return {
         "time_to_budget_s": round(outcome.elapsed_s, 1),
         "bench_wall_s": round(wall, 1),
@@ -323,12 +322,10 @@ def run(config: dict[str, Any], *, simulated: bool) -> dict[str, Any]:
     }
 
 
-def _memory_decisions(
-    tracker: MemoryTracker, run_id: str | None, name: str = "packing_decisions.json"
-) -> list[dict[str, Any]]:
+def _memory_decisions(tracker: MemoryTracker, run_id: str | None) -> list[dict[str, Any]]:
     if run_id is None:
         return []
-    text = tracker.runs[run_id].artifacts.get(name)
+    text = tracker.runs[run_id].artifacts.get("packing_decisions.json")
     decisions: list[dict[str, Any]] = json.loads(text) if text else []
     return decisions
 

@@ -59,6 +59,8 @@ class TrialAsker:
                     records.append(record)
         for record in records:
             record.admission = admission  # its seed is written with it (ledger: admitted)
+        if plan is not None:
+            plan.sizer.launched(first.number, plan.shape(first.params), len(records))
         return records
 
     def _one(self, admission: Admission) -> OpenTrial:

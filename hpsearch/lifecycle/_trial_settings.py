@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from hpsearch.adapters import check_fusion, check_train
 from hpsearch.config import RunConfig
 from hpsearch.lifecycle._launches import FusionPlan, Launches
-from hpsearch.placement import FusionSizer
+from hpsearch.placement import FusionSizer, PackingAdmission
 from hpsearch.study import StudyHandle, serve_study
 from hpsearch.trial.other_tools import StudyAccess
 from hpsearch.trial.protocol import TrialSettings
@@ -68,9 +68,18 @@ class WorkerSide:
 
 
 def launches_for(
-    config: RunConfig, code: CheckedCode, side: WorkerSide, clock: Callable[[], float]
+    config: RunConfig,
+    code: CheckedCode,
+    side: WorkerSide,
+    clock: Callable[[], float],
+    evidence: PackingAdmission | None = None,
 ) -> Launches:
-    """The launches of a search: every trial's settings, fused where ``fusion`` says."""
+    """The launches of a search: every trial's settings, fused where ``fusion`` says.
+
+    Args:
+        evidence: the packing admission, where GPUs are packed: what it measures of each
+            launch sizes fused groups too (:meth:`FusionSizer.evidence`).
+    """
     fusion = config.fusion
     settings = TrialSettings(
         train=config.train_target or config.optuna_objective or config.tune_trainable or "",
@@ -90,7 +99,10 @@ def launches_for(
     )
     plan = None
     if code.fusion_shared is not None:
-        plan = FusionPlan(code.fusion_shared, FusionSizer.from_settings(fusion, clock))
+        sizer = FusionSizer.from_settings(fusion, clock, packing=config.packing)
+        if evidence is not None:
+            evidence.on_profile(sizer.evidence)
+        plan = FusionPlan(code.fusion_shared, sizer)
     return Launches(
         settings,
         study=config.study.name,

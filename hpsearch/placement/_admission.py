@@ -134,6 +134,7 @@ class PackingAdmission(ResourcePolicy):
         self._members: dict[GpuKey, frozenset[int]] = {}
         self._members_since: dict[GpuKey, float] = {}
         self._series_at = -float("inf")
+        self._profiled: list[Callable[[int, TrialProfile, float | None], None]] = []
         self.decisions: list[dict[str, object]] = []
         """Every first or changed limit, and every count judged: time, GPU, limit, previous,
         reason and what the count measured (for the parent run)."""
@@ -172,6 +173,10 @@ class PackingAdmission(ResourcePolicy):
             self._work.append(WorkDone(key, at, trial.number, ended=True, ran_s=ran))
             self._ended.append((trial, at))
 
+    def on_profile(self, listener: Callable[[int, TrialProfile, float | None], None]) -> None:
+        """Tell ``listener`` each launch's measured profile (see :func:`_profiles_told`)."""
+        self._profiled.append(listener)
+
     # -- asked by the searcher ---------------------------------------------------
 
     def admit(
@@ -208,15 +213,19 @@ class PackingAdmission(ResourcePolicy):
             ooms, self._ooms = tuple(self._ooms), []
             work, self._work = tuple(self._work), []
             ended, self._ended = self._ended, []
-        profiles = tuple(
-            p for trial, at in ended if (p := self._ended_profile(trial, at, running)) is not None
-        )
+        measured = [
+            (p, trial) for trial, at in ended if (p := self._ended_profile(trial, at, running))
+        ]
+        profiles = tuple(p for p, _ in measured)
         busy = [t.busy_cpus for t in running if t.busy_cpus is not None]
         gpus = [
             self._gpu_view(node, index, [t for t in running if _on(t, node.node_id, index)])
             for node in nodes
             for index in node.gpus
         ]
+        for told in _profiles_told(measured, gpus) if self._profiled else ():
+            for listener in self._profiled:
+                listener(*told)
         return PackingView(
             now=now,
             gpus=tuple(gpus),
@@ -372,24 +381,48 @@ class PackingAdmission(ResourcePolicy):
             label = gpu.key.label(single_node).replace("/", "_")
             points[f"packing_{label}_trials"] = float(len(gpu.trials))
             points[f"packing_{label}_trials_allowed"] = float(decisions[gpu.key].limit)
-            utilization = self._recent_utilization(gpu)
+            utilization = _recent_utilization(self._readings, gpu, self._clock())
             if utilization is not None:
                 points[f"packing_{label}_utilization_pct"] = utilization
         for observer in self._observers:
             observer.series(points)
 
-    def _recent_utilization(self, gpu: GpuView) -> float | None:
-        """The GPU's mean utilisation over the last few seconds (the series' value)."""
-        readings = self._readings.of(gpu.key.node) if self._readings is not None else None
-        if not gpu.telemetry or readings is None:
-            return None
-        samples = readings.history(gpu.key.index, self._clock() - 2 * SERIES_INTERVAL_S)
-        summary = summarize(samples) if samples else None
-        return summary.utilization.mean if summary and summary.utilization else None
+
+def _recent_utilization(readings: ClusterReadings | None, gpu: GpuView, now: float) -> float | None:
+    """The GPU's mean utilisation over the last few seconds (the series' value)."""
+    node = readings.of(gpu.key.node) if readings is not None else None
+    if not gpu.telemetry or node is None:
+        return None
+    samples = node.history(gpu.key.index, now - 2 * SERIES_INTERVAL_S)
+    summary = summarize(samples) if samples else None
+    return summary.utilization.mean if summary and summary.utilization else None
 
 
 def _on(trial: RunningTrial, node_id: str, index: int) -> bool:
     return trial.gpu_index == index and trial.node == node_id
+
+
+def _profiles_told(
+    measured: list[tuple[TrialProfile, RunningTrial]], gpus: list[GpuView]
+) -> list[tuple[int, TrialProfile, float | None]]:
+    """What each launch's GPU process was measured to ask: the launch (its first trial's
+    number), its profile and its GPU's memory. From launches that ended (their own
+    samples), and from each GPU whose one process has a device reading past its warm-up."""
+    totals = {gpu.key: gpu.memory_total_mb for gpu in gpus}
+    told = [(p.number, p, totals.get(key)) for p, t in measured if (key := _key(t))]
+    for gpu in gpus:
+        recent = gpu.recent
+        if recent is None or recent.processes != 1 or len(gpu.trials) != 1:
+            continue
+        alone = gpu.trials[0]
+        # Only samples since its first step: a warm-up says little of the work.
+        if alone.warm_at is not None and recent.since >= alone.warm_at:
+            number = alone.number
+            profile = TrialProfile(
+                number, recent.utilization_pct, recent.memory_mb, samples=recent.samples
+            )
+            told.append((number, profile, gpu.memory_total_mb))
+    return told
 
 
 def _key(trial: RunningTrial) -> GpuKey | None:

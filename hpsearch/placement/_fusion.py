@@ -13,8 +13,9 @@ import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
-from hpsearch.placement._capacity import MIN_GAIN
-from hpsearch.placement.settings import FusionSpec
+from hpsearch.placement._capacity import MIN_GAIN, fit
+from hpsearch.placement._views import TrialProfile
+from hpsearch.placement.settings import FusionSpec, PackingSpec
 
 
 @dataclass(frozen=True)
@@ -86,39 +87,66 @@ class FusionSizer:
     auto``), groups start at two members; a group that ends says what its
     members measured together (the aggregate of their ``samples_per_sec``) and
     what one of them does alone (their solo twin). The next group of that shape
-    doubles while each doubling pays (by :func:`choose_members`), and settles
-    where one stops paying, at one member (unfused) where fusion never did.
-    Without it (``fixed``), every group starts at ``max_members``. Either way, a
-    group that ran out of memory caps its shape below its size. Each change is
-    a decision with its reason.
+    doubles while each doubling pays (by :func:`choose_members`); a count that
+    measured short of the best below it is backed off by halves towards it, and
+    the shape settles where the doubling stops paying, at one member (unfused)
+    where fusion never did.
+
+    The evidence packing gathers sizes groups too (:meth:`evidence`): a group's
+    GPU process measured at ``u``% and ``m`` MiB asks about ``u / n``% and
+    ``m / n`` MiB a member, so the members that fit (:func:`fit`, packing's one
+    arithmetic) are known from one group's samples. The next group of its shape
+    (and of a shape not seen yet) jumps to the largest doubling that fits,
+    rather than one doubling per measured group, and the measured throughput
+    still judges it. The memory bound caps the shape as an OOM does.
+
+    Without ``grow`` (``fixed``), every group starts at ``max_members``. Either
+    way, a group that ran out of memory caps its shape below its size. Each
+    change is a decision with its reason.
 
     Args:
         max_members: the most members a group holds (``fusion.max_members``, or
             ``fusion.members`` when fixed).
         grow: measure and double (``auto``), or hold ``max_members`` (``fixed``).
         clock: Unix time, for the decisions' timestamps.
+        packing: the ``packing`` section whose target and headroom the evidence is
+            fitted with (``None``: packing's defaults).
     """
 
     def __init__(
-        self, max_members: int, *, grow: bool = True, clock: Callable[[], float] = time.time
+        self,
+        max_members: int,
+        *,
+        grow: bool = True,
+        clock: Callable[[], float] = time.time,
+        packing: PackingSpec | None = None,
     ) -> None:
         self._max = max_members
         self._grow = grow
         self._caps: dict[Hashable, int] = {}
         self._clock = clock
+        self._packing = packing or PackingSpec()
         self._readings: dict[Hashable, dict[int, FusionReading]] = {}
         self._next: dict[Hashable, int] = {}
         self._settled: dict[Hashable, int] = {}
+        self._groups: dict[int, tuple[Hashable, int]] = {}
+        self._start = min(2, max_members)
+        """Where a shape not measured yet starts: two, or what the evidence fits."""
         self.decisions: list[dict[str, object]] = []
         """Every decision, in order: the shape, the member count and why."""
 
     @classmethod
     def from_settings(
-        cls, fusion: FusionSpec, clock: Callable[[], float] = time.time
+        cls,
+        fusion: FusionSpec,
+        clock: Callable[[], float] = time.time,
+        packing: PackingSpec | None = None,
     ) -> FusionSizer:
         """The sizer ``fusion`` asks for: measured and doubled (``auto``), or ``members`` each."""
         auto = fusion.mode == "auto"
-        return cls(fusion.max_members if auto else fusion.members, grow=auto, clock=clock)
+        return cls(
+            fusion.max_members if auto else fusion.members, grow=auto, clock=clock, packing=packing
+        )
 
     def members(self, shape: Hashable) -> int:
         """The member count of the next group of ``shape``."""
@@ -127,8 +155,50 @@ class FusionSizer:
         elif not self._grow:
             wanted = self._max
         else:
-            wanted = self._next.get(shape, min(2, self._max))
+            wanted = self._next.get(shape, self._start)
         return min(wanted, self._caps.get(shape, wanted))
+
+    def launched(self, number: int, shape: Hashable, members: int) -> None:
+        """A group of ``members`` of ``shape`` started, its first trial ``number``: the
+        evidence its GPU process gives is about that many members."""
+        if members > 1:
+            self._groups[number] = (shape, members)
+
+    def evidence(self, number: int, profile: TrialProfile, memory_total_mb: float | None) -> None:
+        """What the GPU process of the launch led by trial ``number`` was measured to ask
+        (its utilisation share and memory, as packing measures a trial's), on a GPU of
+        ``memory_total_mb``."""
+        group = self._groups.get(number)
+        if group is None or not self._grow or profile.utilization_pct <= 0:
+            return
+        shape, members = group
+        memory = profile.memory_mb / members if profile.memory_mb else None
+        fitted = fit(
+            profile.utilization_pct / members,
+            memory,
+            memory_total_mb,
+            most=self._max,
+            target_util_pct=self._packing.target_util,
+            memory_headroom=self._packing.memory_headroom,
+        )
+        arithmetic = "; ".join(fitted.arithmetic(profile.utilization_pct / members, memory))
+        said = (
+            f"a group of {members} measured {profile.utilization_pct:.1f}% of its GPU"
+            + (f" and {profile.memory_mb:.0f} MiB" if profile.memory_mb else "")
+            + f" per member: {arithmetic}"
+        )
+        if fitted.by_memory is not None and fitted.by_memory < self._caps.get(shape, self._max):
+            self._caps[shape] = fitted.by_memory
+            self._record(shape, fitted.by_memory, f"at most {fitted.by_memory}: {said}")
+        jump = _doubling_at_most(fitted.trials)
+        # A shape not measured yet is likely of the same kind: it starts there.
+        self._start = max(self._start, jump)
+        if shape in self._settled or jump <= max(members, self._next.get(shape, 0)):
+            return
+        if any(c <= jump for c in self._short(shape)):
+            return  # measured already, short of what it needed: the throughput decides
+        self._next[shape] = jump
+        self._record(shape, jump, f"trying {jump}: {said}")
 
     def ran_out(self, shape: Hashable, members: int) -> None:
         """A group of ``members`` of ``shape`` ran out of memory: later ones hold fewer."""
@@ -149,11 +219,29 @@ class FusionSizer:
         readings = self._readings.setdefault(shape, {1: FusionReading(1, solo)})
         readings[members] = FusionReading(members, samples_per_sec)
         choice = choose_members(list(readings.values()), max_members=self._max)
-        if choice.members < members or members * 2 > self._max:
+        short = self._short(shape)
+        if short:
+            # A count measured short: back off by halves towards the best below it,
+            # down to where the next doubling was measured not to pay.
+            halved = min(short) // 2
+            if halved > choice.members and halved not in readings:
+                self._next[shape] = halved
+                self._record(shape, halved, f"backing off to {halved}: {choice.reason}")
+            else:
+                self._decide(shape, choice.members, choice.reason)
+        elif members * 2 > self._max:
             self._decide(shape, choice.members, choice.reason)
         elif members * 2 > self._next.get(shape, 0):
             self._next[shape] = members * 2
             self._record(shape, members * 2, f"trying {members * 2}: {choice.reason}")
+
+    def _short(self, shape: Hashable) -> list[int]:
+        """The counts of ``shape`` measured and not kept: past the best the doubling reached."""
+        readings = self._readings.get(shape)
+        if not readings:
+            return []
+        kept = choose_members(list(readings.values()), max_members=self._max).members
+        return [c for c in readings if c > kept]
 
     def _decide(self, shape: Hashable, members: int, reason: str) -> None:
         self._settled[shape] = members
@@ -168,3 +256,8 @@ class FusionSizer:
                 "reason": reason,
             }
         )
+
+
+def _doubling_at_most(count: int) -> int:
+    """The largest power of two up to ``count`` (the ramp's levels: 1, 2, 4, 8, ...)."""
+    return 1 << (max(1, count).bit_length() - 1)

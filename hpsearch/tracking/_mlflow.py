@@ -34,6 +34,7 @@ from hpsearch.tracking._base import (
     clip,
 )
 from hpsearch.tracking._outage import unreachable
+from hpsearch.tracking._store_template import seed_new_store
 
 _MAX_TAG = 5000
 _MAX_PARAM = 6000
@@ -123,6 +124,7 @@ class MlflowTracker:
         self._clock = clock
         self._pending: dict[str, _Pending] = {}
         with store_lock(self.uri):  # another driver may be creating the store
+            seed_new_store(self.uri)
             self._client = MlflowClient(tracking_uri=self.uri)
             self._open_experiment(uri, experiment, artifact_location)
         self.experiment_name = experiment

@@ -127,3 +127,32 @@ def test_an_oom_told_by_the_recorder_lowers_that_gpu_only() -> None:
     assert (gpu, limit, previous) == ("gpu0", before["gpu0"] - 1, before["gpu0"])
     decision = rig.admission.decisions[-1]
     assert "ran out of memory" in str(decision["reason"])
+
+
+def test_a_gpus_one_process_and_an_ended_one_are_told_as_profiles() -> None:
+    rig = Rig(PackingSpec(probe_seconds=2, cooldown_seconds=10))
+    told: list[tuple[int, float, float | None, float | None]] = []
+    rig.admission.on_profile(
+        lambda number, p, total: told.append((number, p.utilization_pct, p.memory_mb, total))
+    )
+    admitted = rig.admit()
+    assert admitted is not None
+    first = rig.running[0] = replace(admitted, started_at=rig.clock.now)
+    load = TrialLoad(GpuLoad(3.0, 334.0), first.pid, (0,))
+    rig.backend.set_load(first.number, load)  # warming up: no step yet
+    rig.wait(3)
+    rig.admission.admit(rig.running, CAPACITY)
+    assert not told  # a warm-up's samples say little of the work
+    rig.warm(first, util=22.0, memory=334.0)
+    rig.wait(3)
+    rig.admission.admit(rig.running, CAPACITY)
+    assert told
+    assert told[-1] == (0, 22.0, 334.0, 6141.0)
+
+    told.clear()
+    rig.admission.trial_ended(rig.running[0], rig.clock.now)
+    rig.running.clear()
+    rig.admission.admit(rig.running, CAPACITY)
+    assert [t[0] for t in told] == [0]  # its own samples, once it ended
+    assert told[0][1] == 22.0
+    assert told[0][3] == 6141.0

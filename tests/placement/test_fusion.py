@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hpsearch.placement import FusionReading, FusionSizer, choose_members
+from hpsearch.placement import FusionReading, FusionSizer, TrialProfile, choose_members
 
 
 def readings(*figures: float) -> list[FusionReading]:
@@ -78,3 +78,47 @@ def test_a_group_that_ran_out_of_memory_caps_its_shape() -> None:
     fixed.ran_out("a", 8)  # a group launched before the cap: nothing new
     assert [d["members"] for d in fixed.decisions] == [4]
     assert "a group of 8 ran out of memory: at most 4" in str(fixed.decisions[0]["reason"])
+
+
+def test_evidence_from_one_group_jumps_its_shape_and_new_shapes_to_the_doubling_that_fits() -> None:
+    # The seeds' RTX 4050: a group of 2 measured 22% of the GPU and 334 MiB, so a
+    # member asks 11% and 167 MiB; by utilisation about 8 fit, far fewer than memory.
+    sizer = FusionSizer(max_members=16, clock=lambda: 0.0)
+    shape = ("w64",)
+    sizer.launched(7, shape, sizer.members(shape))
+    sizer.evidence(7, TrialProfile(7, 22.0, 334.0), memory_total_mb=6141.0)
+    assert sizer.members(shape) == 8  # not 4: one doubling per measured group
+    assert sizer.members(("w128",)) == 8  # a shape not seen yet starts there too
+    reason = str(sizer.decisions[-1]["reason"])
+    assert reason.startswith("trying 8: a group of 2 measured 22.0% of its GPU and 334 MiB")
+    assert "throughput 11.0% each" in reason
+    # The throughput still judges: 8 measured short of 2's gain backs off to 4.
+    sizer.measured(shape, 2, samples_per_sec=1900.0, solo=1000.0)
+    sizer.measured(shape, 8, samples_per_sec=2000.0, solo=1000.0)
+    assert sizer.members(shape) == 4
+    assert str(sizer.decisions[-1]["reason"]).startswith("backing off to 4: 2 member(s)")
+    sizer.evidence(7, TrialProfile(7, 22.0, 334.0), memory_total_mb=6141.0)  # said again
+    assert sizer.members(shape) == 4  # 8 was measured short: the evidence does not undo it
+    sizer.measured(shape, 4, samples_per_sec=3600.0, solo=1000.0)
+    assert sizer.members(shape) == 4
+    assert str(sizer.decisions[-1]["reason"]).startswith("settled: 4 member(s)")
+
+
+def test_evidence_of_a_busy_or_large_group_grows_nothing_and_memory_caps_the_shape() -> None:
+    sizer = FusionSizer(max_members=16, clock=lambda: 0.0)
+    sizer.launched(1, "busy", 2)
+    sizer.evidence(1, TrialProfile(1, 96.0, 900.0), memory_total_mb=80_000.0)
+    assert sizer.members("busy") == 2  # a member fills half the GPU: no jump
+    sizer.launched(2, "large", 2)
+    # 2 members took 30 GiB of a 40 GiB card: 15 GiB each, 36 GiB usable → 2 fit.
+    sizer.evidence(2, TrialProfile(2, 10.0, 30_720.0), memory_total_mb=40_960.0)
+    sizer.measured("large", 2, samples_per_sec=1900.0, solo=1000.0)
+    assert sizer.members("large") == 2  # the doubling pays, but 4 would not fit
+    assert "at most 2: a group of 2" in str(sizer.decisions[0]["reason"])
+    fixed = FusionSizer(max_members=4, grow=False)
+    fixed.launched(3, "a", 4)
+    fixed.evidence(3, TrialProfile(3, 4.0, 400.0), memory_total_mb=80_000.0)
+    assert fixed.members("a") == 4
+    assert not fixed.decisions
+    sizer.evidence(99, TrialProfile(99, 1.0, 100.0), memory_total_mb=80_000.0)  # unknown launch
+    assert sizer.members("new") == 2
