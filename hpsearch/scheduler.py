@@ -10,6 +10,7 @@ searcher, the simulated runner calls it directly.
 from __future__ import annotations
 
 import enum
+import math
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
@@ -140,8 +141,13 @@ class Scheduler:
             if decision is BudgetDecision.WAIT:
                 # Nothing of this driver's holds the budget: only trials elsewhere can end.
                 return Hold.ELSEWHERE if counted.running and not running else Hold.WAIT
-            # A fused group never takes more trials than the budget has left.
-            launch = self._ledger.open(launch_id, admission, self._budget.room(counted))
+            # A fused group never takes more trials than the budget has left, nor more
+            # than one GPU's share of those not finished: a GPU holding them all would
+            # leave the others idle.
+            room = self._budget.room(counted)
+            if room is not None and capacity.gpus > 1:
+                room = min(room, math.ceil((room + counted.running) / capacity.gpus))
+            launch = self._ledger.open(launch_id, admission, room)
         # None: the suggestion was held back (predicted to run out, or to need a whole GPU).
         if launch is not None:
             self._opened_since += len(launch.members)

@@ -347,7 +347,14 @@ def _decisions(folder: str, run_id: str | None) -> list[dict[str, Any]]:
 
 def judge(name: str, modes: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The oracle and the ratios for one workload, with each target's verdict."""
-    fixed = {m: r["time_to_budget_s"] for m, r in modes.items() if m.startswith("fixed")}
+    # The oracle is the best fixed count that completes every trial off does: one that
+    # loses trials to out-of-memory reaches its budget sooner by not training them.
+    whole = modes["off"]["complete"]
+    fixed = {
+        m: r["time_to_budget_s"]
+        for m, r in modes.items()
+        if m.startswith("fixed") and r["complete"] >= whole
+    } or {m: r["time_to_budget_s"] for m, r in modes.items() if m.startswith("fixed")}
     oracle = min(fixed, key=lambda m: fixed[m])
     auto, off = modes["auto"]["time_to_budget_s"], modes["off"]["time_to_budget_s"]
     verdict: dict[str, Any] = {

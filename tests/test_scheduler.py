@@ -121,3 +121,27 @@ def test_a_budget_held_by_another_drivers_trials_waits_on_them_elsewhere(
     assert d.parts.scheduler.suggest("b") is Hold.ELSEWHERE
     d.handle.study.tell(elsewhere, 0.7)
     assert d.parts.scheduler.suggest("b") is Hold.FINISHED
+
+
+def test_a_fused_group_takes_at_most_one_gpus_share_of_the_trials_left(
+    write_config: ConfigWriter, driver: DriverFactory
+) -> None:
+    config = write_config(
+        {
+            "study": {"n_trials": 8},
+            "train": "hpsearch.workloads.simulated_gpu:train",
+            "space": {"lr": {"type": "float", "low": 1e-3, "high": 1e-1}},
+            "fusion": {
+                "mode": "fixed",
+                "members": 8,
+                "train": "hpsearch.workloads.simulated_gpu:train_members",
+            },
+        }
+    )
+    gpus = LoadModelBackend([GpuInfo(i, "sim", 6141.0, 115.0) for i in (0, 1)])
+    d = driver(load_config(config), policy=StaticPolicy(trials_per_gpu=1), gpus=gpus)
+    first, second = d.parts.scheduler.suggest("a"), d.parts.scheduler.suggest("b")
+    assert isinstance(first, TrialLaunch)
+    assert isinstance(second, TrialLaunch)
+    # 8 trials left on 2 GPUs: 4 each, not 8 on the first GPU and the second idle.
+    assert [len(first.members), len(second.members)] == [4, 4]

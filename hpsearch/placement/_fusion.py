@@ -4,7 +4,10 @@ A pure policy, as ``_packing.py`` is: it takes the aggregate samples/s measured
 at 1, 2, 4, ... members (and the memory each count used) and answers with a
 count and its reason. Fusion pays where one model leaves its device idle; where
 one model already keeps it busy, doubling the members buys nothing, and the
-answer stays one member: the trial runs unfused.
+answer stays one member: the trial runs unfused. What packing measures of a
+group's GPU process (its share of utilisation and memory) sizes the next group
+by packing's own arithmetic (:func:`~hpsearch.placement.fit`), so the count
+jumps to what fits rather than one doubling per measured group.
 """
 
 from __future__ import annotations
@@ -16,6 +19,9 @@ from dataclasses import dataclass
 from hpsearch.placement._capacity import MIN_GAIN, fit
 from hpsearch.placement._views import TrialProfile
 from hpsearch.placement.settings import FusionSpec, PackingSpec
+
+GROUPS_KEPT = 256
+"""The recent groups whose size the sizer remembers, for the evidence that comes after them."""
 
 
 @dataclass(frozen=True)
@@ -163,6 +169,8 @@ class FusionSizer:
         evidence its GPU process gives is about that many members."""
         if members > 1:
             self._groups[number] = (shape, members)
+            if len(self._groups) > GROUPS_KEPT:
+                del self._groups[next(iter(self._groups))]  # the oldest: long measured
 
     def evidence(self, number: int, profile: TrialProfile, memory_total_mb: float | None) -> None:
         """What the GPU process of the launch led by trial ``number`` was measured to ask
@@ -185,7 +193,7 @@ class FusionSizer:
         said = (
             f"a group of {members} measured {profile.utilization_pct:.1f}% of its GPU"
             + (f" and {profile.memory_mb:.0f} MiB" if profile.memory_mb else "")
-            + f" per member: {arithmetic}"
+            + f"; a member: {arithmetic}"
         )
         if fitted.by_memory is not None and fitted.by_memory < self._caps.get(shape, self._max):
             self._caps[shape] = fitted.by_memory
