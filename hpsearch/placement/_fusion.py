@@ -189,15 +189,18 @@ class FusionSizer:
             target_util_pct=self._packing.target_util,
             memory_headroom=self._packing.memory_headroom,
         )
-        arithmetic = "; ".join(fitted.arithmetic(profile.utilization_pct / members, memory))
-        said = (
-            f"a group of {members} measured {profile.utilization_pct:.1f}% of its GPU"
-            + (f" and {profile.memory_mb:.0f} MiB" if profile.memory_mb else "")
-            + f"; a member: {arithmetic}"
-        )
+
+        def said() -> str:  # only for a decision: the evidence comes at every admission
+            arithmetic = "; ".join(fitted.arithmetic(profile.utilization_pct / members, memory))
+            return (
+                f"a group of {members} measured {profile.utilization_pct:.1f}% of its GPU"
+                + (f" and {profile.memory_mb:.0f} MiB" if profile.memory_mb else "")
+                + f"; a member: {arithmetic}"
+            )
+
         if fitted.by_memory is not None and fitted.by_memory < self._caps.get(shape, self._max):
             self._caps[shape] = fitted.by_memory
-            self._record(shape, fitted.by_memory, f"at most {fitted.by_memory}: {said}")
+            self._record(shape, fitted.by_memory, f"at most {fitted.by_memory}: {said()}")
         jump = _doubling_at_most(fitted.trials)
         # A shape not measured yet is likely of the same kind: it starts there.
         self._start = max(self._start, jump)
@@ -206,7 +209,7 @@ class FusionSizer:
         if any(c <= jump for c in self._short(shape)):
             return  # measured already, short of what it needed: the throughput decides
         self._next[shape] = jump
-        self._record(shape, jump, f"trying {jump}: {said}")
+        self._record(shape, jump, f"trying {jump}: {said()}")
 
     def ran_out(self, shape: Hashable, members: int) -> None:
         """A group of ``members`` of ``shape`` ran out of memory: later ones hold fewer."""
