@@ -6,10 +6,11 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 CONFIG ?= configs/phase1.yaml
 # Three test processes on this project's 2-core machines: the suite waits on Ray,
-# subprocesses and servers, and two left the cores a fifth idle. On a fresh clone
-# (2026-11-27): 7 min 30 s with three against 8 min 10-29 s with two (three made the
-# tests that train slower than they gained once, 14 min in CI, before the suite
-# shared its Ray). An idle worker takes tests still queued for another (worksteal).
+# subprocesses and servers, and two left the cores a fifth idle. A fresh clone's
+# make test (2026-11-27): 7 min 30 s, 7 min 58 s and 8 min 23 s with three; 8 min
+# 10 s, 8 min 25 s and 8 min 29 s with two. (Three once made the tests that train
+# slower than they gained, 14 min in CI, before the suite shared its Ray.) An idle
+# worker takes tests still queued for another (worksteal).
 TEST_WORKERS ?= 3
 
 .PHONY: setup run debug test check lint ui docs clean gpu-kit gpu-calibrate
