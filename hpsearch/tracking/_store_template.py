@@ -12,7 +12,6 @@ that goes wrong here leaves MLflow to create the store as it always did.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import shutil
@@ -65,13 +64,8 @@ def _template() -> Path:
     if template.exists():
         return template
     folder.mkdir(parents=True, exist_ok=True)
-    handle, making = tempfile.mkstemp(dir=folder, prefix=".mlflow-", suffix=".db")
-    os.close(handle)
-    try:
-        Path(making).unlink()  # an empty file: MLflow would take it for a store
-        create_mlflow_tables(f"sqlite:///{making}")
-        os.replace(making, template)  # whole or not at all, whoever else makes it
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(making)
+    with tempfile.TemporaryDirectory(dir=folder, prefix=".mlflow-") as making:
+        fresh = Path(making) / template.name
+        create_mlflow_tables(f"sqlite:///{fresh}")
+        os.replace(fresh, template)  # whole or not at all, whoever else makes it
     return template
