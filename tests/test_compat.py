@@ -169,3 +169,27 @@ def test_optunas_ask_still_creates_a_trial_as_the_driver_does_when_none_waits() 
         0,
         study._storage.get_trial_id_from_study_id_trial_number(study._study_id, 0),
     )
+
+
+def test_optunas_tell_is_still_its_private_tell_and_a_read_back() -> None:
+    # lifecycle/_tell.py tells through _tell_with_warning, as Study.tell does, and skips
+    # the read back of the told trial (and its deep copy) that Study.tell returns.
+    from optuna.study._tell import _tell_with_warning
+
+    tell = _source_of("optuna.study.study").split("    def tell(", 1)[1].split("\n    def ")[0]
+    assert "_tell_with_warning(" in tell
+    assert "return copy.deepcopy(_get_frozen_trial(self, trial))" in tell
+    assert list(inspect.signature(_tell_with_warning).parameters)[:4] == [
+        "study",
+        "trial",
+        "value_or_values",
+        "state",
+    ]
+    study = optuna.create_study()
+    done, pruned = study.ask(), study.ask()
+    done.report(0.5, step=1)
+    _compat.tell_optuna(study, done, [0.7])
+    pruned.report(0.25, step=1)
+    _compat.tell_optuna(study, pruned, state=optuna.trial.TrialState.PRUNED)
+    told = study.get_trials(deepcopy=False)
+    assert [(t.state.name, t.values) for t in told] == [("COMPLETE", [0.7]), ("PRUNED", [0.25])]

@@ -13,6 +13,7 @@ import optuna
 from optuna.trial import TrialState
 
 from hpsearch import attrs
+from hpsearch._compat import tell_optuna
 from hpsearch.lifecycle._events import Ending
 from hpsearch.pruning import PruneJudge
 from hpsearch.study import StudyHandle, set_user_attrs
@@ -105,10 +106,10 @@ class StudyWrites:
         """End the trial in Optuna (and in the pruning judge's memory)."""
         if outcome is Outcome.COMPLETE and values is not None:
             state = TrialState.COMPLETE
-            self._handle.study.tell(trial, list(values))
+            tell_optuna(self._handle.study, trial, list(values))
         else:
             state = TrialState.PRUNED if outcome is Outcome.PRUNED else TrialState.FAIL
-            self._handle.study.tell(trial, state=state)
+            tell_optuna(self._handle.study, trial, state=state)
         if self._judge is not None:
             self._judge.finished(trial, state, list(values or ()))
 
