@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -169,9 +170,12 @@ def test_a_wrong_form_of_train_is_one_line_that_gives_the_right_one(
 
 @pytest.mark.parametrize("run_module", [True, False])
 def test_a_run_imports_the_function_and_says_the_same_as_validate_reads_its_source(
-    user_code: Path, run_module: bool
+    user_code: Path, run_module: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # validate reads the source (no torch to import); a run imports the module.
+    # validate reads the source (no torch to import); a run imports the module, from
+    # its project first on sys.path, as hpsearch run puts it (whatever ran before here).
+    monkeypatch.syspath_prepend(str(user_code))
+    monkeypatch.delitem(sys.modules, "userforms", raising=False)
     with pytest.raises(ConfigError) as raised:
         check_train("userforms:reports", None, "c.yaml", run_module=run_module)
     assert str(raised.value).endswith(
