@@ -207,6 +207,7 @@ class OutageTracker:
         self._kept: deque[_Write] = deque()
         self._stand_ins = _StandIns()
         self._down_since: float | None = None
+        self._answered_at: float | None = None  # the server's last answer to a kept write
         self._landed = 0
         self._retries = _Retrier(self._retry, retry_s, clock)
 
@@ -216,9 +217,16 @@ class OutageTracker:
         return self.inner.experiment_id
 
     def down_for(self) -> float | None:
-        """Seconds since the server stopped answering; ``None`` while it answers."""
+        """Seconds the server has not answered for; ``None`` while writes go straight to it.
+
+        Counted from the outage's start, or from the last kept write the server
+        answered since: a server that is back but answers the kept writes more slowly
+        than the search adds to them is not out of reach, though writes still wait.
+        """
         with self._lock:
             since = self._down_since
+            if since is not None and self._answered_at is not None:
+                since = max(since, self._answered_at)
         return None if since is None else self._clock() - since
 
     def kept(self) -> int:
@@ -403,6 +411,7 @@ class OutageTracker:
             if self._down_since is not None:
                 return
             self._down_since = self._clock()
+            self._answered_at = None
             self._landed = 0
             self._retries.restart()
         when = time.strftime("%H:%M:%S", time.localtime(self._wall()))
@@ -424,12 +433,12 @@ class OutageTracker:
                 if not unreachable(exc):
                     # Refused, not out of reach (a run deleted meanwhile): dropped, said.
                     self._say(f"tracking: {write.what} of run {write.run_id} not written: {exc}")
-                    self._done_with(write)
+                    self._done_with(write, answered=True)
                     continue
                 if write.kept_on_failure:
                     self._done_with(write)
                 return
-            self._done_with(write)
+            self._done_with(write, answered=True)
         try:  # the batches held beneath, and the proof that the server answers again
             self.inner.flush()
         except Exception as exc:
@@ -447,8 +456,11 @@ class OutageTracker:
                 write = self._kept[0]
             yield write
 
-    def _done_with(self, write: _Write) -> None:
+    def _done_with(self, write: _Write, *, answered: bool = False) -> None:
+        """``write`` leaves the queue (``answered``: the server answered it)."""
         with self._lock:
+            if answered:
+                self._answered_at = self._clock()
             if self._kept and self._kept[0] is write:
                 self._kept.popleft()
                 self._landed += 1

@@ -223,3 +223,35 @@ def test_a_run_refused_when_its_creation_is_retried_takes_its_writes_along() -> 
     assert tracker.down_for() is None  # the outage is over: the rest landed
     tracker.set_tags(refused, {"c": "d"})  # later writes to it: dropped, not kept
     assert tracker.kept() == 0
+
+
+def test_a_server_back_but_slower_than_the_search_writes_is_not_counted_out_of_reach() -> None:
+    # The kept writes land one a second while the search keeps adding to them: the
+    # server answers, so the outage limit must not run out while the queue drains.
+    clock, said = Clock(), list[str]()
+    seen: list[float | None] = []
+
+    class Slow(Server):
+        def set_tags(self, run_id: str, tags: Mapping[str, Any]) -> None:
+            super().set_tags(run_id, tags)
+            clock.now += 1.0  # one answer a second
+            seen.append(tracker.down_for())
+            if len(seen) < 6:  # the search writes on meanwhile: kept behind the rest
+                tracker.set_tags(run_id, {"progress": str(len(seen))})
+
+    server = Slow()
+    tracker = _outage(server, clock, said)
+    parent = tracker.start_run("search")
+    server.up = False
+    tracker.start_run("trial-0", parent_run_id=parent)  # the outage starts
+    tracker.set_tags(parent, {"progress": "0"})
+    clock.now += 30.0
+    assert tracker.down_for() == pytest.approx(30.0)
+    server.up = True
+    assert tracker.drain(timeout_s=60.0) == 0
+    # Counted from the last answer: a second at most (from the outage's start, 31-36 s).
+    assert len(seen) == 6
+    assert all(d is not None and d <= 1.0 for d in seen), seen
+    assert tracker.down_for() is None
+    assert said[-1].startswith("tracking server http://127.0.0.1:1 reachable again after 36 s")
+    assert server.runs[parent].tags["progress"] == "5"
