@@ -175,6 +175,27 @@ class _Retrier:
         return True
 
 
+@dataclass
+class _Outage:
+    """An outage under way: when it began, the server's last answer to a kept write since,
+    and how many kept writes have landed."""
+
+    since: float
+    answered_at: float | None = None
+    landed: int = 0
+
+    def done(self, answered_at: float | None) -> None:
+        """A kept write left the queue (``answered_at``: when the server answered it)."""
+        self.landed += 1
+        self.answered_at = answered_at or self.answered_at
+
+    def silent_for(self, now: float) -> float:
+        """Seconds since the server last answered: from the outage's start, or from its last
+        answer to a kept write (a server back but answering the kept writes more slowly
+        than the search adds to them is not out of reach, though writes still wait)."""
+        return now - max(self.since, self.answered_at or self.since)
+
+
 class OutageTracker:
     """A :class:`~hpsearch.tracking.Tracker` that keeps writing through a server's outage.
 
@@ -206,9 +227,7 @@ class OutageTracker:
         self._lock = threading.Lock()
         self._kept: deque[_Write] = deque()
         self._stand_ins = _StandIns()
-        self._down_since: float | None = None
-        self._answered_at: float | None = None  # the server's last answer to a kept write
-        self._landed = 0
+        self._outage: _Outage | None = None
         self._retries = _Retrier(self._retry, retry_s, clock)
 
     @property
@@ -217,17 +236,9 @@ class OutageTracker:
         return self.inner.experiment_id
 
     def down_for(self) -> float | None:
-        """Seconds the server has not answered for; ``None`` while writes go straight to it.
-
-        Counted from the outage's start, or from the last kept write the server
-        answered since: a server that is back but answers the kept writes more slowly
-        than the search adds to them is not out of reach, though writes still wait.
-        """
+        """Seconds the server has not answered for; ``None`` while writes go straight to it."""
         with self._lock:
-            since = self._down_since
-            if since is not None and self._answered_at is not None:
-                since = max(since, self._answered_at)
-        return None if since is None else self._clock() - since
+            return None if self._outage is None else self._outage.silent_for(self._clock())
 
     def kept(self) -> int:
         """How many writes wait for the server."""
@@ -372,7 +383,7 @@ class OutageTracker:
     def _through(self) -> bool:
         """Whether writes go straight to the server (it answers, and nothing waits)."""
         with self._lock:
-            return self._down_since is None
+            return self._outage is None
 
     def _write(
         self, what: str, run_id: str, write: Callable[[str], Any], *, batched: bool = False
@@ -394,7 +405,7 @@ class OutageTracker:
         """Keep ``write`` if an outage is on: decided under the lock, so that a write is
         never kept just after the retry thread found nothing left and ended the outage."""
         with self._lock:
-            if self._down_since is None:
+            if self._outage is None:
                 return False
             self._kept.append(write)
             return True
@@ -408,11 +419,9 @@ class OutageTracker:
         if not unreachable(exc):
             raise exc
         with self._lock:
-            if self._down_since is not None:
+            if self._outage is not None:
                 return
-            self._down_since = self._clock()
-            self._answered_at = None
-            self._landed = 0
+            self._outage = _Outage(self._clock())
             self._retries.restart()
         when = time.strftime("%H:%M:%S", time.localtime(self._wall()))
         self._say(
@@ -459,19 +468,18 @@ class OutageTracker:
     def _done_with(self, write: _Write, *, answered: bool = False) -> None:
         """``write`` leaves the queue (``answered``: the server answered it)."""
         with self._lock:
-            if answered:
-                self._answered_at = self._clock()
             if self._kept and self._kept[0] is write:
                 self._kept.popleft()
-                self._landed += 1
+                if self._outage is not None:
+                    self._outage.done(self._clock() if answered else None)
 
     def _back(self) -> None:
         """Every kept write landed: writes go straight to the server again."""
         with self._lock:
-            if self._kept or self._down_since is None:
+            if self._kept or self._outage is None:
                 return
-            lasted = self._clock() - self._down_since
-            self._down_since, landed = None, self._landed
+            lasted = self._clock() - self._outage.since
+            landed, self._outage = self._outage.landed, None
         self._say(
             f"tracking server {self.uri} reachable again after {lasted:.0f} s: "
             f"{landed} kept write(s) landed"
