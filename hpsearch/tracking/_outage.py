@@ -187,13 +187,15 @@ class _Outage:
     def done(self, answered_at: float | None) -> None:
         """A kept write left the queue (``answered_at``: when the server answered it)."""
         self.landed += 1
-        self.answered_at = answered_at or self.answered_at
+        if answered_at is not None:
+            self.answered_at = answered_at
 
     def silent_for(self, now: float) -> float:
         """Seconds since the server last answered: from the outage's start, or from its last
         answer to a kept write (a server back but answering the kept writes more slowly
         than the search adds to them is not out of reach, though writes still wait)."""
-        return now - max(self.since, self.answered_at or self.since)
+        last = self.since if self.answered_at is None else max(self.since, self.answered_at)
+        return now - last
 
 
 class OutageTracker:

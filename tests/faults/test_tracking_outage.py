@@ -71,11 +71,13 @@ class Gate:
         self.open()
 
     def open(self) -> None:
+        """Pass connections through again (on the same port)."""
         listener = socket.create_server(("127.0.0.1", self.port))
         self._listener = listener
         threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
 
     def shut(self) -> None:
+        """Refuse new connections and reset the open ones."""
         with self._lock:
             listener, self._listener = self._listener, None
             connections, self._open = self._open, []
