@@ -60,8 +60,13 @@ def test_a_stop_signal_requeues_running_trials_ends_runs_killed_and_exits_128_pl
     if to == "the driver":
         assert "2 trial(s) were interrupted and will run again" in out
     else:
-        last = stderr.strip().splitlines()[-1]
-        assert last.startswith(f"terminated ({signum.name}); Ray's own")
+        # Where Ray's control store is gone within seconds, the driver closes out without
+        # it and says so; where it outlives that (a loaded machine: seen in a full run),
+        # the driver's own Ctrl-C close-out ends first. Both end as below.
+        lines = stderr.strip().splitlines()
+        without_ray = bool(lines) and lines[-1].startswith(f"terminated ({signum.name}); Ray's own")
+        as_ctrl_c = "2 trial(s) were interrupted and will run again" in out
+        assert without_ray or as_ctrl_c, (out[-2000:], stderr[-2000:])
         assert group_running(driver.pid) is False  # Ray's processes are gone with it
     assert "*** SIG" not in stderr  # no C++ signal dump
     assert "Traceback" not in stderr
