@@ -349,12 +349,9 @@ def judge(name: str, modes: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The oracle and the ratios for one workload, with each target's verdict."""
     # The oracle is the best fixed count that completes every trial off does: one that
     # loses trials to out-of-memory reaches its budget sooner by not training them.
+    every = {m: r["time_to_budget_s"] for m, r in modes.items() if m.startswith("fixed")}
     whole = modes["off"]["complete"]
-    fixed = {
-        m: r["time_to_budget_s"]
-        for m, r in modes.items()
-        if m.startswith("fixed") and r["complete"] >= whole
-    } or {m: r["time_to_budget_s"] for m, r in modes.items() if m.startswith("fixed")}
+    fixed = {m: t for m, t in every.items() if modes[m]["complete"] >= whole} or every
     oracle = min(fixed, key=lambda m: fixed[m])
     auto, off = modes["auto"]["time_to_budget_s"], modes["off"]["time_to_budget_s"]
     verdict: dict[str, Any] = {
