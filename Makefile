@@ -13,7 +13,7 @@ CONFIG ?= configs/phase1.yaml
 # worker takes tests still queued for another (worksteal).
 TEST_WORKERS ?= 3
 
-.PHONY: setup run debug test check lint ui docs clean gpu-kit gpu-calibrate
+.PHONY: setup run debug test durations check lint ui docs clean gpu-kit gpu-calibrate
 
 setup: $(VENV)/.installed
 
@@ -56,13 +56,21 @@ lint: setup
 # mypy (about 40 s of one core from cold) checks beside the tests, which mostly
 # wait on Ray and subprocesses; the target fails if either does. The 30 slowest
 # tests are listed at the end: where the suite's time goes, in every CI log.
+# The tests go out one at a time, the longest first (tests/schedule.py), so that
+# the workers' last tests are short ones.
+PYTEST_ORDERED := -n $(TEST_WORKERS) --dist load --maxschedchunk 1
 test: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy & types=$$!; \
-	$(BIN)/python -m pytest -ra -n $(TEST_WORKERS) --dist worksteal --durations=30; tests=$$?; \
+	$(BIN)/python -m pytest -ra $(PYTEST_ORDERED) --durations=30; tests=$$?; \
 	wait $$types; typed=$$?; \
 	test $$tests -eq 0 -a $$typed -eq 0
+
+# Record each test's seconds (tests/durations.json, the order make test hands
+# them out in) from a full run in which every test passed.
+durations: setup
+	$(BIN)/python -m pytest -q $(PYTEST_ORDERED) --record-durations
 
 # The edit loop's lane: ruff, and the tests that start no process (no Ray, no
 # subprocess, no server; one that does fails, naming the marker it lacks).

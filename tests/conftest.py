@@ -30,6 +30,7 @@ from hpsearch.placement import (
 from hpsearch.runner import VirtualClock
 from hpsearch.tracking import MlflowTracker
 from tests.harness import DriverFactory, drivers
+from tests.schedule import DURATIONS, DurationRecorder, longest_first, read_durations
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -150,6 +151,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="the edit loop's lane (make check): only tests not marked process, and any "
         "of them that starts a process fails",
     )
+    parser.addoption(
+        "--record-durations",
+        action="store_true",
+        help="write each test's seconds to tests/durations.json after a run in which all "
+        "passed (make durations): the order in which make test hands tests out",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--record-durations") and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(DurationRecorder(DURATIONS), "duration-recorder")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -160,10 +172,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             config.hook.pytest_deselected(items=building)
             items[:] = [item for item in items if not item.get_closest_marker("kit")]
     if not config.getoption("--no-processes"):
-        # The tests that start processes (nine tenths of the suite's time) first, the
-        # quick ones after them: the workers' last tests are short, not a lone
-        # minute-long one while the other worker idles. (Stable: same order on each.)
-        items.sort(key=lambda item: item.get_closest_marker("process") is None)
+        # The longest first (tests/schedule.py): the workers' last tests are short, not
+        # a lone half-minute one while the other workers idle. (The same order on each.)
+        processes = {item.nodeid for item in items if item.get_closest_marker("process")}
+        on_ray = {i.nodeid for i in items if "ray_one_gpu" in getattr(i, "fixturenames", ())}
+        items[:] = longest_first(items, read_durations(), processes, on_ray)
         return
     starting = [item for item in items if item.get_closest_marker("process")]
     if starting:
