@@ -24,28 +24,38 @@ config asks for), ``_board`` (verdicts on their way to workers), ``_pareto`` (do
 objective vectors: the dominated rule's, the Pareto front's, the view's).
 """
 
-from hpsearch.pruning._base import (
-    KEEP,
-    PruneJudge,
-    Verdict,
-    VerdictBoard,
-    forget_intermediate,
-    store_intermediate,
-    stored_intermediate,
-)
-from hpsearch.pruning._board import (
-    VERDICT_TIMEOUT_S,
-    LocalVerdictBoard,
-    RayVerdictBoard,
-    VerdictBook,
-    ray_board_lookup,
-    verdict_oracle,
-)
-from hpsearch.pruning._dominated import DominatedJudge, DominatedRule
-from hpsearch.pruning._make import check_pruner, make_judge
-from hpsearch.pruning._optuna import OptunaJudge, PrimaryObjectiveJudge, explain
-from hpsearch.pruning._pareto import dominates
-from hpsearch.pruning._pruners import make_pruner
+from typing import TYPE_CHECKING
+
+from hpsearch._lazy import lazy_exports
+
+# Imported on first use (hpsearch._lazy): a trial's worker reads the verdict board
+# (``ray_board_lookup``, ``verdict_oracle``) without the judges' Optuna and config,
+# a tenth of a second more in every worker a search starts.
+if TYPE_CHECKING:
+    from hpsearch.pruning._base import (
+        KEEP,
+        PruneJudge,
+        Verdict,
+        VerdictBoard,
+        forget_intermediate,
+        store_intermediate,
+        stored_intermediate,
+    )
+    from hpsearch.pruning._board import (
+        VERDICT_TIMEOUT_S,
+        LocalVerdictBoard,
+        RayVerdictBoard,
+        VerdictBook,
+        ray_board_lookup,
+        verdict_oracle,
+    )
+    from hpsearch.pruning._dominated import DominatedJudge, DominatedRule
+    from hpsearch.pruning._make import check_pruner, make_judge
+    from hpsearch.pruning._optuna import OptunaJudge, PrimaryObjectiveJudge, explain
+    from hpsearch.pruning._pareto import dominates
+    from hpsearch.pruning._pruners import make_pruner
+
+__getattr__, __dir__ = lazy_exports(__name__)
 
 __all__ = [
     "KEEP",
