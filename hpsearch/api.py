@@ -1,10 +1,11 @@
 """``hpsearch.run``: the entry of the composition root, the one place where a search is wired.
 
 A search is four steps: its records open (the study, the tracker, the parent
-run: :class:`~hpsearch.lifecycle.SearchRecords`), the runner's session opens with
-what runs beside it (MPS, the GPU readings, the study's access for other tools),
-:func:`~hpsearch.search_parts.build_search` wires the parts (pure wiring: nothing
-runs, nothing is started) and the session runs them until
+run: :class:`~hpsearch.lifecycle.SearchRecords`) while the runner's session
+starts (a local Ray's processes: seconds the driver would otherwise only wait),
+the session opens what runs beside it (MPS, the GPU readings, the study's
+access for other tools), :func:`~hpsearch.search_parts.build_search` wires the
+parts (pure wiring: nothing runs, nothing is started) and the session runs them until
 :func:`~hpsearch.search_parts.close_out` records what is left, however it ends.
 Each part builds itself from its own settings section (its factory lives with
 it); the runner is a part like any other: Ray Tune by default, a simulated-time
@@ -20,9 +21,10 @@ from dataclasses import dataclass
 from rich.console import Console
 
 from hpsearch import interrupts
+from hpsearch._early import entered_early
 from hpsearch._importable import ensure_importable_from
 from hpsearch._quiet import quiet_libraries
-from hpsearch.config import ExecutionSpec, RunConfig, load_config
+from hpsearch.config import RunConfig, load_config
 from hpsearch.errors import HpsearchError
 from hpsearch.gpu_telemetry import OpenedTelemetry, open_backend
 from hpsearch.lifecycle import (
@@ -38,7 +40,7 @@ from hpsearch.lifecycle import (
 )
 from hpsearch.placement import ResourcePolicy
 from hpsearch.results import RunOutcome
-from hpsearch.runner import TrialRunner, gpu_readings, mps_daemons
+from hpsearch.runner import RunnerSession, TrialRunner, gpu_readings, mps_daemons
 from hpsearch.search_parts import SearchParts, build_search, close_out, run_parts
 from hpsearch.simulation import parse_simulate
 from hpsearch.storage_faults import Stores
@@ -179,28 +181,33 @@ def _run(  # noqa: PLR0917 - the public entry's arguments, handed on
 
 
 def _search(opened: _Opened, afresh: Afresh, tracker: Tracker | None) -> RunOutcome:
-    """Open the study and its records, run the search, keep what it did."""
+    """Open the study and its records while the runner's session starts, run the search,
+    keep what it did."""
     config, telemetry = opened.config, opened.telemetry
     execution = telemetry.execution_for(config.execution, config.source)
-    records = SearchRecords.open(config, opened.say, afresh, tracker)
-    done = records.nothing_to_do()
-    if done is not None:
-        return done
-    opened.say(telemetry.search_line)
-    return records.run(lambda parent: _run_parts(opened, execution, records, parent))
+    connecting = opened.runner.connect(execution, opened.workdir, config.telemetry.simulating)
+    with (
+        SearchRecords.opening(config, opened.say, afresh, tracker) as opened_records,
+        entered_early(connecting) as session,  # a failure to start fails the search, below
+    ):
+        records = opened_records()
+        done = records.nothing_to_do()
+        if done is not None:
+            return done
+        opened.say(telemetry.search_line)
+        return records.run(lambda parent: _run_parts(opened, session.get(), records, parent))
 
 
 def _run_parts(
-    opened: _Opened, execution: ExecutionSpec, records: SearchRecords, parent: ParentRun
+    opened: _Opened, session: RunnerSession, records: SearchRecords, parent: ParentRun
 ) -> SearchEnd:
-    """The runner's session, what runs beside it, and the parts it runs, until the search ends."""
+    """What runs beside the runner's session, and the parts it runs, until the search ends."""
     config, telemetry, handle = opened.config, opened.telemetry, records.handle
 
     def mps_said(detail: str) -> None:
         parent.set_tags({"hpsearch.mps": detail})
 
     with (
-        opened.runner.connect(execution, opened.workdir, config.telemetry.simulating) as session,
         mps_daemons(config, telemetry.backend, session, opened.say, mps_said) as mps,
         gpu_readings(config, telemetry.backend, session, opened.say) as readings,
         study_access(config, handle, session.driver_address) as access,

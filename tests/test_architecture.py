@@ -136,6 +136,7 @@ def test_the_config_is_pure_data_and_imports_no_telemetry_and_no_policy() -> Non
         "hpsearch.worker",
         "hpsearch.samplers",
         "hpsearch.pruning",
+        "hpsearch.tracking",
     ],
 )
 def test_a_lazy_package_exports_every_name_it_declares_and_no_other(package: str) -> None:

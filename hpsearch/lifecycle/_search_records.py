@@ -9,7 +9,9 @@ search did becomes a :class:`~hpsearch.results.RunOutcome`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from hpsearch._sqlite import settle
@@ -98,6 +100,27 @@ class SearchRecords:
                 "the tracking server was out of reach and their search stopped"
             )
         return cls(config, handle, tracker, say)
+
+    @classmethod
+    @contextmanager
+    def opening(
+        cls,
+        config: RunConfig,
+        say: Callable[[str], None],
+        afresh: Afresh,
+        tracker: Tracker | None = None,
+    ) -> Iterator[Callable[[], SearchRecords]]:
+        """Open the records (:meth:`open`) on a thread of their own while the caller starts
+        what else the search needs: a local Ray's processes take seconds to start, most
+        of which the driver spends waiting, and opening the stores (MLflow imported, the
+        study read) is about as long.
+
+        Yields the call that waits for the records and returns them, or raises what
+        opening them raised. However the block ends, the opening is waited for on the
+        way out: none of it goes on behind the caller's back.
+        """
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="hpsearch-records") as pool:
+            yield pool.submit(cls.open, config, say, afresh, tracker).result
 
     def nothing_to_do(self) -> RunOutcome | None:
         """The outcome of a search whose study already reached its budget (said in one

@@ -17,7 +17,7 @@ from hpsearch.config import RunConfig
 from hpsearch.errors import ConfigError
 from hpsearch.lifecycle._tracking_outage import outage_line
 from hpsearch.study import StudyHandle
-from hpsearch.tracking import MlflowTracker, OutageTracker, Tracker, use_quick_http_settings
+from hpsearch.tracking import OutageTracker, Tracker, use_quick_http_settings
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,9 @@ def open_tracker(
         use_quick_http_settings()  # a server out of reach is known in seconds
     if not afresh.mlflow_history:
         _check_mlflow_store(config, handle)
+    # MLflow is imported here, where a search opens its records (while its Ray starts).
+    from hpsearch.tracking import MlflowTracker
+
     tracker: Tracker = MlflowTracker(
         tracking.uri, config.experiment_name, tracking.new_experiment_artifacts
     )

@@ -6,27 +6,37 @@ user runs), ``_outage`` (:class:`OutageTracker`: a tracking server's writes kept
 through an outage) and ``_memory`` (:class:`MemoryTracker`: in memory, for the packing lab).
 """
 
-from hpsearch.tracking._base import (
-    FLUSH_S,
-    FUSED_GROUP_TAG,
-    PARENT_TAG,
-    RESUMES_RUN_TAG,
-    STUDY_TAG,
-    TRIAL_NUMBER_TAG,
-    MetricRow,
-    RunStatus,
-    Tracker,
-)
-from hpsearch.tracking._memory import MemoryRun, MemoryTracker
-from hpsearch.tracking._mlflow import (
-    EXPERIMENT_KIND_TAG,
-    MODEL_DEVELOPMENT,
-    MlflowTracker,
-    resolve_artifact_location,
-    resolve_tracking_uri,
-    runs_table_url,
-)
-from hpsearch.tracking._outage import OutageTracker, use_quick_http_settings
+from typing import TYPE_CHECKING
+
+from hpsearch._lazy import lazy_exports
+
+# Imported on first use (hpsearch._lazy): MLflow (most of a second to import) loads
+# when a search opens its tracker, on the thread that opens its records while its
+# Ray starts, not when the driver imports the parts that name a tracker.
+if TYPE_CHECKING:
+    from hpsearch.tracking._base import (
+        FLUSH_S,
+        FUSED_GROUP_TAG,
+        PARENT_TAG,
+        RESUMES_RUN_TAG,
+        STUDY_TAG,
+        TRIAL_NUMBER_TAG,
+        MetricRow,
+        RunStatus,
+        Tracker,
+    )
+    from hpsearch.tracking._memory import MemoryRun, MemoryTracker
+    from hpsearch.tracking._mlflow import (
+        EXPERIMENT_KIND_TAG,
+        MODEL_DEVELOPMENT,
+        MlflowTracker,
+        resolve_artifact_location,
+        resolve_tracking_uri,
+        runs_table_url,
+    )
+    from hpsearch.tracking._outage import OutageTracker, use_quick_http_settings
+
+__getattr__, __dir__ = lazy_exports(__name__)
 
 __all__ = [
     "EXPERIMENT_KIND_TAG",

@@ -60,8 +60,16 @@ class RayNodes:
         return node
 
     def head(self, *args: str) -> subprocess.Popen[str]:
-        """The head node (no dashboard), on this object's port."""
-        return self.start("--head", f"--port={self.port}", "--include-dashboard=false", *args)
+        """The head node (no dashboard), on this object's port, once its control store
+        accepts connections (a driver started sooner is refused, as a user's would be)."""
+        node = self.start("--head", f"--port={self.port}", "--include-dashboard=false", *args)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and node.poll() is None:
+            with contextlib.suppress(OSError):
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return node
+            time.sleep(0.2)
+        raise AssertionError(f"the head node never accepted connections (exit {node.poll()})")
 
     def worker(self, *args: str) -> subprocess.Popen[str]:
         """A node joining the head."""

@@ -3,14 +3,16 @@ study that already reached its budget runs nothing (real Optuna study, real MLfl
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
 from optuna.trial import TrialState, create_trial
 
 from hpsearch.config import RunConfig
+from hpsearch.errors import HpsearchError
 from hpsearch.lifecycle import Afresh, ParentRun, SearchEnd, SearchRecords
-from hpsearch.tracking import MlflowTracker
+from hpsearch.tracking import MemoryTracker, MlflowTracker
 from tests.conftest import mlflow_client
 
 
@@ -94,3 +96,41 @@ def test_a_study_at_its_budget_runs_nothing_and_says_how_to_run_more(
         f"(study.n_trials is {n_trials}): nothing to do; "
         "raise study.n_trials or pass --n-trials to run more"
     ]
+
+
+class _GatedTracker(MemoryTracker):
+    """Opening the records waits on it until the caller's block lets it go on."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+
+    def running_run_ids(self) -> set[str]:
+        if not self.gate.wait(timeout=10):
+            raise AssertionError("the records opened on the caller's thread, before its block")
+        return super().running_run_ids()
+
+
+def test_records_open_on_their_own_thread_while_the_callers_block_goes_on(
+    config: RunConfig,
+) -> None:
+    tracker = _GatedTracker()
+    with SearchRecords.opening(config, print, Afresh(), tracker) as opened:
+        tracker.gate.set()  # the caller's block runs (its Ray starts) while they open
+        records = opened()
+    assert records.tracker is tracker
+    assert records.nothing_to_do() is None
+
+
+def test_what_opening_the_records_raised_is_raised_where_they_are_asked_for(
+    config: RunConfig,
+) -> None:
+    class Refused(MemoryTracker):
+        def running_run_ids(self) -> set[str]:
+            raise HpsearchError("the two stores disagree")
+
+    with (
+        SearchRecords.opening(config, print, Afresh(), Refused()) as opened,
+        pytest.raises(HpsearchError, match="disagree"),
+    ):
+        opened()
