@@ -79,8 +79,9 @@ def longest_first(
 
 class DurationRecorder:
     """Adds up each test's setup, call and teardown seconds as the run reports them, and
-    writes them to ``path`` when the run ends (only a run in which every test passed:
-    a failed one may have stopped early)."""
+    writes them into ``path`` when the run ends, over what it held for those tests (only
+    after a run in which every test passed: a failed one may have stopped early). A run
+    of some tests updates theirs and keeps the others'."""
 
     def __init__(self, path: Path) -> None:
         self._path = path
@@ -94,5 +95,6 @@ class DurationRecorder:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if self._failed or exitstatus != 0 or not self._seconds:
             return
-        rounded = {k: round(v, 2) for k, v in sorted(self._seconds.items())}
+        merged = {**read_durations(self._path), **self._seconds}
+        rounded = {k: round(v, 2) for k, v in sorted(merged.items())}
         self._path.write_text(json.dumps(rounded, indent=0) + "\n")
