@@ -185,17 +185,18 @@ def _search(opened: _Opened, afresh: Afresh, tracker: Tracker | None) -> RunOutc
     keep what it did."""
     config, telemetry = opened.config, opened.telemetry
     execution = telemetry.execution_for(config.execution, config.source)
-    connecting = opened.runner.connect(execution, opened.workdir, config.telemetry.simulating)
-    with (
-        SearchRecords.opening(config, opened.say, afresh, tracker) as opened_records,
-        entered_early(connecting) as session,  # a failure to start fails the search, below
-    ):
-        records = opened_records()
-        done = records.nothing_to_do()
-        if done is not None:
+    with SearchRecords.opening(config, opened.say, afresh, tracker) as opening:
+        done = None if opening.has_work else opening.records().nothing_to_do()
+        if done is not None:  # at its budget: said so, and no runner started for it
             return done
-        opened.say(telemetry.search_line)
-        return records.run(lambda parent: _run_parts(opened, session.get(), records, parent))
+        connecting = opened.runner.connect(execution, opened.workdir, config.telemetry.simulating)
+        with entered_early(connecting) as session:  # a failure to start fails the search
+            records = opening.records()
+            done = records.nothing_to_do()
+            if done is not None:
+                return done
+            opened.say(telemetry.search_line)
+            return records.run(lambda parent: _run_parts(opened, session.get(), records, parent))
 
 
 def _run_parts(

@@ -46,7 +46,7 @@ from hpsearch.lifecycle._objectives import ObjectiveValues
 from hpsearch.lifecycle._oom import OomHandling
 from hpsearch.lifecycle._parent_run import ParentRun
 from hpsearch.lifecycle._running import RunningTrials
-from hpsearch.lifecycle._search_records import SearchEnd, SearchRecords
+from hpsearch.lifecycle._search_records import OpeningRecords, SearchEnd, SearchRecords
 from hpsearch.lifecycle._store_watch import StoreWatch
 from hpsearch.lifecycle._tracking import Afresh, land_tracking_writes, open_tracker
 from hpsearch.lifecycle._tracking_outage import OutageLimit, outage_line
@@ -76,6 +76,7 @@ __all__ = [
     "ObjectiveValues",
     "OomHandling",
     "Opening",
+    "OpeningRecords",
     "OutageLimit",
     "ParentRun",
     "RunningTrials",

@@ -52,6 +52,21 @@ class SearchEnd:
     overdue: bool
 
 
+@dataclass(frozen=True)
+class OpeningRecords:
+    """A search's records while they open (:meth:`SearchRecords.opening`).
+
+    Attributes:
+        records: waits for the records and returns them, or raises what opening them
+            raised.
+        has_work: the study has trials left to run (or running): the search will
+            need its runner.
+    """
+
+    records: Callable[[], SearchRecords]
+    has_work: bool
+
+
 class SearchRecords:
     """The study and the tracker of one search, and the study's count before it.
 
@@ -87,9 +102,18 @@ class SearchRecords:
         Raises:
             ConfigError: the two stores disagree (see :func:`open_tracker`).
         """
-        handle = open_study(config, as_driver=True)
-        for note in handle.notes:
-            say(note)
+        return cls._beside(config, _open_study(config, say), say, afresh, tracker)
+
+    @classmethod
+    def _beside(
+        cls,
+        config: RunConfig,
+        handle: StudyHandle,
+        say: Callable[[str], None],
+        afresh: Afresh,
+        tracker: Tracker | None,
+    ) -> SearchRecords:
+        """The records of the opened study: its tracker, its dead drivers' trials reclaimed."""
         if tracker is None:  # not `or`: a tracker of the user's may have a length
             tracker = open_tracker(config, handle, say, afresh)
         reclaim_stale_trials(handle, tracker)
@@ -109,24 +133,32 @@ class SearchRecords:
         say: Callable[[str], None],
         afresh: Afresh,
         tracker: Tracker | None = None,
-    ) -> Iterator[Callable[[], SearchRecords]]:
-        """Open the records (:meth:`open`) on a thread of their own while the caller starts
-        what else the search needs: a local Ray's processes take seconds to start, most
-        of which the driver spends waiting, and opening the stores (MLflow imported, the
-        study read) is about as long.
+    ) -> Iterator[OpeningRecords]:
+        """Open the records as :meth:`open` does, the tracker's part on a thread of its own
+        while the caller starts what else the search needs: a local Ray's processes take
+        seconds to start, most of which the driver spends waiting, and opening the
+        tracker (MLflow imported, its store read) is about as long.
 
-        Yields the call that waits for the records and returns them, or raises what
-        opening them raised. However the block ends, the opening is waited for on the
-        way out: none of it goes on behind the caller's back.
+        The study opens first, here: what it refuses is said at once, and a study already
+        at its budget with no trial running (it runs nothing, and needs no runner) opens
+        the rest here too. However the block ends, the opening is waited for on the way
+        out: none of it goes on behind the caller's back.
         """
+        handle = _open_study(config, say)
+        count = count_budget(handle.study.get_trials(deepcopy=False))
+        if _at_budget(TrialBudget.from_settings(config.study), count):
+            records = cls._beside(config, handle, say, afresh, tracker)
+            yield OpeningRecords(lambda: records, has_work=False)
+            return
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="hpsearch-records") as pool:
-            yield pool.submit(cls.open, config, say, afresh, tracker).result
+            opened = pool.submit(cls._beside, config, handle, say, afresh, tracker)
+            yield OpeningRecords(opened.result, has_work=True)
 
     def nothing_to_do(self) -> RunOutcome | None:
         """The outcome of a search whose study already reached its budget (said in one
         line), or ``None`` when there is a search to run."""
         before = self.before
-        if self._budget.decide(before) is not BudgetDecision.FINISHED or before.running:
+        if not _at_budget(self._budget, before):
             return None
         self._say(
             f"study '{self.handle.name}' already has {before.finished} finished trials "
@@ -171,3 +203,16 @@ class SearchRecords:
             short_of=self._budget.short_of(count_budget(trials)),
             mlflow_experiment_id=self.tracker.experiment_id,
         )
+
+
+def _open_study(config: RunConfig, say: Callable[[str], None]) -> StudyHandle:
+    """The study, opened as its driver, its notes said."""
+    handle = open_study(config, as_driver=True)
+    for note in handle.notes:
+        say(note)
+    return handle
+
+
+def _at_budget(budget: TrialBudget, count: BudgetCount) -> bool:
+    """The study reached its budget and runs no trial: a search has nothing to do."""
+    return budget.decide(count) is BudgetDecision.FINISHED and not count.running

@@ -115,11 +115,28 @@ def test_records_open_on_their_own_thread_while_the_callers_block_goes_on(
     config: RunConfig,
 ) -> None:
     tracker = _GatedTracker()
-    with SearchRecords.opening(config, print, Afresh(), tracker) as opened:
+    with SearchRecords.opening(config, print, Afresh(), tracker) as opening:
+        assert opening.has_work  # the caller starts its runner
         tracker.gate.set()  # the caller's block runs (its Ray starts) while they open
-        records = opened()
+        records = opening.records()
     assert records.tracker is tracker
     assert records.nothing_to_do() is None
+
+
+def test_a_study_at_its_budget_opens_its_records_at_once_and_has_no_work(
+    config: RunConfig,
+) -> None:
+    n_trials = config.study.n_trials
+    assert n_trials is not None
+    handle = SearchRecords.open(config, print, Afresh(), MemoryTracker()).handle
+    for value in range(n_trials):
+        handle.study.add_trial(create_trial(state=TrialState.COMPLETE, value=value))
+    tracker = _GatedTracker()
+    tracker.gate.set()  # opened here, on the caller's thread: nothing to wait for
+    with SearchRecords.opening(config, print, Afresh(), tracker) as opening:
+        assert not opening.has_work  # no runner needed
+        outcome = opening.records().nothing_to_do()
+    assert outcome is not None
 
 
 def test_what_opening_the_records_raised_is_raised_where_they_are_asked_for(
@@ -130,7 +147,7 @@ def test_what_opening_the_records_raised_is_raised_where_they_are_asked_for(
             raise HpsearchError("the two stores disagree")
 
     with (
-        SearchRecords.opening(config, print, Afresh(), Refused()) as opened,
+        SearchRecords.opening(config, print, Afresh(), Refused()) as opening,
         pytest.raises(HpsearchError, match="disagree"),
     ):
-        opened()
+        opening.records()
