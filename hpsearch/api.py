@@ -181,8 +181,8 @@ def _run(  # noqa: PLR0917 - the public entry's arguments, handed on
 
 
 def _search(opened: _Opened, afresh: Afresh, tracker: Tracker | None) -> RunOutcome:
-    """Open the study and its records while the runner's session starts, run the search,
-    keep what it did."""
+    """Open the study, then its tracker while the runner's session starts (where the study
+    has work), run the search, keep what it did."""
     config, telemetry = opened.config, opened.telemetry
     execution = telemetry.execution_for(config.execution, config.source)
     with SearchRecords.opening(config, opened.say, afresh, tracker) as opening:
