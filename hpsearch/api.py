@@ -1,9 +1,9 @@
 """``hpsearch.run``: the entry of the composition root, the one place where a search is wired.
 
-A search is four steps: its records open (the study, the tracker, the parent
-run: :class:`~hpsearch.lifecycle.SearchRecords`) while the runner's session
-starts (a local Ray's processes: seconds the driver would otherwise only wait),
-the session opens what runs beside it (MPS, the GPU readings, the study's
+A search is four steps: its records open (:class:`~hpsearch.lifecycle.SearchRecords`:
+the study, then the tracker while the runner's session starts, a local Ray's
+processes taking seconds the driver would otherwise only wait; the parent run
+once the session is up), the session opens what runs beside it (MPS, the GPU readings, the study's
 access for other tools), :func:`~hpsearch.search_parts.build_search` wires the
 parts (pure wiring: nothing runs, nothing is started) and the session runs them until
 :func:`~hpsearch.search_parts.close_out` records what is left, however it ends.
