@@ -9,8 +9,9 @@ CONFIG ?= configs/phase1.yaml
 # subprocesses and servers, and two left the cores a fifth idle. A fresh clone's
 # make test (2026-11-27): 7 min 30 s, 7 min 58 s and 8 min 23 s with three; 8 min
 # 10 s, 8 min 25 s and 8 min 29 s with two. (Three once made the tests that train
-# slower than they gained, 14 min in CI, before the suite shared its Ray.) An idle
-# worker takes tests still queued for another (worksteal).
+# slower than they gained, 14 min in CI, before the suite shared its Ray.) make test
+# hands tests out one at a time, longest first (below); make check lets an idle
+# worker take tests still queued for another (worksteal).
 TEST_WORKERS ?= 3
 
 .PHONY: setup run debug test durations check lint ui docs clean gpu-kit gpu-calibrate

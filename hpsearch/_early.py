@@ -1,10 +1,9 @@
 """A context entered before it is needed, whose failure to enter is raised where it is used.
 
 The driver starts its runner's session (a local Ray: seconds of its processes
-starting) while its records open, but a session that could not start must fail
+starting) while its tracker opens, but a session that could not start must fail
 the search where it always did: inside the search's parent run, which ends
-FAILED with the one-line error. And a study with nothing left to do must say so
-without needing the session at all.
+FAILED with the one-line error, and only once the records say there is a search.
 """
 
 from __future__ import annotations

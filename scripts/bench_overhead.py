@@ -16,8 +16,8 @@ Each tool runs in a fresh process, and is timed as a user waits for it: ``wall_s
 from that process's start (its imports included) to the run's end (its Ray stopped),
 ``first_trial_s`` from the same start to the first trial's body running.
 ``run_wall_s`` is the time inside the run's call alone: it leaves out what a tool
-imports before it is called (Ray Tune's ``ray.tune`` and ``OptunaSearch``, about a
-second here) but not what hpsearch imports when it is (its runner, MLflow), so it
+imports before it is called (Ray Tune's ``ray.tune`` and ``OptunaSearch``, 0.8 s
+here) but not what hpsearch imports when it is (its runner, MLflow), so it
 is kept for reference only. (Up to 2026-11-27 ``wall_s`` was that inner time.)
 
 ``--gpus N`` is the packed case: N logical GPUs in the local Ray, each trial placed on

@@ -154,8 +154,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--record-durations",
         action="store_true",
-        help="write each test's seconds to tests/durations.json after a run in which all "
-        "passed (make durations): the order in which make test hands tests out",
+        help="merge each test's seconds into tests/durations.json after a run in which "
+        "all passed (make durations): the order in which make test hands tests out",
     )
 
 
