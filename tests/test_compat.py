@@ -53,6 +53,7 @@ def test_ray_still_starts_its_monitors_by_the_parameters_a_lean_start_sets() -> 
     # None would be made True by node.py's update_if_absent.
     assert lean.include_log_monitor is not None
     assert not lean.include_log_monitor
+    assert lean._system_config == _compat.NO_IDLE_WORKERS  # the raylet reads it (test_cluster)
     assert parameter.RayParams().no_monitor is False  # put back
 
 
