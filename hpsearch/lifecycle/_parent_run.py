@@ -26,7 +26,12 @@ from hpsearch.lifecycle._events import OPTUNA_STATE, TrialEnded
 from hpsearch.monitoring import render_report
 from hpsearch.oom import OomTally
 from hpsearch.placement import FusionSizer, GpuDecision, PackingAdmission
-from hpsearch.results import StudyResults, analysis_figures, write_pareto_csv
+from hpsearch.results import (
+    StudyResults,
+    analysis_figures,
+    load_figure_libraries,
+    write_pareto_csv,
+)
 from hpsearch.study import StudyHandle
 from hpsearch.telemetry import GpuMonitor
 from hpsearch.tracking import STUDY_TAG, RunStatus, Tracker
@@ -59,6 +64,7 @@ class ParentRun(TrialListener):
         self._handle = handle
         self._objectives = list(objectives)
         self._series_steps = itertools.count()
+        self._figures_loading = False
         # The study as it was before this search's first trial: read once.
         self._progress = SearchProgress(objectives, handle.study.get_trials(deepcopy=False))
 
@@ -79,7 +85,11 @@ class ParentRun(TrialListener):
     # -- while the search runs -----------------------------------------------------
 
     def on_ended(self, event: TrialEnded) -> None:
-        """Counts and best value so far, stepped by finished trials."""
+        """Counts and best value so far, stepped by finished trials; at the first, the
+        figures' libraries start loading (:func:`load_figure_libraries`)."""
+        if not self._figures_loading:
+            self._figures_loading = True
+            load_figure_libraries()
         self._progress.add(event)
         self.tracker.log_metrics(self.run_id, self._progress.metrics(), self._progress.step)
 

@@ -7,7 +7,12 @@ parent MLflow run, and ``_export`` (a config that runs one trial again).
 """
 
 from hpsearch.pruning import dominates  # kept here too: it was public here first
-from hpsearch.results._analysis import ANALYSIS_FOLDER, analysis_figures
+from hpsearch.results._analysis import (
+    ANALYSIS_FOLDER,
+    FIGURE_LIBRARIES,
+    analysis_figures,
+    load_figure_libraries,
+)
 from hpsearch.results._export import trial_config, write_trial_config
 from hpsearch.results._front_csv import CSV_FILE, write_pareto_csv
 from hpsearch.results._outcome import RunOutcome
@@ -16,12 +21,14 @@ from hpsearch.results._study import StudyResults, TrialResult, load
 __all__ = [
     "ANALYSIS_FOLDER",
     "CSV_FILE",
+    "FIGURE_LIBRARIES",
     "RunOutcome",
     "StudyResults",
     "TrialResult",
     "analysis_figures",
     "dominates",
     "load",
+    "load_figure_libraries",
     "trial_config",
     "write_pareto_csv",
     "write_trial_config",
