@@ -129,7 +129,8 @@ def returns_given(params: dict[str, Any], ctx: TrialContext) -> Any:
 def stuck(params: dict[str, Any], ctx: TrialContext) -> None:
     """Reports step 0, then, when ``x`` is above 0.5, gets stuck where no timer of its own
     can end it: ``how`` is ``sigstop`` (its process stops itself) or ``gil`` (a
-    catastrophic regex, which holds the GIL for ever)."""
+    catastrophic regex, which holds the GIL for ever); or, with ``sleep``, hangs as
+    :func:`hangs` does, where a stop reaches it."""
     import os
     import re
     import signal
@@ -137,7 +138,9 @@ def stuck(params: dict[str, Any], ctx: TrialContext) -> None:
     ctx.report(0, score=float(params["x"]))
     if float(params["x"]) <= 0.5:
         return
-    if params["how"] == "sigstop":
+    if params["how"] == "sleep":
+        time.sleep(3600)
+    elif params["how"] == "sigstop":
         os.kill(os.getpid(), signal.SIGSTOP)
     else:
         re.match(r"(a+)+$", "a" * 64 + "b")

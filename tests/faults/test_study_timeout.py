@@ -19,27 +19,22 @@ pytestmark = pytest.mark.process
 TIMEOUT_S, GRACE_S = 6, 4
 
 
-@pytest.mark.parametrize(
-    ("train", "space"),
-    [
-        ("hangs", {"steps": None}),  # asleep: Ray's own stop reaches it
-        ("stuck", {"steps": None, "how": "sigstop"}),  # stopped: the driver kills it
-    ],
-)
-def test_trials_running_past_the_timeout_and_its_grace_are_stopped_and_requeued(
-    write_config: ConfigWriter, project: Path, train: str, space: dict[str, object]
+def test_trials_asleep_or_stopped_past_the_timeout_and_its_grace_are_stopped_and_requeued(
+    write_config: ConfigWriter, project: Path
 ) -> None:
     path = write_config(
         {
-            "train": f"tests.train_functions:{train}",
-            "space": space,
+            "train": "tests.train_functions:stuck",
+            "space": {"steps": None, "how": ["sleep", "sigstop"]},
             "study": {"n_trials": 4, "timeout": TIMEOUT_S, "timeout_grace": GRACE_S},
             "execution": {"max_concurrent": 2},
         }
     )
     queued = open_study(load_config(path)).study
-    for x in (0.9, 0.8):  # both report step 0, then hang for an hour
-        queued.enqueue_trial({"x": x})
+    # Both report step 0, then hang for an hour: one asleep, which Ray's own stop
+    # reaches, and one stopped (SIGSTOP), which only the driver's kill ends.
+    queued.enqueue_trial({"x": 0.9, "how": "sleep"})
+    queued.enqueue_trial({"x": 0.8, "how": "sigstop"})
 
     started = time.monotonic()
     result = hpsearch_cli("run", str(path), timeout=240)
@@ -70,7 +65,7 @@ def test_trials_running_past_the_timeout_and_its_grace_are_stopped_and_requeued(
     # Ray's start, the timeout and its grace; not the hour the trials would hang.
     assert took < TIMEOUT_S + GRACE_S + 45, f"the search took {took:.0f} s"
     record_figures(
-        fault=f"trials still running after study.timeout and its grace ({train})",
+        fault="trials still running after study.timeout and its grace (asleep, stopped)",
         took_s=round(took, 1),
         timeout_s=TIMEOUT_S,
         grace_s=GRACE_S,
