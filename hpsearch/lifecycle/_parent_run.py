@@ -85,9 +85,10 @@ class ParentRun(TrialListener):
     # -- while the search runs -----------------------------------------------------
 
     def on_ended(self, event: TrialEnded) -> None:
-        """Counts and best value so far, stepped by finished trials; at the first, the
-        figures' libraries start loading (:func:`load_figure_libraries`)."""
-        if not self._figures_loading:
+        """Counts and best value so far, stepped by finished trials; at the first complete
+        one, the figures' libraries start loading (:func:`load_figure_libraries`: the
+        figures are drawn of complete trials, and a search with none draws none)."""
+        if not self._figures_loading and OPTUNA_STATE[event.outcome] is TrialState.COMPLETE:
             self._figures_loading = True
             load_figure_libraries()
         self._progress.add(event)

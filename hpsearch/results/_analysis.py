@@ -87,7 +87,7 @@ def load_figure_libraries() -> threading.Thread | None:
     """Start loading :data:`FIGURE_LIBRARIES` on a thread of their own; return it (``None``:
     all loaded already).
 
-    Called once trials are running, the libraries load while the search waits on
+    Called once a trial has completed, the libraries load while the search waits on
     its workers, not after its last trial: with them loaded, the figures of that
     search took 0.15 s. A library that fails to load here fails again, and is said,
     when the figures are drawn.

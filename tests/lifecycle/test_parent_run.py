@@ -5,12 +5,15 @@ from __future__ import annotations
 import random
 
 import optuna
+import pytest
 from optuna.trial import TrialState, create_trial
 
 from hpsearch.config import ObjectiveSpec
+from hpsearch.lifecycle import _parent_run
 from hpsearch.lifecycle._events import TrialEnded
-from hpsearch.lifecycle._parent_run import SearchProgress
+from hpsearch.lifecycle._parent_run import ParentRun, SearchProgress
 from hpsearch.placement import Admission
+from hpsearch.study import StudyHandle
 from hpsearch.trial.protocol import Outcome
 
 OBJECTIVES = [
@@ -69,3 +72,32 @@ def test_the_best_value_of_one_objective_follows_its_direction() -> None:
     progress.add(_ended(4, Outcome.PRUNED, None))
     assert progress.metrics()["best_loss"] == 0.3
     assert progress.metrics()["trials_pruned"] == 1
+
+
+class _Metrics:
+    """A tracker that keeps the metrics a parent run logs (all this test asks of one)."""
+
+    def __init__(self) -> None:
+        self.logged: list[dict[str, float]] = []
+
+    def log_metrics(self, run_id: str, metrics: dict[str, float], step: int) -> None:
+        self.logged.append(metrics)
+
+
+def test_the_figures_libraries_start_loading_at_the_first_complete_trial(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    started: list[str] = []
+    monkeypatch.setattr(_parent_run, "load_figure_libraries", lambda: started.append("loading"))
+    study = optuna.create_study(directions=["maximize", "minimize"])
+    storage = study._storage  # the in-memory study's own
+    handle = StudyHandle(study, storage, [])
+    tracker = _Metrics()
+    parent = ParentRun(tracker, "run", "name", handle, OBJECTIVES)  # type: ignore[arg-type]
+    parent.on_ended(_ended(0, Outcome.FAIL, None))
+    parent.on_ended(_ended(1, Outcome.PRUNED, None))
+    assert started == []  # no figure is drawn of a search without a complete trial
+    parent.on_ended(_ended(2, Outcome.COMPLETE, (0.9, 1.0)))
+    parent.on_ended(_ended(3, Outcome.COMPLETE, (0.8, 2.0)))
+    assert started == ["loading"]  # once
+    assert len(tracker.logged) == 4
