@@ -135,7 +135,7 @@ def test_the_kits_dry_run_runs_each_step_on_cpu(tmp_path: Path, only: str) -> No
         capture_output=True,
         text=True,
         check=False,
-        timeout=180,
+        timeout=400,  # a hang's backstop: each step has its own limit (90 s dry)
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     [summary_path] = (tmp_path / "benchmarks" / "results").glob("gpu-evidence-*.json")
