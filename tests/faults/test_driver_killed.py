@@ -37,16 +37,21 @@ def test_a_rerun_right_after_a_kill_reclaims_the_dead_drivers_trials_and_finishe
     root = Path(tempfile.mkdtemp(prefix="rk", dir="/tmp"))
     first = drivers.start(path, env={**os.environ, "RAY_TMPDIR": str(root)})
 
+    # Ray's processes: the driver's descendants (the agents' command lines name no folder),
+    # read before the study, so that the kill follows the read that found two running
+    # at once (on a slow machine both could end in between, and none be left to reclaim).
+    its_ray: dict[int, int | None] = {}
+
     def one_done_two_running() -> bool:
+        its_ray.clear()
+        its_ray.update({pid: start_time(pid) for pid in descendants(first.pid)})
         states = [t.state.name for t in study_trials()]
         return states.count("COMPLETE") >= 1 and states.count("RUNNING") == 2
 
     wait_for(one_done_two_running, 180, "a completed trial and two running")
-    before = {t.number: t.value for t in study_trials() if t.state.name == "COMPLETE"}
-    # Ray's processes: the driver's descendants (the agents' command lines name no folder).
-    its_ray = {pid: start_time(pid) for pid in descendants(first.pid)}
     os.kill(first.pid, signal.SIGKILL)  # the driver only, as `kill -9 PID` would
     first.communicate()
+    before = {t.number: t.value for t in study_trials() if t.state.name == "COMPLETE"}
 
     def its_ray_is_gone() -> bool:
         found = subprocess.run(["pgrep", "-f", str(root)], capture_output=True, check=False)
