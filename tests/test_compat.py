@@ -172,6 +172,59 @@ def test_optunas_ask_still_creates_a_trial_as_the_driver_does_when_none_waits() 
     )
 
 
+def test_a_new_trial_on_a_database_is_the_trial_optuna_reads_back(tmp_path: Path) -> None:
+    # study/_handle.py's new trial, on Optuna's cached RDB storage, is built on the
+    # trial the storage cached as it created it: what Trial.__init__ sets, unread.
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path}/s.db")
+    init = inspect.getsource(optuna.Trial.__init__)
+    assert "self._cached_frozen_trial = self.storage.get_trial(self._trial_id)" in init
+    assert "self.study.sampler.before_trial(study, self._cached_frozen_trial)" in init
+    trial, trial_id = _compat.new_optuna_trial(study)
+    read = optuna.Trial(study, trial_id)
+    assert set(vars(trial)) == set(vars(read))
+    assert trial._cached_frozen_trial == read._cached_frozen_trial
+    assert trial._cached_frozen_trial is not read._cached_frozen_trial
+    assert (trial.study, trial.storage, trial._fixed_params) == (study, study._storage, {})
+    # Still the trial Optuna samples and records through, and its cache is its own.
+    value = trial.suggest_float("x", 0.0, 1.0)
+    trial.set_user_attr("k", 1)
+    assert study.trials[0].params == {"x": value}
+    assert study.trials[0].user_attrs == {"k": 1}
+
+
+def test_mlflows_sqlite_settings_are_still_three_pragmas_set_per_session(tmp_path: Path) -> None:
+    # tracking/_mlflow.py gives a SQLite store's connections MLflow's settings as they
+    # connect; its sessions then run without them.
+    import sqlalchemy
+    from mlflow.store.db import db_types
+    from mlflow.store.db import utils as db_utils
+    from mlflow.tracking import MlflowClient
+
+    sessions = inspect.getsource(db_utils._get_managed_session_maker)
+    said = [line.strip() for line in sessions.splitlines() if "PRAGMA" in line]
+    assert said == [f'session.execute(sql.text("{p}"))' for p in _compat.MLFLOW_SQLITE_PRAGMAS]
+    assert "if db_type == SQLITE:" in sessions
+    assert db_types.SQLITE == "sqlite"  # what the store's db_type is read against
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/runs.db")
+    assert _compat.mlflow_sqlite_settings_per_connection(client)
+    store = client._tracking_client.store
+    statements: list[str] = []
+    sqlalchemy.event.listen(
+        store.engine, "before_cursor_execute", lambda *a: statements.append(a[2])
+    )
+    with store.ManagedSessionMaker() as session:
+        foreign_keys = session.execute(sqlalchemy.text("PRAGMA foreign_keys")).scalar()
+        timeout = session.execute(sqlalchemy.text("PRAGMA busy_timeout")).scalar()
+        like = session.execute(sqlalchemy.text("SELECT 'a' LIKE 'A'")).scalar()
+    assert (foreign_keys, timeout, like) == (1, 20000, 0)
+    assert not [s for s in statements if "PRAGMA" in s and "=" in s]  # none per session
+    experiment = client.create_experiment("e")  # the store still writes through them
+    assert client.get_experiment(experiment).name == "e"
+    assert not _compat.mlflow_sqlite_settings_per_connection(
+        MlflowClient(tracking_uri="http://127.0.0.1:9")  # a server: not set here
+    )
+
+
 def test_optunas_tell_is_still_its_private_tell_and_a_read_back() -> None:
     # lifecycle/_tell.py tells through _tell_with_warning, as Study.tell does, and skips
     # the read back of the told trial (and its deep copy) that Study.tell returns.

@@ -20,6 +20,7 @@ from mlflow.entities import Experiment, Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
+from hpsearch._compat import mlflow_sqlite_settings_per_connection
 from hpsearch._locks import store_lock
 from hpsearch._sqlite import write_ahead
 from hpsearch.errors import HpsearchError
@@ -126,6 +127,7 @@ class MlflowTracker:
         with store_lock(self.uri):  # another driver may be creating the store
             seed_new_store(self.uri)
             self._client = MlflowClient(tracking_uri=self.uri)
+            mlflow_sqlite_settings_per_connection(self._client)
             self._open_experiment(uri, experiment, artifact_location)
         self.experiment_name = experiment
 
