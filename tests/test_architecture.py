@@ -179,3 +179,14 @@ def test_the_modules_users_imported_before_the_split_still_import_the_same_objec
     assert trainable.tune_train is adapters.tune_train
     old_space = importlib.import_module("hpsearch.tune_space")
     assert old_space.space_from_tune is tune_space.space_from_tune
+
+
+def test_the_trial_seam_names_its_public_modules() -> None:
+    import importlib
+
+    import hpsearch.trial
+
+    modules = {p.stem for p in (PACKAGE / "trial").glob("*.py") if not p.stem.startswith("_")}
+    assert set(hpsearch.trial.__all__) == modules
+    for name in hpsearch.trial.__all__:
+        assert importlib.import_module(f"hpsearch.trial.{name}").__doc__, name

@@ -8,3 +8,18 @@ What runs in the worker is :mod:`hpsearch.worker`; the user's code as it is call
 :mod:`hpsearch.adapters`. The modules are imported by name (a worker and the config
 each import only what they need).
 """
+
+__all__ = [
+    "checkpoints",
+    "context",
+    "death",
+    "members",
+    "other_tools",
+    "protocol",
+    "script",
+    "seeds",
+    "text_metrics",
+    "tune_trainable",
+]
+"""Its public modules (imported by name: ``from hpsearch.trial import protocol`` loads that
+one alone)."""
