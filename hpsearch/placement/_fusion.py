@@ -12,6 +12,7 @@ jumps to what fits rather than one doubling per measured group.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
@@ -110,6 +111,13 @@ class FusionSizer:
     way, a group that ran out of memory caps its shape below its size. Each
     change is a decision with its reason.
 
+    A group is one process among those packing places on its GPU, and gets the
+    share of the GPU's memory its launch is admitted with. Where the evidence
+    says what a member asks of the memory, a group holds no more members than fit
+    in that share (:meth:`members_within`): sized by the whole GPU, groups doubled
+    to 16 while packing, from the profiles of smaller groups, still placed eight
+    processes, and the GPU ran out of memory.
+
     Args:
         max_members: the most members a group holds (``fusion.max_members``, or
             ``fusion.members`` when fixed).
@@ -136,6 +144,9 @@ class FusionSizer:
         self._next: dict[Hashable, int] = {}
         self._settled: dict[Hashable, int] = {}
         self._groups: dict[int, tuple[Hashable, int]] = {}
+        self._member_share: dict[Hashable, float] = {}
+        """Per shape, the most of a GPU's usable memory one member was measured to ask."""
+        self._share_caps: set[tuple[Hashable, int]] = set()
         self._start = min(2, max_members)
         """Where a shape not measured yet starts: two, or what the evidence fits."""
         self.decisions: list[dict[str, object]] = []
@@ -163,6 +174,28 @@ class FusionSizer:
         else:
             wanted = self._next.get(shape, self._start)
         return min(wanted, self._caps.get(shape, wanted))
+
+    def members_within(self, shape: Hashable, share: float) -> int:
+        """The member count of the next group of ``shape``, in a launch admitted with
+        ``share`` of its GPU: no more members than that share of the memory holds, by
+        what a member of the shape (or, not measured yet, of any shape) was measured
+        to ask."""
+        wanted = self.members(shape)
+        known = self._member_share.get(shape) or max(self._member_share.values(), default=0.0)
+        if wanted < 2 or known <= 0 or not 0 < share < 1:
+            return wanted
+        cap = max(1, math.floor(share / known))
+        if cap >= wanted:
+            return wanted
+        if (shape, cap) not in self._share_caps:
+            self._share_caps.add((shape, cap))
+            self._record(
+                shape,
+                cap,
+                f"{cap} member(s) in a launch of {share:.0%} of its GPU: a member asks "
+                f"{known:.1%} of its usable memory",
+            )
+        return cap
 
     def launched(self, number: int, shape: Hashable, members: int) -> None:
         """A group of ``members`` of ``shape`` started, its first trial ``number``: the
@@ -198,6 +231,9 @@ class FusionSizer:
                 + f"; a member: {arithmetic}"
             )
 
+        if memory is not None and fitted.usable_memory_mb:
+            known = self._member_share.get(shape, 0.0)
+            self._member_share[shape] = max(known, memory / fitted.usable_memory_mb)
         if fitted.by_memory is not None and fitted.by_memory < self._caps.get(shape, self._max):
             self._caps[shape] = fitted.by_memory
             self._record(shape, fitted.by_memory, f"at most {fitted.by_memory}: {said()}")

@@ -122,3 +122,27 @@ def test_evidence_of_a_busy_or_large_group_grows_nothing_and_memory_caps_the_sha
     assert not fixed.decisions
     sizer.evidence(99, TrialProfile(99, 1.0, 100.0), memory_total_mb=80_000.0)  # unknown launch
     assert sizer.members("new") == 2
+
+
+def test_a_group_holds_no_more_members_than_its_launchs_share_of_memory_fits() -> None:
+    # The lab's short trials: a group of 2 measured 6% of a 73 GB GPU and 3486 MiB, so
+    # 16 members fit the whole GPU, but a launch among eight packed on it gets 1/8.
+    sizer = FusionSizer(max_members=16, clock=lambda: 0.0)
+    shape = ("w256",)
+    sizer.launched(4, shape, sizer.members_within(shape, 0.125))
+    sizer.evidence(4, TrialProfile(4, 6.0, 3486.0), memory_total_mb=73_403.0)
+    assert sizer.members(shape) == 16  # by the whole GPU
+    # A member asks 1743 MiB of 66 063 usable (2.6%): 4 in an eighth, 16 in the whole.
+    assert sizer.members_within(shape, 0.125) == 4
+    assert sizer.members_within(shape, 1.0) == 16
+    assert sizer.members_within(shape, 0.0) == 16  # no share given: the sizer's count
+    assert sizer.members_within(("w512",), 0.25) == 9  # a shape not measured: the same member
+    said = [str(d["reason"]) for d in sizer.decisions]
+    assert "4 member(s) in a launch of 12% of its GPU: a member asks 2.6%" in said[-2]
+    sizer.members_within(shape, 0.125)
+    assert len(sizer.decisions) == len(said)  # said once per shape and count
+    # A fixed size is the user's: no share caps it.
+    fixed = FusionSizer(max_members=8, grow=False)
+    fixed.launched(1, shape, 8)
+    fixed.evidence(1, TrialProfile(1, 6.0, 3486.0), memory_total_mb=73_403.0)
+    assert fixed.members_within(shape, 0.125) == 8
