@@ -30,7 +30,7 @@ class FusionPlan:
         """What a group's members share, as values: the shape of a group."""
         return tuple(params.get(name) for name in self.shared)
 
-    def members_for(self, params: Mapping[str, Any], gpus: float = 0.0) -> int:
+    def members_for(self, params: Mapping[str, Any], gpus: float) -> int:
         """The members of a group whose first trial has ``params``, in a launch admitted
         with ``gpus`` of a GPU (a share under one: no more than its memory holds)."""
         return self.sizer.members_within(self.shape(params), gpus)
