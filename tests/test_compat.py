@@ -201,6 +201,10 @@ def test_mlflows_sqlite_settings_are_still_three_pragmas_set_per_session(tmp_pat
     from mlflow.tracking import MlflowClient
 
     sessions = inspect.getsource(db_utils._get_managed_session_maker)
+    assert list(inspect.signature(db_utils._get_managed_session_maker).parameters) == [
+        "SessionMaker",
+        "db_type",
+    ]
     said = [line.strip() for line in sessions.splitlines() if "PRAGMA" in line]
     assert said == [f'session.execute(sql.text("{p}"))' for p in _compat.MLFLOW_SQLITE_PRAGMAS]
     assert "if db_type == SQLITE:" in sessions
