@@ -122,6 +122,37 @@ def lean_local_ray() -> Iterator[None]:
         parameter.RayParams.__init__ = original  # type: ignore[method-assign]
 
 
+TUNE_END_WAIT_S = 5
+"""How long Tune's end of an experiment waits for its workers to stop before it kills the
+rest (``TuneController._cleanup_trials``: at most 5 s)."""
+
+
+@contextmanager
+def tune_kills_stuck_workers_at_its_end_wait() -> Iterator[None]:
+    """While Tune runs, a worker that has not stopped when its experiment ends is killed
+    after Tune's own wait for them (:data:`TUNE_END_WAIT_S`), not 10 s after it was asked.
+
+    Tune's end waits up to 5 s for its workers to stop, then gives each one still there
+    until ``_actor_force_cleanup_timeout`` (10 s, set in ``TuneController.__init__``, no
+    setting reads it) from when it was asked, before it kills it. A worker that cannot
+    stop (stopped with SIGSTOP, a C loop holding the GIL) held a search that
+    ``study.timeout_grace`` had stopped, or that Ctrl-C or a failure ended, 5 s more.
+    """
+    from ray.tune.execution import tune_controller
+
+    original = tune_controller.TuneController.__init__
+
+    def sooner(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        self._actor_force_cleanup_timeout = TUNE_END_WAIT_S
+
+    tune_controller.TuneController.__init__ = sooner  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        tune_controller.TuneController.__init__ = original  # type: ignore[method-assign]
+
+
 @contextmanager
 def tune_max_pending_trials(count: int) -> Iterator[None]:
     """Let Tune start up to ``count`` trials at once (it reads this when ``fit()`` starts)."""

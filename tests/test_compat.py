@@ -251,3 +251,20 @@ def test_optunas_tell_is_still_its_private_tell_and_a_read_back() -> None:
     _compat.tell_optuna(study, pruned, state=optuna.trial.TrialState.PRUNED)
     told = study.get_trials(deepcopy=False)
     assert [(t.state.name, t.values) for t in told] == [("COMPLETE", [0.7]), ("PRUNED", [0.25])]
+
+
+def test_tune_still_gives_workers_that_do_not_stop_ten_seconds_at_its_end() -> None:
+    # runner/_tune.py kills them after Tune's own 5 s wait at the end of its run.
+    from ray.tune.execution import tune_controller
+
+    controller = tune_controller.TuneController
+    assert "self._actor_force_cleanup_timeout: int = 10" in inspect.getsource(controller.__init__)
+    end = inspect.getsource(controller._cleanup_trials)
+    assert f"time.monotonic() - start < {_compat.TUNE_END_WAIT_S}" in end
+    assert "self._cleanup_stopping_actors(force_all=True)" in end
+    force = inspect.getsource(controller._cleanup_stopping_actors)
+    assert "< self._actor_force_cleanup_timeout" in force
+    original = controller.__init__
+    with _compat.tune_kills_stuck_workers_at_its_end_wait():
+        assert controller.__init__ is not original
+    assert controller.__init__ is original

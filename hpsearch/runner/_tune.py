@@ -17,7 +17,7 @@ import ray
 from ray import tune
 from ray.tune.experiment import Trial
 
-from hpsearch._compat import tune_max_pending_trials
+from hpsearch._compat import tune_kills_stuck_workers_at_its_end_wait, tune_max_pending_trials
 from hpsearch.config import ExecutionSpec, TelemetrySpec
 from hpsearch.interrupts import (
     note_interrupted,
@@ -142,6 +142,7 @@ class _RaySession(RunnerSession):
         # packed GPU must be able to start together.
         with (
             tune_max_pending_trials(max_pending),
+            tune_kills_stuck_workers_at_its_end_wait(),
             on_sigterm(lambda: self._close_if_ray_died(failure)),
         ):
             tuner.fit()
