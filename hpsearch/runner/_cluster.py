@@ -146,10 +146,11 @@ GCS_CHECK_TIMEOUT_S = 1
 """How long one question to a local Ray's control store may wait for its answer (seconds)."""
 
 
-def local_ray_died(wait_s: float) -> bool:
+def local_ray_died(wait_s: float, done: Callable[[], bool] = lambda: False) -> bool:
     """Whether the control store (GCS) of a Ray this process started stops answering (or
-    ends) within ``wait_s``: a SIGTERM to the whole process group stops it, the process
-    itself lingering a while. ``False`` for a cluster joined by address.
+    ends) within ``wait_s``, or before ``done()``: a SIGTERM to the whole process group
+    stops it, the process itself lingering a while. ``False`` for a cluster joined by
+    address.
     """
     node = getattr(ray._private.worker, "_global_node", None)  # the Ray this process started
     infos = getattr(node, "all_processes", {}).get("gcs_server", []) if node else []
@@ -160,12 +161,14 @@ def local_ray_died(wait_s: float) -> bool:
     if client is None:
         return gcs.poll() is not None
     deadline, failed = time.monotonic() + wait_s, 0
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not done():
         try:
             client.internal_kv_get(b"alive", b"hpsearch", timeout=GCS_CHECK_TIMEOUT_S)
             failed = 0
         except Exception:  # Ray's RpcError: it did not answer in time
             failed += 1
+        if done():
+            return False  # what was watched ended first: Ray's own shutdown may follow
         if gcs.poll() is not None or failed >= 2:
             return True
         time.sleep(0.2)

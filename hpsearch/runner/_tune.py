@@ -49,8 +49,10 @@ from hpsearch.runner._tune_dicts import launch_of
 from hpsearch.simulation import SimulatedSpec
 from hpsearch.telemetry import ClusterReadings, GpuMonitor
 
-LOST_RAY_WAIT_S = 3.0
-"""After a SIGTERM, how long the driver watches its local Ray for having been stopped too."""
+LOST_RAY_WAIT_S = 45.0
+"""After a SIGTERM, how long at most the driver watches its local Ray for having been
+stopped too, while Tune runs: under 60 s, after which Ray's own client ends a process
+whose control store is gone (exit 1). A loaded machine took over 3 s to end it."""
 LOST_RAY_LOCK_S = 10.0
 """How long the close-out without Ray waits for the driver's side of Tune to finish."""
 
@@ -140,24 +142,29 @@ class _RaySession(RunnerSession):
         )
         # With a custom searcher Tune lets one trial start at a time; trials of a
         # packed GPU must be able to start together.
+        fitted = threading.Event()
         with (
             tune_max_pending_trials(max_pending),
             tune_kills_stuck_workers_at_its_end_wait(),
-            on_sigterm(lambda: self._close_if_ray_died(failure)),
+            on_sigterm(lambda: self._close_if_ray_died(failure, fitted.is_set)),
         ):
-            tuner.fit()
+            try:
+                tuner.fit()
+            finally:
+                fitted.set()  # Tune ended (Ray still there): no close-out without it
             if _tune_caught_sigint():
                 note_interrupted()
         failure.raise_first()  # now that Tune has stopped the trials
 
-    def _close_if_ray_died(self, failure: Failure) -> None:
-        """After a SIGTERM: if it stopped the local Ray too, close out without it and exit.
+    def _close_if_ray_died(self, failure: Failure, fitted: Callable[[], bool]) -> None:
+        """After a SIGTERM: if it stopped the local Ray too (before Tune ended: ``fitted``),
+        close out without it and exit.
 
         Tune's own ending then waits on Ray's control store for a minute and the process
         dies without a word, leaving its trials and runs RUNNING; here they are
         recorded as for Ctrl-C (queued again, KILLED) instead.
         """
-        if self._close is None or not local_ray_died(LOST_RAY_WAIT_S):
+        if self._close is None or not local_ray_died(LOST_RAY_WAIT_S, fitted):
             return
         # What runs on the driver's side of Tune finishes first (Tune's thread then hangs in Ray).
         locked = failure.lock.acquire(timeout=LOST_RAY_LOCK_S)
