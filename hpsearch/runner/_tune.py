@@ -140,9 +140,9 @@ class _RaySession(RunnerSession):
                 failure_config=tune.FailureConfig(max_failures=0),
             ),
         )
+        fitted = threading.Event()
         # With a custom searcher Tune lets one trial start at a time; trials of a
         # packed GPU must be able to start together.
-        fitted = threading.Event()
         with (
             tune_max_pending_trials(max_pending),
             tune_kills_stuck_workers_at_its_end_wait(),
