@@ -107,6 +107,7 @@ def one(config_path: Path, mode: str, trials: int | None) -> dict[str, Any]:
         with GpuReadings() as gpu:
             outcome = hpsearch.run("main.yaml")
         trials_done = outcome.results.study.trials
+        ramp = packing_ramp(Path(folder))
     values = [t.values[0] for t in trials_done if t.values]
     return {
         "time_to_budget_s": round(outcome.elapsed_s, 1),
@@ -115,6 +116,33 @@ def one(config_path: Path, mode: str, trials: int | None) -> dict[str, Any]:
         "pruned": sum(t.state.name == "PRUNED" for t in trials_done),
         "best_val_accuracy": max(values, default=None),
         "gpu": gpu.summary(),
+        "packing": ramp,
+    }
+
+
+def packing_ramp(folder: Path, keep: int = 24) -> dict[str, Any]:
+    """What packing decided in the search run under ``folder`` (its MLflow artifact
+    ``packing_decisions.json``): the highest count of trial processes per GPU, whether
+    MPS was judged, and the first ``keep`` decisions (time, count, reason)."""
+    found = sorted(folder.rglob("packing_decisions.json"))
+    if not found:
+        return {"decisions": 0}
+    decisions = json.loads(found[-1].read_text(encoding="utf-8"))
+    placed = [d for d in decisions if d.get("decides") == "processes"]
+    began = float(placed[0].get("time") or 0.0) if placed else 0.0
+    return {
+        "decisions": len(decisions),
+        "max_processes_per_gpu": max((int(d["limit"]) for d in placed), default=None),
+        "mps": [d["mps"] for d in placed if "mps" in d],
+        "first": [
+            {
+                "t_s": round(float(d.get("time") or 0.0) - began, 2),
+                "limit": d["limit"],
+                "running": d.get("running"),
+                "reason": d.get("reason"),
+            }
+            for d in placed[:keep]
+        ],
     }
 
 
