@@ -191,12 +191,7 @@ def lab_config(
     # Whether the budget's trials differ in length: the sampler then must suggest the
     # same ones in every mode, or modes would compare lengths, not packing.
     varied = not scripted or any(isinstance(space[k], list) for k in ("epochs", "steps_per_epoch"))
-    packing: dict[str, Any] = {"mode": mode}
-    members = 1
-    if mode.startswith("fixed"):
-        per_gpu, _, fused = mode.removeprefix("fixed").partition("x")
-        packing = {"mode": "fixed", "trials_per_gpu": int(per_gpu)}
-        members = int(fused or 1)
+    packing, members = packing_of(mode)
     fusing: dict[str, Any] = {"mode": "off"}
     if fusion and mode == "auto":
         fusing = {"mode": "auto", "max_members": max(FUSED), "train": MEMBERS_TRAIN}
@@ -231,6 +226,15 @@ def lab_config(
     }
 
 
+def packing_of(mode: str) -> tuple[dict[str, Any], int]:
+    """A mode's ``packing`` section and members per fused group: ``off``, ``auto``, or
+    ``fixedP`` (P trial processes per GPU) and ``fixedPxM`` (each a group of M)."""
+    if not mode.startswith("fixed"):
+        return {"mode": mode}, 1
+    per_gpu, _, fused = mode.removeprefix("fixed").partition("x")
+    return {"mode": "fixed", "trials_per_gpu": int(per_gpu)}, int(fused or 1)
+
+
 def real_config(name: str, mode: str, trials: int) -> dict[str, Any]:
     """A search on the NVIDIA GPU: the digits MLP (leaves it idle) or a large CNN→LSTM."""
     if name == "idle-digits":
@@ -261,7 +265,7 @@ def real_config(name: str, mode: str, trials: int) -> dict[str, Any]:
         "objective": {"metric": "val_accuracy", "direction": "maximize"},
         "train": train,
         "space": space,
-        "packing": {"mode": mode, "probe_seconds": 5, "cooldown_seconds": 20},
+        "packing": {**packing_of(mode)[0], "probe_seconds": 5, "cooldown_seconds": 20},
         "telemetry": {"backend": "nvml", "interval_s": 0.5},
     }
 

@@ -121,6 +121,25 @@ def test_the_kits_steps_run_in_the_order_of_value_it_promises(tmp_path: Path) ->
     ]
 
 
+def test_each_packing_mode_the_gpu_step_runs_is_a_config_hpsearch_accepts(tmp_path: Path) -> None:
+    # The GPU step's modes never run on CPU (no NVML): a mode the config refuses would
+    # first show on the lent GPU, as fixed2 once did, and cost a call.
+    import bench_packing
+
+    (packing,) = [s for s in gpu_evidence.steps(tmp_path, "tag") if s.name == "packing"]
+    modes = packing.real[packing.real.index("--modes") + 1].split(",")
+    workload = packing.real[packing.real.index("--workloads") + 1]
+    assert {"off", "auto", "fixed8", bench_packing.RAY_TUNE} <= set(modes)
+    for mode in set(modes) - {bench_packing.RAY_TUNE}:
+        path = tmp_path / f"{mode}.yaml"
+        path.write_text(yaml.safe_dump(bench_packing.real_config(workload, mode, 16)))
+        config = load_config(path)
+        expected = "fixed" if mode.startswith("fixed") else mode
+        assert config.packing.mode == expected
+        if mode.startswith("fixed"):
+            assert config.packing.trials_per_gpu == int(mode.removeprefix("fixed"))
+
+
 @pytest.mark.process
 @pytest.mark.parametrize(
     "only",
