@@ -113,7 +113,8 @@ def test_the_kit_fits_one_call_and_unpacks_to_a_site_where_the_stack_imports(
 def test_the_kits_steps_run_in_the_order_of_value_it_promises(tmp_path: Path) -> None:
     names = [step.name for step in gpu_evidence.steps(tmp_path, "tag")]
     assert names == [
-        "pytest-gpu", "main-job", "packing", "sharing", "fusion", "gpm", "oom", "knobs"
+        "pytest-gpu", "main-job", "packing", "cold-start", "sharing", "fusion", "gpm", "oom",
+        "knobs",
     ]  # fmt: skip
     # Only what needs a GPU has no dry run (and unpack: the dry run uses this venv).
     assert [step.name for step in gpu_evidence.steps(tmp_path, "tag") if step.dry is None] == [
@@ -144,7 +145,7 @@ def test_each_packing_mode_the_gpu_step_runs_is_a_config_hpsearch_accepts(tmp_pa
 @pytest.mark.parametrize(
     "only",
     # In three runs that the suite's workers share (one run of them all took 90-120 s).
-    ["pytest-gpu,packing,oom,knobs", "main-job", "sharing,fusion"],
+    ["pytest-gpu,packing,oom,knobs", "main-job,cold-start", "sharing,fusion"],
 )
 def test_the_kits_dry_run_runs_each_step_on_cpu(tmp_path: Path, only: str) -> None:
     command = [sys.executable, "scripts/gpu_evidence.py", "--dry-run", "--only", only]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -76,12 +77,21 @@ def test_unknown_parameter_is_an_error() -> None:
     assert resolve_params({"precision": "bf16"})["precision"] == "bf16"  # a toolkit knob
 
 
-def test_split_is_fixed_and_stratified() -> None:
-    x_train, _, x_val, y_val = load_split()
-    assert x_train.shape[1] == 64
-    assert len(x_val) == 360
-    assert set(y_val.tolist()) == set(range(10))
-    assert float(x_train.max()) <= 1.0
+def test_split_is_fixed_and_stratified_and_read_without_importing_scikit_learn(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "sklearn", None)  # any import of it now fails
+    load_split.cache_clear()
+    x_train, y_train, x_val, y_val = load_split()
+    assert len(x_train) + len(x_val) == 1797  # every sample, each on one side
+    assert x_val.shape[1] == 64
+    assert float(x_train.min()) == 0.0
+    assert float(x_train.max()) == 1.0
+    for digit in range(10):  # each class gives a fifth of its samples to validation
+        in_train, in_val = int((y_train == digit).sum()), int((y_val == digit).sum())
+        assert in_val == round((in_train + in_val) * 0.2)
+    load_split.cache_clear()
+    assert load_split()[3].tolist() == y_val.tolist()  # fixed: the same split every time
 
 
 def test_an_interrupted_trial_resumes_after_its_last_checkpoint(tmp_path: Path) -> None:
