@@ -107,7 +107,7 @@ def one(config_path: Path, mode: str, trials: int | None) -> dict[str, Any]:
         with GpuReadings() as gpu:
             outcome = hpsearch.run("main.yaml")
         trials_done = outcome.results.study.trials
-        ramp = packing_ramp(Path(folder))
+        ramp = {**packing_ramp(Path(folder)), **mps_said(outcome)}
     values = [t.values[0] for t in trials_done if t.values]
     return {
         "time_to_budget_s": round(outcome.elapsed_s, 1),
@@ -118,6 +118,23 @@ def one(config_path: Path, mode: str, trials: int | None) -> dict[str, Any]:
         "gpu": gpu.summary(),
         "packing": ramp,
     }
+
+
+def mps_said(outcome: Any) -> dict[str, Any]:
+    """What MPS did in the search (the parent run's ``hpsearch.mps`` tag) and how many of
+    its trials ran as MPS clients (their runs' tag), read from the MLflow store here."""
+    import mlflow
+
+    from hpsearch.config import load_config
+
+    if outcome.mlflow_parent_run_id is None:
+        return {}
+    client = mlflow.MlflowClient(tracking_uri=load_config("main.yaml").tracking.uri)
+    tags = client.get_run(outcome.mlflow_parent_run_id).data.tags
+    clients = client.search_runs(
+        [outcome.mlflow_experiment_id], filter_string="tags.`hpsearch.mps` = 'on'"
+    )
+    return {"mps_detail": tags.get("hpsearch.mps"), "trials_as_mps_clients": len(clients)}
 
 
 def packing_ramp(folder: Path, keep: int = 24) -> dict[str, Any]:
