@@ -27,9 +27,8 @@ the run goes on. Each prints a line per finished trial or measurement.
 8. ``oom``: ``bench_oom.py --real --share 2``;
 9. ``knobs``: ``bench_knobs.py --device cuda``.
 
-The first four's limits add up to 8 minutes; from the 2026-11-26 H200 run's times
-(10 s of GPU tests, 62 s for the main job with packing off, 17.5 s for a packing
-mode of 8 trials) they should take about 5. Every result goes to
+On an H200 (2026-11-27) the first five took 9 s to unpack, then 22, 100-105, 122, 31
+and 95 s: with ``--deadline 500`` one call covers them. Every result goes to
 ``$OUT/benchmarks/results/<name>-<date>-<gpu>.json``
 (``$OUT`` unset: ``benchmarks/results/``), with ``gpu-evidence-<date>-<gpu>.json``
 summing up: the GPU, driver and CUDA versions, each step's outcome and seconds,
