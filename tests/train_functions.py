@@ -5,10 +5,13 @@ from __future__ import annotations
 import math
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import hpsearch
 from hpsearch import TrialContext, TrialPruned
+
+GATE_WAIT_S = 240.0
 
 
 def quick(params: dict[str, Any], ctx: TrialContext) -> None:
@@ -18,9 +21,18 @@ def quick(params: dict[str, Any], ctx: TrialContext) -> None:
 
 
 def timed(params: dict[str, Any], ctx: TrialContext) -> None:
-    """Sleeps ``sleep`` seconds and reports when it ran and with what Ray gave it."""
+    """Sleeps ``sleep`` seconds and reports when it ran and with what Ray gave it.
+
+    With ``gate`` (a path) and ``hold_from`` (a trial number), trials from that number
+    on then wait (up to ``GATE_WAIT_S``) for the file to exist before they report: a
+    test holds a search in a state it must see, however slowly the machine runs."""
     started = time.time()
     time.sleep(float(params.get("sleep", 1.0)))
+    gate = params.get("gate")
+    if gate and ctx.trial_number >= int(params.get("hold_from", 0)):
+        waited_until = time.monotonic() + GATE_WAIT_S
+        while not Path(gate).exists() and time.monotonic() < waited_until:
+            time.sleep(0.1)
     ctx.report(
         0,
         score=float(params["x"]),

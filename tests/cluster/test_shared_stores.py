@@ -38,6 +38,7 @@ def test_two_drivers_share_a_postgresql_study_and_a_killed_ones_trials_run_again
     mlflow_server: MlflowServer,
 ) -> None:
     storage = postgres.create_database("optuna")
+    gate = project / "gate"
     name = f"shared-{os.getpid()}-{time.monotonic_ns()}"  # one MLflow server per session
     path = write_config(
         {
@@ -49,7 +50,9 @@ def test_two_drivers_share_a_postgresql_study_and_a_killed_ones_trials_run_again
             },
             "tracking": {"uri": mlflow_server.uri},
             "train": "tests.train_functions:timed",
-            "space": {"sleep": TRIAL_S, "steps": None},
+            # Trials from the third on hold at the gate until the kill: on a slow machine
+            # one driver could otherwise spend the budget before the other ran a trial.
+            "space": {"sleep": TRIAL_S, "steps": None, "gate": str(gate), "hold_from": 2},
             "execution": {"max_concurrent": 1},
         }
     )
@@ -67,6 +70,9 @@ def test_two_drivers_share_a_postgresql_study_and_a_killed_ones_trials_run_again
             return []
 
     def both_running_after_a_completed_one() -> bool:
+        for driver in (doomed, survivor):
+            if driver.poll() is not None:  # said at once, with why, not after the wait
+                raise AssertionError(f"a driver ended first: {driver.communicate()[1][-3000:]}")
         found = trials()
         states = Counter(t.state.name for t in found)
         # Launched: a trial killed before its launch is covered in tests/lifecycle.
@@ -76,6 +82,7 @@ def test_two_drivers_share_a_postgresql_study_and_a_killed_ones_trials_run_again
     wait_for(both_running_after_a_completed_one, 180, "two completed trials and two launched")
     os.kill(doomed.pid, signal.SIGKILL)  # the driver only, as `kill -9 PID` would
     doomed.communicate()
+    gate.touch()
     out, stderr = survivor.communicate(timeout=GRACE_S + 180)
 
     assert survivor.returncode == 0, stderr[-3000:]
