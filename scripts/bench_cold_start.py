@@ -39,7 +39,7 @@ STAGES = (
 )
 
 
-def stages(device: str) -> dict[str, float]:
+def stages(device: str, epochs: int) -> dict[str, float]:
     """One fresh process's seconds per stage (run as ``--one``)."""
     seconds: dict[str, float] = {}
     mark = time.perf_counter()
@@ -55,6 +55,8 @@ def stages(device: str) -> dict[str, float]:
     lap("import_ray")
     import torch
 
+    if device == "cpu":
+        torch.set_num_threads(1)  # as in a Ray worker of one CPU (OMP_NUM_THREADS=1)
     lap("import_torch")
     if device == "cuda":
         torch.ones(1, device="cuda").add_(1)
@@ -69,7 +71,7 @@ def stages(device: str) -> dict[str, float]:
     torch.optim.AdamW([torch.zeros(1, requires_grad=True)])  # torch imports its compiler here
     lap("first_optimizer")
     for name in ("trial_1", "trial_2"):
-        train(dict(PARAMS), TrialContext.local(device=device))
+        train({**PARAMS, "epochs": epochs}, TrialContext.local(device=device))
         lap(name)
     return seconds
 
@@ -78,15 +80,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     parser.add_argument("--at-once", type=int, default=8)
+    parser.add_argument("--epochs", type=int, default=PARAMS["epochs"], help="per trial")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(stages(args.device)))
+        print(json.dumps(stages(args.device, args.epochs)))
         return
     results: dict[str, Any] = {}
     for count in (1, args.at_once):
         command = [sys.executable, __file__, "--one", "--device", args.device]
+        command += ["--epochs", str(args.epochs)]
         began = time.perf_counter()
         children = [
             subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=REPO)
@@ -107,7 +111,7 @@ def main() -> None:
     payload = {
         "date": time.strftime("%Y-%m-%d"),
         "device": device or "CPU",
-        "params": PARAMS,
+        "params": {**PARAMS, "epochs": args.epochs},
         "results": results,
     }
     write_with_targets(

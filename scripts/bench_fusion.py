@@ -336,7 +336,21 @@ def main() -> None:
         from bench_oom import gpu_name  # scripts/ is on the path when a script runs
 
         device, where = "cuda", gpu_name()
+    from bench_oom import result_path, write_with_targets
+
+    tag = re.sub(r"[^a-z0-9]+", "-", where.lower()).strip("-")
+    out = args.out or result_path("fusion", None).with_name(
+        f"fusion-{time.strftime('%Y-%m-%d')}-{tag}.json"
+    )
     results: dict[str, Any] = {}
+    payload: dict[str, Any] = {
+        "date": time.strftime("%Y-%m-%d"),
+        "device": where if args.real else f"{platform.processor() or platform.machine()} CPU",
+        "cpu_count": cores,
+        "seconds_per_measurement": args.seconds,
+        "results": results,
+        "extras": None,
+    }
     for shape in args.shapes.split(","):
         counts = tuple(int(k) for k in args.counts.split(","))
         results[shape] = bench_shape(
@@ -347,22 +361,13 @@ def main() -> None:
             print(
                 f"  fused {k:>2}: {figures['over_separate']}x separate ({figures['best_layout']})"
             )
-    payload = {
-        "date": time.strftime("%Y-%m-%d"),
-        "device": where if args.real else f"{platform.processor() or platform.machine()} CPU",
-        "cpu_count": cores,
-        "seconds_per_measurement": args.seconds,
-        "results": results,
-        "extras": None if args.no_extras else bench_extras(cores, args.seconds, device),
-    }
-    from bench_oom import result_path, write_with_targets
-
-    tag = re.sub(r"[^a-z0-9]+", "-", where.lower()).strip("-")
-    out = args.out or result_path("fusion", None).with_name(
-        f"fusion-{time.strftime('%Y-%m-%d')}-{tag}.json"
-    )
-    print(json.dumps(payload["extras"], indent=1))
-    write_with_targets(out, payload)
+        # Written after each shape: a run stopped at its time limit (the GPU kit's step
+        # on an H200 ran past 120 s after its first shape) keeps what it measured.
+        write_with_targets(out, payload)
+    if not args.no_extras:
+        payload["extras"] = bench_extras(cores, args.seconds, device)
+        print(json.dumps(payload["extras"], indent=1))
+        write_with_targets(out, payload)
 
 
 if __name__ == "__main__":
