@@ -46,6 +46,10 @@ DRIVER_SEED_STRIDE = 7919
 """How far apart the seeds of drivers started on one study are (a prime, past any budget)."""
 
 
+CREATE_TRIES = 3
+"""Tries to open a storage whose tables another program was creating at the same time."""
+
+
 def prepare_storage_url(url: str) -> str:
     """Create the folder of a SQLite file so a first run works from a fresh clone."""
     if url.startswith("sqlite:///"):
@@ -153,18 +157,33 @@ def _open_storage(
     if spec.storage == MEMORY_STORAGE:
         return InMemoryStorage()
     write_ahead(spec.storage)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ExperimentalWarning)
-            return RDBStorage(
-                prepare_storage_url(spec.storage),
-                engine_kwargs=_engine_kwargs(spec.storage),
-                heartbeat_interval=heartbeat_interval_s,
-                grace_period=grace_period_s,
-                heartbeat_stale_trial_callback=stale_trial,
-            )
-    except Exception as exc:
-        raise _cannot_open(config, exc) from None
+    for attempt in range(CREATE_TRIES):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ExperimentalWarning)
+                return RDBStorage(
+                    prepare_storage_url(spec.storage),
+                    engine_kwargs=_engine_kwargs(spec.storage),
+                    heartbeat_interval=heartbeat_interval_s,
+                    grace_period=grace_period_s,
+                    heartbeat_stale_trial_callback=stale_trial,
+                )
+        except sqlalchemy.exc.DBAPIError as exc:
+            if attempt + 1 < CREATE_TRIES and _creation_race(exc):
+                continue  # the other program created the tables: open them now
+            raise _cannot_open(config, exc) from None
+        except Exception as exc:
+            raise _cannot_open(config, exc) from None
+    raise AssertionError("unreachable: the last try returns or raises")
+
+
+def _creation_race(exc: sqlalchemy.exc.DBAPIError) -> bool:
+    """Whether opening failed because another program created Optuna's tables (or a
+    PostgreSQL type of theirs) at the same moment: hpsearch's drivers take the store's
+    lock for that, but an Optuna script or dashboard opening the same new database
+    does not, and its CREATE collides with ours."""
+    text = str(exc.orig if exc.orig is not None else exc).lower()
+    return "already exists" in text or "duplicate key" in text
 
 
 def _cannot_open(config: RunConfig, exc: Exception) -> StudyError:

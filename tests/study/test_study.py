@@ -6,6 +6,7 @@ import importlib.metadata
 
 import optuna
 import pytest
+import sqlalchemy
 from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState
 
@@ -24,6 +25,7 @@ from hpsearch.study import (
     count_budget,
     open_study,
 )
+from hpsearch.study import _storage as storage_module
 from tests.conftest import ConfigWriter, age_heartbeat
 
 
@@ -66,6 +68,40 @@ def test_changed_metric_is_refused(config: RunConfig, write_config: ConfigWriter
 def test_unreachable_storage_is_a_study_error(write_config: ConfigWriter) -> None:
     config = load_config(write_config({"study": {"storage": "postgresql://nobody@127.0.0.1:1/x"}}))
     with pytest.raises(StudyError, match=r"study\.storage: cannot open"):
+        open_study(config)
+
+
+def test_tables_created_by_another_program_at_the_same_moment_are_opened(
+    config: RunConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An Optuna script opening the same new database creates the tables while this
+    # driver does: the driver's CREATE collides (PostgreSQL's words below), the
+    # tables are there, and a second try opens them.
+    real = optuna.storages.RDBStorage
+    calls: list[str] = []
+
+    def racing(url: str, **kwargs: object) -> optuna.storages.RDBStorage:
+        calls.append(url)
+        if len(calls) == 1:
+            real(url)  # the other program's tables
+            raise sqlalchemy.exc.IntegrityError(
+                "CREATE TYPE trialstate",
+                {},
+                Exception('duplicate key value violates unique constraint "pg_type_typname"'),
+            )
+        return real(url, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(storage_module, "RDBStorage", racing)
+    handle = open_study(config)
+    assert len(calls) == 2
+    assert handle.study.study_name == config.study.name
+
+    # Any other database error is said at once, as before.
+    def refused(url: str, **kwargs: object) -> optuna.storages.RDBStorage:
+        raise sqlalchemy.exc.IntegrityError("INSERT", {}, Exception("null value in column"))
+
+    monkeypatch.setattr(storage_module, "RDBStorage", refused)
+    with pytest.raises(StudyError, match=r"study\.storage: cannot open .*null value"):
         open_study(config)
 
 
