@@ -157,7 +157,9 @@ def _open_storage(
     if spec.storage == MEMORY_STORAGE:
         return InMemoryStorage()
     write_ahead(spec.storage)
-    for attempt in range(CREATE_TRIES):
+    tries_left = CREATE_TRIES
+    while True:
+        tries_left -= 1
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ExperimentalWarning)
@@ -169,12 +171,11 @@ def _open_storage(
                     heartbeat_stale_trial_callback=stale_trial,
                 )
         except sqlalchemy.exc.DBAPIError as exc:
-            if attempt + 1 < CREATE_TRIES and _creation_race(exc):
+            if tries_left and _creation_race(exc):
                 continue  # the other program created the tables: open them now
             raise _cannot_open(config, exc) from None
         except Exception as exc:
             raise _cannot_open(config, exc) from None
-    raise AssertionError("unreachable: the last try returns or raises")
 
 
 def _creation_race(exc: sqlalchemy.exc.DBAPIError) -> bool:
