@@ -88,7 +88,7 @@ def main() -> None:
         print(json.dumps(stages(args.device, args.epochs)))
         return
     results: dict[str, Any] = {}
-    for count in (1, args.at_once):
+    for count in sorted({1, args.at_once}):
         command = [sys.executable, __file__, "--one", "--device", args.device]
         command += ["--epochs", str(args.epochs)]
         began = time.perf_counter()

@@ -147,7 +147,7 @@ def steps(results: Path, tag: str) -> list[Step]:
                 "--device",
                 "cpu",
                 "--at-once",
-                "2",
+                "1",
                 "--epochs",
                 "1",
                 *out("cold-start"),
