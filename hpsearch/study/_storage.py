@@ -183,7 +183,7 @@ def _creation_race(exc: sqlalchemy.exc.DBAPIError) -> bool:
     PostgreSQL type of theirs) at the same moment: hpsearch's drivers take the store's
     lock for that, but an Optuna script or dashboard opening the same new database
     does not, and its CREATE collides with ours."""
-    text = str(exc.orig if exc.orig is not None else exc).lower()
+    text = str(exc).lower()  # SQLAlchemy's text holds the database's own message
     return "already exists" in text or "duplicate key" in text
 
 
