@@ -129,47 +129,62 @@ class Scheduler:
         capacity = self._current_capacity()
         if self._ledger.waiting:
             return self._launch_waiting(launch_id, running, capacity)
+        # The policy answers from this driver's trials and its GPUs alone: asked before
+        # the lock, a refusal (most calls, while trials fill every slot) costs no lock on
+        # a shared store (two statements on PostgreSQL).
+        admission = self._policy.admit(running, capacity)
+        if admission is None:
+            return Hold.WAIT
         # Held from reading the study's trials to asking Optuna for one: drivers
         # sharing the study must not both take its last trial.
         with self._ledger.exclusive():
-            admission, counted = self._admit(running, capacity)
-            if admission is None or counted is None:
-                return Hold.WAIT
-            decision = self._budget.decide(counted)
-            if decision is BudgetDecision.FINISHED:
-                return Hold.FINISHED
-            if decision is BudgetDecision.WAIT:
-                # Nothing of this driver's holds the budget: only trials elsewhere can end.
-                return Hold.ELSEWHERE if counted.running and not running else Hold.WAIT
-            # A fused group never takes more trials than the budget has left, nor more
-            # than one GPU's share of those not finished: a GPU holding them all would
-            # leave the others idle.
-            room = self._budget.room(counted)
-            if room is not None and capacity.gpus > 1:
-                room = min(room, math.ceil((room + counted.running) / capacity.gpus))
-            launch = self._ledger.open(launch_id, admission, room)
-        # None: the suggestion was held back (predicted to run out, or to need a whole GPU).
-        if launch is not None:
+            launch = self._open(launch_id, admission, running, capacity)
+        if not isinstance(launch, Hold):
             self._opened_since += len(launch.members)
+        return launch
+
+    def _open(
+        self,
+        launch_id: str,
+        admission: Admission,
+        running: list[RunningTrial],
+        capacity: ClusterCapacity,
+    ) -> TrialLaunch | Hold:
+        """The launch the study's count and budget allow ``admission`` now, or why none."""
+        counted = self._count()
+        alone = self._alone(admission, running, capacity)
+        if alone is None:
+            return Hold.WAIT
+        decision = self._budget.decide(counted)
+        if decision is BudgetDecision.FINISHED:
+            return Hold.FINISHED
+        if decision is BudgetDecision.WAIT:
+            # Nothing of this driver's holds the budget: only trials elsewhere can end.
+            return Hold.ELSEWHERE if counted.running and not running else Hold.WAIT
+        # A fused group never takes more trials than the budget has left, nor more
+        # than one GPU's share of those not finished: a GPU holding them all would
+        # leave the others idle.
+        room = self._budget.room(counted)
+        if room is not None and capacity.gpus > 1:
+            room = min(room, math.ceil((room + counted.running) / capacity.gpus))
+        launch = self._ledger.open(launch_id, alone, room)
+        # None: the suggestion was held back (predicted to run out, or to need a whole GPU).
         return Hold.WAIT if launch is None else launch
 
     def overdue(self) -> bool:
         """Whether trials still running must be stopped now (``study.timeout_grace`` passed)."""
         return self._budget.overdue()
 
-    def _admit(
-        self, running: list[RunningTrial], capacity: ClusterCapacity
-    ) -> tuple[Admission | None, BudgetCount | None]:
-        """The policy's answer now, and the study's count (read only when it admits)."""
-        admission = self._policy.admit(running, capacity)
-        if admission is None:
-            return None, None
-        counted = self._count()
+    def _alone(
+        self, admission: Admission, running: list[RunningTrial], capacity: ClusterCapacity
+    ) -> Admission | None:
+        """``admission``, or a whole GPU where the next trial must run alone (the study
+        just counted says so)."""
         if admission.gpus > 0 and self._runs_alone(self._tally.unfinished):
             # A configuration that ran out of memory under a shared GPU's cap gets
             # one run on a whole GPU before it is judged infeasible.
-            admission = self._policy.admit(running, capacity, whole_gpu=True)
-        return admission, counted
+            return self._policy.admit(running, capacity, whole_gpu=True)
+        return admission
 
     def _count(self) -> BudgetCount:
         """The study's count: read (other drivers' trials count too), or, read within

@@ -6,6 +6,7 @@ records what it was asked.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
 from optuna.trial import TrialState
@@ -66,6 +67,25 @@ def test_no_room_waits_without_asking_optuna(
     assert d.parts.scheduler.suggest("a") is Hold.WAIT
     assert policy.asked == [(0, False)]
     assert d.handle.study.trials == []
+
+
+def test_a_refusal_does_not_wait_for_another_driver_holding_the_stores_lock(
+    write_config: ConfigWriter, driver: DriverFactory
+) -> None:
+    # While trials fill every slot, most calls are refused: one that waited for the
+    # lock other drivers take to ask for their trials would cost each refusal a lock
+    # on the shared store (on PostgreSQL, statements over the network).
+    policy = Recording(room=False)
+    d = driver(load_config(write_config()), policy=policy)
+    answers: list[TrialLaunch | Hold] = []
+    asking = threading.Thread(target=lambda: answers.append(d.parts.scheduler.suggest("a")))
+    with d.handle.exclusive():  # another driver, asking for its trial
+        asking.start()
+        asking.join(timeout=30)
+        answered = list(answers)
+    asking.join()
+    assert answered == [Hold.WAIT]
+    assert policy.asked == [(0, False)]
 
 
 def test_the_budget_waits_for_running_trials_then_finishes(

@@ -119,6 +119,10 @@ class StudyHandle:
             .limit(1)
         )
         with self._storage.engine.connect() as connection:
+            if connection.dialect.name == "postgresql":
+                # One read needs no transaction: psycopg would send a BEGIN and a
+                # ROLLBACK around it, each a round trip of its own, at every trial asked.
+                connection.execution_options(isolation_level="AUTOCOMMIT")
             return connection.execute(first).first() is not None
 
     @contextmanager
