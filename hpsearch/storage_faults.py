@@ -65,6 +65,20 @@ def storage_fault(exc: BaseException, stores: Stores | None = None) -> str | Non
     return f"{stores.source}: {key} ({url}): {problem}; {_FIXES[problem]}"
 
 
+CREATE_TRIES = 3
+"""Tries to open a storage whose tables another program was creating at the same time."""
+
+
+def creation_race(exc: BaseException) -> bool:
+    """Whether opening a study storage failed because another program created Optuna's
+    tables (or a PostgreSQL type of theirs) at the same moment: hpsearch's drivers take
+    the store's lock for that, but an Optuna script, a dashboard or a reader of the
+    results opening the same new database does not, and its CREATE collides with ours.
+    Opening again then finds the tables."""
+    text = str(exc).lower()  # SQLAlchemy's text holds the database's own message
+    return "already exists" in text or "duplicate key" in text
+
+
 def deleted_line(stores: Stores, key: str, url: str) -> str:
     """The error line of a search whose store ``key`` (``url``) lost its file as it ran."""
     return f"{stores.source}: {key} ({url}): {_DELETED}; {_FIXES[_DELETED]}"

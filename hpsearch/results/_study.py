@@ -17,6 +17,7 @@ from optuna.trial import FrozenTrial, TrialState
 from hpsearch import attrs
 from hpsearch.config import DEFAULT_STUDY_STORAGE, MEMORY_STORAGE, load_config
 from hpsearch.errors import ResultsError
+from hpsearch.storage_faults import CREATE_TRIES, Stores, creation_race, storage_fault
 from hpsearch.study import config_space_check
 
 if TYPE_CHECKING:
@@ -318,7 +319,10 @@ def load(
     text = os.fspath(source)
     if Path(text).suffix in (".yaml", ".yml") or Path(text).is_file():
         config = load_config(text)
-        results = _open(config.study.name, config.study.storage, hint=f"hpsearch run {text}")
+        stores = Stores(text, config.study.storage, config.tracking.uri)
+        results = _open(
+            config.study.name, config.study.storage, hint=f"hpsearch run {text}", stores=stores
+        )
         # A config whose space the study refuses reads another search's trials: the
         # line `hpsearch run` would print, not that study's best.
         study = results.study
@@ -329,7 +333,7 @@ def load(
     return _open(text, storage or DEFAULT_STUDY_STORAGE, hint="hpsearch run CONFIG")
 
 
-def _open(name: str, storage: str, hint: str) -> StudyResults:
+def _open(name: str, storage: str, hint: str, stores: Stores | None = None) -> StudyResults:
     if storage == MEMORY_STORAGE:
         raise ResultsError(
             f"study.storage is '{MEMORY_STORAGE}': study '{name}' was kept in its search's "
@@ -344,7 +348,7 @@ def _open(name: str, storage: str, hint: str) -> StudyResults:
                 "from the same working directory"
             )
     try:
-        study = optuna.load_study(study_name=name, storage=storage)
+        study = _load_study(name, storage, stores)
     except KeyError:
         names = optuna.get_all_study_names(storage)
         listed = ", ".join(names) if names else "none"
@@ -352,3 +356,40 @@ def _open(name: str, storage: str, hint: str) -> StudyResults:
             f"no study named '{name}' in {storage} (studies there: {listed}); run `{hint}` first"
         ) from None
     return StudyResults(study)
+
+
+def _load_study(name: str, storage: str, stores: Stores | None) -> optuna.Study:
+    """``optuna.load_study``, opened again where a driver was creating the new store's
+    tables at the same moment; a store that cannot be opened, as one line naming it
+    (with ``stores``, the config's file and key too).
+
+    Raises:
+        KeyError: no such study there (Optuna's own answer).
+        ResultsError: the store cannot be opened.
+    """
+    import sqlalchemy.exc
+
+    tries_left = CREATE_TRIES
+    while True:
+        tries_left -= 1
+        try:
+            return optuna.load_study(study_name=name, storage=storage)
+        except KeyError:
+            raise
+        except Exception as exc:
+            if tries_left and isinstance(exc, sqlalchemy.exc.DBAPIError) and creation_race(exc):
+                continue  # the driver created the tables: they are there now
+            raise ResultsError(_cannot_open(storage, stores, exc)) from None
+
+
+def _cannot_open(storage: str, stores: Stores | None, exc: Exception) -> str:
+    """The one line for a study storage the results cannot be opened from."""
+    where = f"{stores.source}: study.storage: " if stores else ""
+    fault = storage_fault(exc, stores)
+    if fault is not None:
+        return fault if stores else f"{storage}: {fault}"
+    first = str(exc).splitlines()[0] if str(exc) else ""
+    return (
+        f"{where}cannot open '{storage}' ({type(exc).__name__}: {first}); "
+        "check the URL and that the database is reachable"
+    )

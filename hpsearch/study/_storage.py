@@ -30,7 +30,7 @@ from hpsearch.config import MEMORY_STORAGE, ObjectiveSpec, RunConfig
 from hpsearch.errors import StudyError
 from hpsearch.pruning import make_pruner
 from hpsearch.samplers import make_sampler
-from hpsearch.storage_faults import Stores, storage_fault
+from hpsearch.storage_faults import CREATE_TRIES, Stores, creation_race, storage_fault
 from hpsearch.study._handle import StudyHandle
 from hpsearch.study._heartbeat import heartbeat_timing, requeue_lost
 from hpsearch.study._space_check import SPACE_ATTR, config_space_check, space_attr
@@ -44,10 +44,6 @@ TRAIN_ATTR = "hpsearch.train"
 
 DRIVER_SEED_STRIDE = 7919
 """How far apart the seeds of drivers started on one study are (a prime, past any budget)."""
-
-
-CREATE_TRIES = 3
-"""Tries to open a storage whose tables another program was creating at the same time."""
 
 
 def prepare_storage_url(url: str) -> str:
@@ -171,20 +167,11 @@ def _open_storage(
                     heartbeat_stale_trial_callback=stale_trial,
                 )
         except sqlalchemy.exc.DBAPIError as exc:
-            if tries_left and _creation_race(exc):
+            if tries_left and creation_race(exc):
                 continue  # the other program created the tables: open them now
             raise _cannot_open(config, exc) from None
         except Exception as exc:
             raise _cannot_open(config, exc) from None
-
-
-def _creation_race(exc: sqlalchemy.exc.DBAPIError) -> bool:
-    """Whether opening failed because another program created Optuna's tables (or a
-    PostgreSQL type of theirs) at the same moment: hpsearch's drivers take the store's
-    lock for that, but an Optuna script or dashboard opening the same new database
-    does not, and its CREATE collides with ours."""
-    text = str(exc).lower()  # SQLAlchemy's text holds the database's own message
-    return "already exists" in text or "duplicate key" in text
 
 
 def _cannot_open(config: RunConfig, exc: Exception) -> StudyError:

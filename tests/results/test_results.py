@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import optuna
 import pytest
+import sqlalchemy.exc
 
 from hpsearch import attrs, load
 from hpsearch.config import load_config
@@ -93,6 +95,47 @@ def test_missing_storage_and_missing_study(write_config: ConfigWriter, project: 
     open_study(load_config(path))
     with pytest.raises(ResultsError, match=r"no study named 'other'.*studies there: test-study"):
         load("other")
+
+
+def test_a_store_being_created_by_a_driver_is_read_and_one_that_cannot_be_opened_is_said(
+    write_config: ConfigWriter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = write_config()
+    handle = open_study(load_config(path))
+    _finish(handle, 0.5, [1.0], {"score": 1.0})
+    # A driver creates the new store's tables as the results are read: the reader's
+    # CREATE collides (PostgreSQL's words below); the tables are there, and a second
+    # try reads them.
+    real = optuna.load_study
+    calls: list[str] = []
+
+    def racing(**kwargs: Any) -> optuna.Study:
+        calls.append(kwargs["study_name"])
+        if len(calls) == 1:
+            raise sqlalchemy.exc.IntegrityError(
+                "CREATE TYPE trialstate",
+                {},
+                Exception('duplicate key value violates unique constraint "pg_type_typname"'),
+            )
+        return real(**kwargs)
+
+    monkeypatch.setattr(optuna, "load_study", racing)
+    assert load(path).best_trial.values == [1.0]
+    assert calls == ["test-study", "test-study"]
+    monkeypatch.setattr(optuna, "load_study", real)
+
+    # A server out of reach: one line naming the file, the key and the fix.
+    unreachable = write_config(
+        {"study": {"storage": "postgresql+psycopg://hpsearch@127.0.0.1:1/nowhere"}},
+        name="remote.yaml",
+    )
+    with pytest.raises(ResultsError) as refused:
+        load(unreachable)
+    said = str(refused.value)
+    assert said.startswith(f"{unreachable}: study.storage: cannot open 'postgresql+psycopg://")
+    assert "OperationalError" in said
+    assert said.endswith("check the URL and that the database is reachable")
+    assert "\n" not in said
 
 
 def test_a_study_with_no_completed_trial_names_its_most_common_error(
