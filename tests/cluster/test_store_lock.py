@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import threading
 
+import pytest
 import sqlalchemy
 from sqlalchemy.pool import NullPool, QueuePool
 
 from hpsearch._locks import store_lock
 from tests.cluster.conftest import Postgres
 from tests.conftest import wait_for
+
+pytestmark = pytest.mark.process  # a PostgreSQL server
 
 BLOCKED = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
 
