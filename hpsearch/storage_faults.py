@@ -79,6 +79,21 @@ def creation_race(exc: BaseException) -> bool:
     return "already exists" in text or "duplicate key" in text
 
 
+def cannot_open_line(exc: BaseException, storage: str, stores: Stores | None) -> str:
+    """The one line for a study storage that cannot be opened: a storage fault's own
+    line, or the error's first line and what to check (``stores``: the config's, to
+    name its file and key)."""
+    fault = storage_fault(exc, stores)
+    if fault is not None:
+        return fault if stores else f"{storage}: {fault}"
+    where = f"{stores.source}: study.storage: " if stores else ""
+    first = str(exc).splitlines()[0] if str(exc) else ""
+    return (
+        f"{where}cannot open '{storage}' ({type(exc).__name__}: {first}); "
+        "check the URL and that the database is reachable"
+    )
+
+
 def deleted_line(stores: Stores, key: str, url: str) -> str:
     """The error line of a search whose store ``key`` (``url``) lost its file as it ran."""
     return f"{stores.source}: {key} ({url}): {_DELETED}; {_FIXES[_DELETED]}"

@@ -17,7 +17,7 @@ from optuna.trial import FrozenTrial, TrialState
 from hpsearch import attrs
 from hpsearch.config import DEFAULT_STUDY_STORAGE, MEMORY_STORAGE, load_config
 from hpsearch.errors import ResultsError
-from hpsearch.storage_faults import CREATE_TRIES, Stores, creation_race, storage_fault
+from hpsearch.storage_faults import CREATE_TRIES, Stores, cannot_open_line, creation_race
 from hpsearch.study import config_space_check
 
 if TYPE_CHECKING:
@@ -379,17 +379,4 @@ def _load_study(name: str, storage: str, stores: Stores | None) -> optuna.Study:
         except Exception as exc:
             if tries_left and isinstance(exc, sqlalchemy.exc.DBAPIError) and creation_race(exc):
                 continue  # the driver created the tables: they are there now
-            raise ResultsError(_cannot_open(storage, stores, exc)) from None
-
-
-def _cannot_open(storage: str, stores: Stores | None, exc: Exception) -> str:
-    """The one line for a study storage the results cannot be opened from."""
-    where = f"{stores.source}: study.storage: " if stores else ""
-    fault = storage_fault(exc, stores)
-    if fault is not None:
-        return fault if stores else f"{storage}: {fault}"
-    first = str(exc).splitlines()[0] if str(exc) else ""
-    return (
-        f"{where}cannot open '{storage}' ({type(exc).__name__}: {first}); "
-        "check the URL and that the database is reachable"
-    )
+            raise ResultsError(cannot_open_line(exc, storage, stores)) from None

@@ -30,7 +30,7 @@ from hpsearch.config import MEMORY_STORAGE, ObjectiveSpec, RunConfig
 from hpsearch.errors import StudyError
 from hpsearch.pruning import make_pruner
 from hpsearch.samplers import make_sampler
-from hpsearch.storage_faults import CREATE_TRIES, Stores, creation_race, storage_fault
+from hpsearch.storage_faults import CREATE_TRIES, Stores, cannot_open_line, creation_race
 from hpsearch.study._handle import StudyHandle
 from hpsearch.study._heartbeat import heartbeat_timing, requeue_lost
 from hpsearch.study._space_check import SPACE_ATTR, config_space_check, space_attr
@@ -177,13 +177,8 @@ def _open_storage(
 def _cannot_open(config: RunConfig, exc: Exception) -> StudyError:
     """The one-line error for a study storage that cannot be opened."""
     storage = config.study.storage
-    fault = storage_fault(exc, Stores(config.source, storage, config.tracking.uri))
-    first = str(exc).splitlines()[0] if str(exc) else ""
-    return StudyError(
-        fault
-        or f"{config.source}: study.storage: cannot open '{storage}' "
-        f"({type(exc).__name__}: {first}); check the URL and that the database is reachable"
-    )
+    stores = Stores(config.source, storage, config.tracking.uri)
+    return StudyError(cannot_open_line(exc, storage, stores))
 
 
 def _open_or_create(
