@@ -91,7 +91,13 @@ def lean_local_ray() -> Iterator[None]:
     """While a local Ray starts, leave out the helper processes a search never uses: the
     autoscaler's monitor (one machine, no nodes to add), the log monitor (the driver reads
     no worker output: ``log_to_driver=False``) and the idle workers the raylet starts,
-    one per CPU, for the first driver (:data:`NO_IDLE_WORKERS`).
+    one per CPU, for the first driver (:data:`NO_IDLE_WORKERS`); and, where
+    ``include_dashboard`` is False, the dashboard's head process.
+
+    With the dashboard off, Ray still starts that process, loading only its usage-stats
+    module (``RAY_USAGE_STATS_ENABLED=0`` here), and ``ray.init`` waits for its address.
+    Left out, as Ray leaves it out where it fails to start: on 2 cores, ``ray.init``
+    2.2 s → 1.4 s and 0.8 CPU-seconds fewer per start.
 
     Those idle workers run in Ray's default environment; every worker of a search runs
     in the search's own (its ``PYTHONPATH``, variables and reaper), so Ray starts new
@@ -105,9 +111,10 @@ def lean_local_ray() -> Iterator[None]:
     ``ray.shutdown`` 1.4 s → 0.1 s, and two Python processes fewer competing with the
     raylet's registration, which Ray waits for 30 s at most.
     """
-    from ray._private import parameter
+    from ray._private import node, parameter
 
     original = parameter.RayParams.__init__
+    original_api_server = node.Node.start_api_server
 
     def lean(self: Any, *args: Any, **kwargs: Any) -> None:
         original(self, *args, **kwargs)
@@ -115,11 +122,17 @@ def lean_local_ray() -> Iterator[None]:
         self.include_log_monitor = False
         self._system_config = {**(self._system_config or {}), **NO_IDLE_WORKERS}
 
+    def api_server_if_dashboard(self: Any, **kwargs: Any) -> None:
+        if kwargs.get("include_dashboard") is not False:
+            original_api_server(self, **kwargs)
+
     parameter.RayParams.__init__ = lean  # type: ignore[method-assign]
+    node.Node.start_api_server = api_server_if_dashboard  # type: ignore[method-assign]
     try:
         yield
     finally:
         parameter.RayParams.__init__ = original  # type: ignore[method-assign]
+        node.Node.start_api_server = original_api_server  # type: ignore[method-assign]
 
 
 TUNE_END_WAIT_S = 5

@@ -41,6 +41,9 @@ def test_local_ray_listens_on_loopback_only(project: Path) -> None:
         assert "gcs_server" in started
         assert "autoscaler/_private/monitor.py" not in started
         assert "log_monitor.py" not in started
+        # Nor the dashboard's head (Ray starts it with the dashboard off, for usage stats).
+        assert "dashboard/dashboard.py" not in started
+        assert "dashboard/agent.py" in started  # the raylet's agent, which it needs, stays
         # Nor the idle workers Ray starts for the first driver: the raylet was told.
         system = ray._private.state.state.get_system_config()  # type: ignore[no-untyped-call]
         assert system["prestart_worker_first_driver"] is False
