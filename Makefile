@@ -35,13 +35,18 @@ bytecode: setup
 # Packages' own test suites and the parts of Ray no search imports (RLlib, Serve,
 # its LLM library) are left out: a fifth of the files, none of them ever imported.
 # (A file no Python 3.11 can compile, in some package's tests, is skipped, as pip
-# skips it.)
+# skips it.) pip installs on one core: torch and its dependencies, there first (a
+# third of the sources), compile on the other meanwhile; the second pass compiles
+# the rest and skips what is current (a file pip was still writing is done again).
+NOT_COMPILED := /tests?/|/ray/(rllib|llm|serve)/
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install --quiet --no-compile torch==2.13.0
-	$(BIN)/python -m pip install --quiet --no-compile -e ".[dev]"
-	$(BIN)/python -m compileall -q -j 0 -x '/tests?/|/ray/(rllib|llm|serve)/' $(VENV)/lib > /dev/null || true
+	$(BIN)/python -m compileall -q -j 1 -x '$(NOT_COMPILED)' $(VENV)/lib > /dev/null 2>&1 & early=$$!; \
+	$(BIN)/python -m pip install --quiet --no-compile -e ".[dev]"; installed=$$?; \
+	wait $$early; test $$installed -eq 0
+	$(BIN)/python -m compileall -q -j 0 -x '$(NOT_COMPILED)' $(VENV)/lib > /dev/null || true
 	touch $@
 
 run: bytecode
