@@ -170,6 +170,11 @@ def test_the_kits_dry_run_runs_each_step_on_cpu(tmp_path: Path, only: str) -> No
     assert tallied <= set(only.split(","))
     if "packing" in only:
         assert summary["targets"] >= 3
+    if "main-job" in only:  # on the simulated GPU: packing's decisions were read back
+        [main_job] = summary_path.parent.glob("main-job-*.json")
+        auto = json.loads(main_job.read_text())["results"]["main-job"]["auto"]
+        assert auto["complete"] == 2
+        assert auto["packing"]["decisions"] >= 1
 
 
 def test_calibration_round_trips_a_gpu_runs_constants(tmp_path: Path) -> None:
