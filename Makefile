@@ -8,8 +8,10 @@ CONFIG ?= configs/phase1.yaml
 # Three test processes on this project's 2-core machines: the suite waits on Ray,
 # subprocesses and servers, and two left the cores a fifth idle. A fresh clone's
 # make test (2026-11-27): 7 min 30 s, 7 min 58 s and 8 min 23 s with three; 8 min
-# 10 s, 8 min 25 s and 8 min 29 s with two. (Three once made the tests that train
-# slower than they gained, 14 min in CI, before the suite shared its Ray.) make test
+# 10 s, 8 min 25 s and 8 min 29 s with two. Three again that evening, with setup's
+# compiling beside pip and a leaner Ray: 8 min 5 s, 8 min 17 s and 8 min 24 s.
+# (Three once made the tests that train slower than they gained, 14 min in CI,
+# before the suite shared its Ray.) make test
 # hands tests out one at a time, longest first (below); make check lets an idle
 # worker take tests still queued for another (worksteal).
 TEST_WORKERS ?= 3

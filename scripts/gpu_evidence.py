@@ -93,7 +93,7 @@ def steps(results: Path, tag: str) -> list[Step]:
             [*py, "scripts/bench_main_job.py", *out("main-job")],
             # One mode on CPU: the step's plumbing (the GPU run compares auto with off),
             # on the simulated GPU, whose packing decisions it reads as on a real one
-            # (and whose workers import no torch: 12 CPU-seconds where debug.yaml took 19).
+            # (and whose workers import no torch: 11 CPU-seconds where debug.yaml took 19).
             [
                 *py,
                 "scripts/bench_main_job.py",
