@@ -28,8 +28,8 @@ from hpsearch.oom import OomTally
 from hpsearch.placement import FusionSizer, GpuDecision, PackingAdmission
 from hpsearch.results import (
     StudyResults,
-    analysis_figures,
-    load_figure_libraries,
+    figure_pages,
+    start_figure_process,
     write_pareto_csv,
 )
 from hpsearch.study import StudyHandle
@@ -86,11 +86,11 @@ class ParentRun(TrialListener):
 
     def on_ended(self, event: TrialEnded) -> None:
         """Counts and best value so far, stepped by finished trials; at the first complete
-        one, the figures' libraries start loading (:func:`load_figure_libraries`: the
+        one, the process that draws the figures starts (:func:`start_figure_process`: the
         figures are drawn of complete trials, and a search with none draws none)."""
         if not self._figures_loading and OPTUNA_STATE[event.outcome] is TrialState.COMPLETE:
             self._figures_loading = True
-            load_figure_libraries()
+            start_figure_process()
         self._progress.add(event)
         self.tracker.log_metrics(self.run_id, self._progress.metrics(), self._progress.step)
 
@@ -165,8 +165,8 @@ class ParentRun(TrialListener):
         """Optuna's figures of the study (``analysis/``), and with several objectives the
         Pareto front as CSV (``pareto/``)."""
         try:
-            for artifact, figure in analysis_figures(results):
-                self.tracker.log_figure(self.run_id, figure, artifact)
+            for artifact, html in figure_pages(results):
+                self.tracker.log_text(self.run_id, html, artifact)
             if results.is_multi_objective:
                 with tempfile.TemporaryDirectory() as folder:
                     path = write_pareto_csv(results, Path(folder))

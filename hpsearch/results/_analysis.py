@@ -13,8 +13,6 @@ import contextlib
 import importlib
 import logging
 import random
-import sys
-import threading
 import warnings
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -34,9 +32,10 @@ ANALYSIS_FOLDER = "analysis"
 """Where the figures go among the parent run's artifacts."""
 FIGURE_LIBRARIES = ("optuna.visualization", "optuna.importance")
 """What the figures are drawn with: Optuna's visualisation (plotly, and matplotlib, which
-it imports too) and its importance evaluators (scikit-learn's forests for fANOVA). Loaded
-when the figures were drawn, they were 1.1 of the 1.24 s that took after a search of 48
-trials on 2 cores."""
+it imports too) and its importance evaluators (scikit-learn's forests for fANOVA, imported
+with the package whatever evaluator draws). Loaded when the figures were drawn, they were
+1.1 of the 1.24 s that took after a search of 48 trials on 2 cores: they are loaded in a
+process of their own (:mod:`hpsearch.results._figure_process`)."""
 MOST_TRIALS_DRAWN = 2000
 """Importances and parallel coordinates of a larger study are drawn from a seeded
 sample of this many complete trials: fANOVA's forest over 10,000 trials took
@@ -85,28 +84,11 @@ def analysis_figures(results: StudyResults) -> Iterator[tuple[str, Figure]]:
         yield f"{ANALYSIS_FOLDER}/{key}.html", figure
 
 
-def load_figure_libraries() -> threading.Thread | None:
-    """Start loading :data:`FIGURE_LIBRARIES` on a thread of their own; return it (``None``:
-    all loaded already).
-
-    Called once a trial has completed, the libraries load while the search waits on
-    its workers, not after its last trial: with them loaded, the figures of that
-    search took 0.15 s. A library that fails to load here fails again, and is said,
-    when the figures are drawn.
-    """
-    missing = [name for name in FIGURE_LIBRARIES if name not in sys.modules]
-    if not missing:
-        return None
-    thread = threading.Thread(
-        target=_load, args=(missing,), name="hpsearch-figure-libraries", daemon=True
-    )
-    thread.start()
-    return thread
-
-
-def _load(names: list[str]) -> None:
+def load_libraries(names: list[str]) -> None:
+    """Import ``names``; one that fails to import here fails again, and is said, where the
+    figures are drawn."""
     for name in names:
-        with contextlib.suppress(Exception):  # said where the figures are drawn
+        with contextlib.suppress(Exception):
             importlib.import_module(name)
 
 

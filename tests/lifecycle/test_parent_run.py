@@ -84,11 +84,11 @@ class _Metrics:
         self.logged.append(metrics)
 
 
-def test_the_figures_libraries_start_loading_at_the_first_complete_trial(
+def test_the_figure_process_starts_at_the_first_complete_trial(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     started: list[str] = []
-    monkeypatch.setattr(_parent_run, "load_figure_libraries", lambda: started.append("loading"))
+    monkeypatch.setattr(_parent_run, "start_figure_process", lambda: started.append("loading"))
     study = optuna.create_study(directions=["maximize", "minimize"])
     storage = study._storage  # the in-memory study's own
     handle = StudyHandle(study, storage, [])
