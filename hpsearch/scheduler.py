@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Protocol
 
-from optuna.trial import FrozenTrial
+from optuna.trial import FrozenTrial, TrialState
 
 from hpsearch.placement import Admission, ClusterCapacity, ResourcePolicy, RunningTrial
 from hpsearch.study import BudgetCount, BudgetDecision, BudgetTally, TrialBudget
@@ -54,6 +54,10 @@ class TrialOpener(Protocol):
 
     def study_trials(self) -> list[FrozenTrial]:
         """Every trial of the study."""
+
+    def trial_count(self) -> int | None:
+        """How many trials the study holds, read in one statement (``None``: the study's
+        storage cannot say it cheaply)."""
 
     def exclusive(self) -> AbstractContextManager[None]:
         """Held while the study's trials are counted and one is asked for (other drivers wait)."""
@@ -120,6 +124,7 @@ class Scheduler:
         self._counted: BudgetCount | None = None
         self._counted_at = -float("inf")
         self._opened_since = 0  # trials this driver opened since the study was counted
+        self._total = 0  # the study's trials at that count
 
     def suggest(self, launch_id: str) -> TrialLaunch | Hold:
         """What the runner launches next under its id ``launch_id``, or why nothing now."""
@@ -187,21 +192,36 @@ class Scheduler:
         return admission
 
     def _count(self) -> BudgetCount:
-        """The study's count: read (other drivers' trials count too), or, read within
-        :data:`RECOUNT_S` with the budget far from spent, that count with this driver's
-        trials since (reading a study of thousands of trials is most of a short trial's
-        cost to the driver)."""
+        """The study's count: read (other drivers' trials count too), or that count with
+        this driver's trials since, where it decides as a count read now would (reading a
+        study of thousands of trials is most of a short trial's cost to the driver).
+
+        That is where it was read within :data:`RECOUNT_S` with the budget far from
+        spent, or where the study holds no trial but those counted and this driver's
+        since (one statement says so), none waiting, and the count leaves room: trials
+        that ended since move from running to finished, which leaves the room as it was.
+        """
         now = self._clock()
         last = self._counted
-        if last is not None and now - self._counted_at < RECOUNT_S:
+        if last is not None:
             projected = BudgetCount(last.finished, last.running + self._opened_since)
             room = self._budget.room(projected)
-            if room is None or room > RECOUNT_MARGIN:
+            if now - self._counted_at < RECOUNT_S and (room is None or room > RECOUNT_MARGIN):
+                return projected
+            if (room is None or room > 0) and self._only_ours_since():
                 return projected
         # Only the trials after the leading finished ones are counted again.
-        self._counted = self._tally.count(self._ledger.study_trials())
-        self._counted_at, self._opened_since = now, 0
+        trials = self._ledger.study_trials()
+        self._counted = self._tally.count(trials)
+        self._counted_at, self._opened_since, self._total = now, 0, len(trials)
         return self._counted
+
+    def _only_ours_since(self) -> bool:
+        """Whether the study holds only the trials of the last count, none of them waiting
+        then, and this driver's since: nobody else started or queued one."""
+        if any(t.state is TrialState.WAITING for t in self._tally.unfinished):
+            return False
+        return self._ledger.trial_count() == self._total + self._opened_since
 
     def _launch_waiting(
         self, launch_id: str, running: list[RunningTrial], capacity: ClusterCapacity

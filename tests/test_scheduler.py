@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
 from hpsearch import attrs
 from hpsearch.config import load_config
@@ -25,7 +25,7 @@ from hpsearch.simulation import LoadModelBackend
 from hpsearch.telemetry import GpuInfo
 from hpsearch.trial.protocol import TrialLaunch
 from tests.conftest import ConfigWriter
-from tests.harness import DriverFactory
+from tests.harness import Driver, DriverFactory
 
 
 class Recording(ResourcePolicy):
@@ -165,3 +165,55 @@ def test_a_fused_group_takes_at_most_one_gpus_share_of_the_trials_left(
     assert isinstance(second, TrialLaunch)
     # 8 trials left on 2 GPUs: 4 each, not 8 on the first GPU and the second idle.
     assert [len(first.members), len(second.members)] == [4, 4]
+
+
+def _reads_counted(d: Driver) -> list[int]:
+    """How often the scheduler reads the study's trials (a spy on the ledger's reads)."""
+    reads: list[int] = []
+    read = d.ledger.study_trials
+
+    def counted() -> list[FrozenTrial]:
+        reads.append(1)
+        return read()
+
+    d.ledger.study_trials = counted  # type: ignore[method-assign]
+    return reads
+
+
+def test_a_driver_alone_on_its_study_reads_it_once_however_near_its_budget(
+    write_config: ConfigWriter, driver: DriverFactory
+) -> None:
+    d = driver(
+        load_config(write_config({"study": {"n_trials": 6}})),
+        policy=StaticPolicy(cpus_per_trial=1, trials_per_gpu=0),
+    )
+    reads = _reads_counted(d)
+    for number in range(6):
+        assert isinstance(d.parts.scheduler.suggest(f"t{number}"), TrialLaunch)
+        d.ledger.started(f"t{number}")
+        d.clock.now += 2.0  # past the second a count is reused for anyway
+        d.complete(f"t{number}", 0.5)
+    # Every trial since the first read was this driver's (one statement says so): the
+    # count it read, with its own trials since, decided each start as a read would.
+    assert len(reads) == 1
+    assert d.parts.scheduler.suggest("t6") is Hold.FINISHED  # no room: read again
+    assert len(reads) == 2
+    assert len(d.handle.study.trials) == 6
+
+
+def test_a_trial_another_driver_started_since_the_count_is_counted_before_the_next_start(
+    write_config: ConfigWriter, driver: DriverFactory
+) -> None:
+    d = driver(
+        load_config(write_config({"study": {"n_trials": 3}})),
+        policy=StaticPolicy(cpus_per_trial=1, trials_per_gpu=0),
+    )
+    assert isinstance(d.parts.scheduler.suggest("a"), TrialLaunch)
+    d.ledger.started("a")
+    d.clock.now += 2.0
+    d.handle.ask()  # another driver's trial, running
+    assert isinstance(d.parts.scheduler.suggest("b"), TrialLaunch)
+    d.ledger.started("b")
+    # Three running: the budget of three is held, whatever this driver's own count said.
+    assert d.parts.scheduler.suggest("c") is Hold.WAIT
+    assert len(d.handle.study.trials) == 3

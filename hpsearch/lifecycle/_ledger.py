@@ -100,6 +100,11 @@ class TrialLedger:
         """Every trial of the study, from storage (other drivers' included)."""
         return self._handle.study.get_trials(deepcopy=False)
 
+    def trial_count(self) -> int | None:
+        """How many trials the study holds, other drivers' included, in one statement
+        (``None``: not known that cheaply)."""
+        return self._handle.trial_count()
+
     def exclusive(self) -> AbstractContextManager[None]:
         """Held while the study's trials are counted and one is asked for (other drivers wait)."""
         return self._handle.exclusive()

@@ -54,6 +54,21 @@ class StudyHandle:
         :func:`~hpsearch.study.set_user_attr_late`)."""
         set_user_attr_late(self._storage, trial, key, value)
 
+    def trial_count(self) -> int | None:
+        """How many trials the study holds, in one ``COUNT`` statement where its storage is
+        Optuna's RDB storage (``None`` elsewhere: in memory, the driver's count is the
+        study's)."""
+        if not isinstance(self._storage, RDBStorage):
+            return None
+        import sqlalchemy
+        from optuna.storages._rdb import models
+
+        trials = models.TrialModel
+        count = sqlalchemy.select(sqlalchemy.func.count(trials.trial_id)).where(
+            trials.study_id == self._study_id
+        )
+        return int(_read_one(self._storage, count) or 0)
+
     def exclusive(self) -> AbstractContextManager[None]:
         """A lock the drivers sharing this study hold to count its trials and ask for one.
 
@@ -118,12 +133,7 @@ class StudyHandle:
             .where(trials.study_id == self._study_id, trials.state == TrialState.WAITING)
             .limit(1)
         )
-        with self._storage.engine.connect() as connection:
-            if connection.dialect.name == "postgresql":
-                # One read needs no transaction: psycopg would send a BEGIN and a
-                # ROLLBACK around it, each a round trip of its own, at every trial asked.
-                connection.execution_options(isolation_level="AUTOCOMMIT")
-            return connection.execute(first).first() is not None
+        return _read_one(self._storage, first) is not None
 
     @contextmanager
     def fixed(self, params: Mapping[str, Any]) -> Iterator[None]:
@@ -201,3 +211,14 @@ class StudyHandle:
             kept: user attrs the re-run inherits (its seed, its checkpoint folder).
         """
         self.study.enqueue_trial(params, user_attrs={**(kept or {}), attrs.RETRY_OF: number})
+
+
+def _read_one(storage: RDBStorage, query: Any) -> Any:
+    """The first column of ``query``'s first row (``None``: no row), read from ``storage``'s
+    database."""
+    with storage.engine.connect() as connection:
+        if connection.dialect.name == "postgresql":
+            # One read needs no transaction: psycopg would send a BEGIN and a
+            # ROLLBACK around it, each a round trip of its own, at every trial asked.
+            connection.execution_options(isolation_level="AUTOCOMMIT")
+        return connection.execute(query).scalar()
