@@ -144,6 +144,11 @@ class FigureProcess:
         return cls(process)
 
     @property
+    def pid(self) -> int:
+        """The process's id."""
+        return self._process.pid
+
+    @property
     def alive(self) -> bool:
         """Whether the process still runs."""
         return self._process.poll() is None
@@ -315,6 +320,11 @@ def main() -> None:
     # Ctrl-C reaches the driver's whole process group: the driver decides, and this
     # process ends when the driver closes its input.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Background work: the imports take a core nobody else wants (beside short trials,
+    # the driver holds one core and its trials little), never one a starting trial
+    # worker or the driver waits for. The driver waits on it only at the search's end.
+    with contextlib.suppress(OSError, AttributeError):  # no os.nice off Unix
+        os.nice(19)
     # Replies go out on the original standard output alone: whatever a library
     # prints goes to standard error instead of into a reply.
     replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")

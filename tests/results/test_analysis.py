@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 import optuna
@@ -70,6 +71,8 @@ def test_the_figure_process_draws_the_pages_the_driver_would() -> None:
         assert reply.error is None
         assert _pages(list(reply.pages)) == _pages(list(analysis_pages(StudyResults(study))))
         assert process.alive  # it serves the next search too
+        # Its imports take only a core nobody else wants (a starting trial worker does).
+        assert os.getpriority(os.PRIO_PROCESS, process.pid) == 19
     finally:
         process.close()
     assert not process.alive
