@@ -13,9 +13,9 @@ page MLflow's ``log_figure`` would have written.
 One such process serves the driver's process for as long as it lives (a second
 search in it, as in a notebook or the test suite, pays for no second import): it
 starts at a search's first complete trial (:func:`start_figure_process`), draws when
-the search ends (:func:`figure_pages`) and ends when the driver does (its
-standard input closes). Where the libraries are already imported in the driver,
-or the process cannot draw, the figures are drawn in the driver, as before.
+the search ends (:func:`figure_pages`) and is stopped when the driver exits (a driver
+killed closes its input, which ends it). Where the libraries are already imported in
+the driver, or the process cannot draw, the figures are drawn in the driver, as before.
 
 Run as ``python -m hpsearch.results._figure_process``: the process's own side.
 """
@@ -35,7 +35,6 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import IO
 
 import optuna
@@ -50,8 +49,13 @@ logger = logging.getLogger(__name__)
 DRAW_TIMEOUT_S = 120.0
 """How long the driver waits for the figures of one search. Drawing them in the driver
 would take as long, so a process past it is stopped and the figures are left out."""
-CLOSE_WAIT_S = 2.0
-"""How long the driver's exit waits for the process to end once its input is closed."""
+IMPORT_NICE = 19
+"""How much the process lowers the priority of its imports: to the lowest."""
+READY = b"R"
+"""What the process writes once the figure libraries are imported: only then is it sent a
+study (the driver never waits on its low-priority imports)."""
+STOP_WAIT_S = 2.0
+"""How long the driver waits for the killed process to be reaped."""
 
 
 @dataclass(frozen=True)
@@ -126,20 +130,23 @@ class FigureProcess:
 
     def __init__(self, process: subprocess.Popen[bytes]) -> None:
         self._process = process
+        self._ready = False
 
     @classmethod
-    def start(cls) -> FigureProcess:
-        """Start the process; it imports the figure libraries at once, then waits."""
-        env = dict(os.environ)
-        # The process imports hpsearch as this driver did, from wherever it was found.
-        root = str(Path(__file__).resolve().parents[2])
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
+    def start(cls, import_nice: int = IMPORT_NICE) -> FigureProcess:
+        """Start the process; it imports the figure libraries at once, then waits.
+
+        It imports hpsearch as this interpreter does (installed, or from the working
+        directory); where it cannot, it ends, and the driver draws the figures itself.
+
+        Args:
+            import_nice: how much lower than the driver's the priority of its imports is.
+        """
         process = subprocess.Popen(
-            [sys.executable, "-m", __name__],
+            [sys.executable, "-m", __name__, str(import_nice)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,  # its figures' notes; a failure comes back as a reply
-            env=env,
         )
         return cls(process)
 
@@ -153,16 +160,29 @@ class FigureProcess:
         """Whether the process still runs."""
         return self._process.poll() is None
 
+    def ready(self, wait_s: float = 0.0) -> bool:
+        """Whether its figure libraries are imported (:data:`READY` read; waiting at most
+        ``wait_s`` for it)."""
+        stdout = self._process.stdout
+        if not self._ready and stdout is not None and select.select([stdout], [], [], wait_s)[0]:
+            self._ready = stdout.read(len(READY)) == READY
+        return self._ready
+
     def draw(self, results: StudyResults, timeout_s: float = DRAW_TIMEOUT_S) -> FigureReply:
         """Send the study, wait for its figures' pages.
 
         Raises:
-            FigureProcessError: the process ended, or sent nothing readable.
+            FigureProcessError: the process has not imported the figure libraries yet,
+                ended, or sent nothing readable.
             TimeoutError: no answer within ``timeout_s`` (the process is stopped).
         """
         stdin, stdout = self._process.stdin, self._process.stdout
         if stdin is None or stdout is None or not self.alive:
             raise FigureProcessError("the figure process is not running")
+        if not self.ready():
+            # Drawing here costs the imports again, at once: waiting for a process
+            # of the lowest priority could cost any time.
+            raise FigureProcessError("the figure libraries were still being imported there")
         try:
             pickle.dump(request_of(results), stdin, protocol=pickle.HIGHEST_PROTOCOL)
             stdin.flush()
@@ -183,26 +203,17 @@ class FigureProcess:
             raise FigureProcessError(f"the figure process sent a {type(reply).__name__}")
         return reply
 
-    def close(self, wait_s: float = CLOSE_WAIT_S) -> None:
-        """End the process: its input closes and it exits (stopped if it does not)."""
-        with contextlib.suppress(OSError):
-            if self._process.stdin is not None:
-                self._process.stdin.close()
-        try:
-            self._process.wait(wait_s)
-        except subprocess.TimeoutExpired:
-            self.stop()
-        if self._process.stdout is not None:
-            self._process.stdout.close()
-
     def stop(self) -> None:
-        """Kill the process and reap it."""
+        """Kill the process and reap it: it holds nothing but its imports (a reply is read
+        before :meth:`draw` returns), so it is not asked to end."""
         with contextlib.suppress(OSError):
             self._process.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):
-            self._process.wait(CLOSE_WAIT_S)
-        if self._process.stdout is not None:
-            self._process.stdout.close()
+            self._process.wait(STOP_WAIT_S)
+        for pipe in (self._process.stdin, self._process.stdout):
+            if pipe is not None:
+                with contextlib.suppress(OSError):  # what was left unsent is dropped
+                    pipe.close()
 
 
 def _loaded_here() -> bool:
@@ -241,30 +252,36 @@ class SharedFigures:
 
     def pages(self, results: StudyResults) -> list[tuple[str, str]]:
         """The study's figures, each as its artifact file and HTML page: drawn by the
-        process where one runs and the libraries are not imported here, else here."""
+        process where one runs, has imported the libraries, and they are not imported
+        here; else here (and the process, no longer needed, is stopped)."""
         with self._lock:
-            process = None if self._loaded_here() else self._process
-            if process is not None:
-                try:
-                    reply = process.draw(results)
-                except TimeoutError as exc:
-                    self._process = None
-                    logger.warning("no analysis figures on the parent run: %s", exc)
-                    return []
-                except FigureProcessError as exc:
-                    self._process = None
-                    logger.info("figures drawn in the driver: %s", exc)
-                else:
-                    if reply.error is None:
-                        return list(reply.pages)
-                    logger.info("figures drawn in the driver: %s", reply.error)
-        return list(analysis_pages(results))
+            process, self._process = self._process, None
+            if process is None:
+                return list(analysis_pages(results))
+            if self._loaded_here():
+                process.stop()
+                return list(analysis_pages(results))
+            try:
+                reply = process.draw(results)
+            except TimeoutError as exc:
+                logger.warning("no analysis figures on the parent run: %s", exc)
+                return []
+            except FigureProcessError as exc:
+                process.stop()
+                logger.info("figures drawn in the driver: %s", exc)
+                return list(analysis_pages(results))
+            if reply.error is not None:
+                process.stop()
+                logger.info("figures drawn in the driver: %s", reply.error)
+                return list(analysis_pages(results))
+            self._process = process  # it serves the next search too
+            return list(reply.pages)
 
     def close(self) -> None:
         """End the process (at the driver's exit: no subprocess is left for Python to warn of)."""
         with self._lock:
             if self._process is not None:
-                self._process.close()
+                self._process.stop()
                 self._process = None
 
 
@@ -316,21 +333,35 @@ def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
 
 
 def main() -> None:
-    """Import the figure libraries, then serve the driver on standard input and output."""
+    """Serve the driver on standard input and output while a thread of its own imports
+    the figure libraries, then says so (:data:`READY`)."""
     # Ctrl-C reaches the driver's whole process group: the driver decides, and this
-    # process ends when the driver closes its input.
+    # process ends when the driver closes its input (killed, too).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # Background work: the imports take a core nobody else wants (beside short trials,
-    # the driver holds one core and its trials little), never one a starting trial
-    # worker or the driver waits for. The driver waits on it only at the search's end.
-    with contextlib.suppress(OSError, AttributeError):  # no os.nice off Unix
-        os.nice(19)
     # Replies go out on the original standard output alone: whatever a library
     # prints goes to standard error instead of into a reply.
     replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-    load_libraries(list(FIGURE_LIBRARIES))
+    nice = int(sys.argv[1]) if len(sys.argv) > 1 else IMPORT_NICE
+    threading.Thread(target=_load_then_say, args=(replies, nice), daemon=True).start()
     serve(sys.stdin.buffer, replies)
+
+
+def _load_then_say(replies: IO[bytes], nice: int) -> None:
+    """Import the figure libraries at a priority ``nice`` lower, then write :data:`READY`.
+
+    Background work: the imports take a core nobody else wants (beside short trials
+    the driver holds one core and its trials little), never one a starting trial
+    worker or the driver needs. Lowered for this thread alone (Linux's threads have a
+    priority each; elsewhere it stays as it was): a priority lowered cannot be raised
+    back, and the figures are drawn, on the main thread, while the driver waits.
+    """
+    with contextlib.suppress(OSError, AttributeError):
+        me = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, me, os.getpriority(os.PRIO_PROCESS, me) + nice)
+    load_libraries(list(FIGURE_LIBRARIES))
+    replies.write(READY)
+    replies.flush()
 
 
 if __name__ == "__main__":
