@@ -12,6 +12,11 @@ the server answers, it writes through. The first write that finds it out of reac
   once it is created (:meth:`OutageTracker.when_created` tells who needs it);
 * a thread of its own tries the kept writes again every :data:`RETRY_S`, the
   oldest first, so that the search loop never waits on the server;
+* once the server answers the kept writes again, a new write waits its turn (at
+  most :data:`CATCH_UP_WAIT_S`) until the retry has written it, as a write
+  straight to the server would wait: the search cannot add to the queue faster
+  than the server empties it (a search of short trials kept 250 writes in an
+  11 s outage, and on a busy machine the queue never emptied);
 * one line says when the server stopped answering, and one when it is back and
   how many writes landed. :meth:`OutageTracker.down_for` lets the driver stop a
   search whose server stays away past ``tracking.outage_limit``.
@@ -37,6 +42,10 @@ from hpsearch.tracking._base import MetricRow, RunStatus, Tracker
 
 RETRY_S = 5.0
 """How often the kept writes are tried again while the server is out of reach."""
+
+CATCH_UP_WAIT_S = 30.0
+"""How long a write waits for its turn while the server answers the kept writes again
+(the search goes on past it, the write kept: a server that slow is hardly back)."""
 
 PENDING_PREFIX = "pending-"
 """The start of a stand-in run id, for a run opened while the server was out of reach."""
@@ -96,6 +105,7 @@ class _Write:
         kept_on_failure: once called, its records are held by the tracker beneath
             even if the request then fails (a batched write): not called again.
         creates: it creates the run ``run_id`` stands in for.
+        left: it left the queue (written, or given up).
     """
 
     what: str
@@ -103,6 +113,7 @@ class _Write:
     write: Callable[[str], Any]
     kept_on_failure: bool = False
     creates: bool = False
+    left: bool = False
 
 
 class _StandIns:
@@ -153,14 +164,14 @@ class _Retrier:
         with self._lock:
             self._last = self._clock()
 
-    def start_if_due(self) -> None:
-        """Start a retry if the interval has passed and none is under way."""
-        now = self._clock()
+    def start_if_due(self, *, now: bool = False) -> None:
+        """Start a retry if the interval has passed (or ``now``) and none is under way."""
+        at = self._clock()
         with self._lock:
             busy = self._thread is not None and self._thread.is_alive()
-            if busy or now - self._last < self._every_s:
+            if busy or (not now and at - self._last < self._every_s):
                 return
-            self._last = now
+            self._last = at
             self._thread = threading.Thread(
                 target=self._retry, name="hpsearch-tracking-retry", daemon=True
             )
@@ -183,12 +194,15 @@ class _Outage:
     since: float
     answered_at: float | None = None
     landed: int = 0
+    answering: bool = False
+    """Whether the server answered the retry's last kept write (new writes wait their turn)."""
 
     def done(self, answered_at: float | None) -> None:
         """A kept write left the queue (``answered_at``: when the server answered it)."""
         self.landed += 1
         if answered_at is not None:
             self.answered_at = answered_at
+            self.answering = True
 
     def silent_for(self, now: float) -> float:
         """Seconds since the server last answered: from the outage's start, or from its last
@@ -227,6 +241,10 @@ class OutageTracker:
         self._wall = wall
         self._retry_s = retry_s
         self._lock = threading.Lock()
+        self._turn = threading.Condition(self._lock)
+        """Told whenever a kept write leaves the queue, or the retry stops answering."""
+        self._replaying = threading.local()
+        """Set on the thread that writes the kept writes (its own writes never wait)."""
         self._kept: deque[_Write] = deque()
         self._stand_ins = _StandIns()
         self._outage: _Outage | None = None
@@ -292,9 +310,12 @@ class OutageTracker:
     def give_up(self) -> int:
         """At the end of a search whose server stayed away: the kept writes are dropped,
         and those waiting on a run never created are told so. How many writes were kept."""
-        with self._lock:
+        with self._turn:
             dropped = len(self._kept)
+            for write in self._kept:
+                write.left = True
             self._kept.clear()
+            self._turn.notify_all()
         for wait in self._stand_ins.abandoned():
             if wait.otherwise is not None:
                 self._told(wait.otherwise)
@@ -405,12 +426,28 @@ class OutageTracker:
 
     def _kept_while_down(self, write: _Write) -> bool:
         """Keep ``write`` if an outage is on: decided under the lock, so that a write is
-        never kept just after the retry thread found nothing left and ended the outage."""
+        never kept just after the retry thread found nothing left and ended the outage.
+        While the server answers the kept writes, it then waits its turn."""
         with self._lock:
             if self._outage is None:
                 return False
             self._kept.append(write)
-            return True
+            answering = self._outage.answering
+        if answering and not getattr(self._replaying, "on", False):
+            self._wait_turn(write)
+        return True
+
+    def _wait_turn(self, write: _Write) -> None:
+        """Wait until the retry has written ``write`` (at most :data:`CATCH_UP_WAIT_S`), or
+        the server stops answering: what waiting on a write straight to it would cost."""
+        self._retries.start_if_due(now=True)  # a retry under way, or one now
+        deadline = time.monotonic() + CATCH_UP_WAIT_S  # a real wait: not the clock's
+        with self._turn:
+            while not write.left and self._outage is not None and self._outage.answering:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self._turn.wait(left)
 
     def _keep(self, write: _Write) -> None:
         with self._lock:
@@ -432,7 +469,20 @@ class OutageTracker:
         )
 
     def _retry(self) -> None:
-        """Write the kept writes, oldest first, until one fails or none is left."""
+        """Write the kept writes, oldest first, until one fails or none is left (those
+        kept meanwhile too)."""
+        self._replaying.on = True
+        try:
+            while self._replay() and not self._back():
+                pass
+        finally:
+            self._replaying.on = False
+            with self._turn:  # whoever waits on this retry: it is over
+                self._turn.notify_all()
+
+    def _replay(self) -> bool:
+        """Write the kept writes, oldest first, until one fails or none is left; whether
+        the server answered throughout."""
         for write in self._oldest_first():
             run_id = self._stand_ins.resolved(write.run_id)
             if run_id.startswith(PENDING_PREFIX) and not write.creates:
@@ -448,16 +498,25 @@ class OutageTracker:
                     continue
                 if write.kept_on_failure:
                     self._done_with(write)
-                return
+                self._silent()
+                return False
             self._done_with(write, answered=True)
         try:  # the batches held beneath, and the proof that the server answers again
             self.inner.flush()
         except Exception as exc:
             if unreachable(exc):
-                return
+                self._silent()
+                return False
             # Refused (dropped beneath): the server answered, so the outage is over.
             self._say(f"tracking: a batch of kept writes not written: {exc}")
-        self._back()
+        return True
+
+    def _silent(self) -> None:
+        """The server did not answer the retry: new writes are kept without waiting."""
+        with self._turn:
+            if self._outage is not None:
+                self._outage.answering = False
+            self._turn.notify_all()
 
     def _oldest_first(self) -> Iterator[_Write]:
         while True:
@@ -469,23 +528,30 @@ class OutageTracker:
 
     def _done_with(self, write: _Write, *, answered: bool = False) -> None:
         """``write`` leaves the queue (``answered``: the server answered it)."""
-        with self._lock:
+        with self._turn:
             if self._kept and self._kept[0] is write:
                 self._kept.popleft()
+                write.left = True
                 if self._outage is not None:
                     self._outage.done(self._clock() if answered else None)
+                self._turn.notify_all()
 
-    def _back(self) -> None:
-        """Every kept write landed: writes go straight to the server again."""
-        with self._lock:
-            if self._kept or self._outage is None:
-                return
+    def _back(self) -> bool:
+        """Every kept write landed: writes go straight to the server again. Whether the
+        outage is over (``False``: writes were kept meanwhile, to write next)."""
+        with self._turn:
+            if self._outage is None:
+                return True
+            if self._kept:
+                return False
             lasted = self._clock() - self._outage.since
             landed, self._outage = self._outage.landed, None
+            self._turn.notify_all()
         self._say(
             f"tracking server {self.uri} reachable again after {lasted:.0f} s: "
             f"{landed} kept write(s) landed"
         )
+        return True
 
     def _created(self, stand_in: str, real: str) -> None:
         for wait in self._stand_ins.created(stand_in, real):

@@ -255,3 +255,52 @@ def test_a_server_back_but_slower_than_the_search_writes_is_not_counted_out_of_r
     assert tracker.down_for() is None
     assert said[-1].startswith("tracking server http://127.0.0.1:1 reachable again after 36 s")
     assert server.runs[parent].tags["progress"] == "5"
+
+
+def test_once_the_server_answers_again_a_new_write_waits_its_turn_and_the_outage_ends() -> None:
+    # A search of short trials writes faster than the replay: kept without waiting,
+    # its writes grew the queue faster than the server emptied it, and the outage
+    # never ended. Once the server answers, a write waits its turn, as one straight
+    # to the server waits for it.
+    import threading
+
+    answers = threading.Semaphore(0)
+    written: list[str] = []
+
+    class Answering(Server):
+        """Answers one write each time the test lets it."""
+
+        def log_text(self, run_id: str, text: str, artifact_file: str) -> None:
+            self._check()
+            assert answers.acquire(timeout=30), "the test never let the server answer"
+            super().log_text(run_id, text, artifact_file)
+            written.append(text)
+
+    server, clock, said = Answering(), Clock(), list[str]()
+    tracker = _outage(server, clock, said)
+    parent = tracker.start_run("search")
+    server.up = False
+    for step in range(3):
+        tracker.log_text(parent, str(step), "progress.txt")  # kept at once: no answer
+    assert tracker.kept() == 3
+    server.up = True
+    clock.now += 5.0
+    tracker.flush()  # the retry starts, and writes the first kept write when let
+    answers.release()
+    search = threading.Thread(target=tracker.log_text, args=(parent, "3", "progress.txt"))
+    for _ in range(3000):  # until the server has answered the first kept write
+        if written:
+            break
+        threading.Event().wait(0.01)
+    assert written == ["0"]
+    search.start()
+    search.join(0.5)
+    assert search.is_alive()  # the search waits its turn behind the kept writes
+    for _ in range(3):
+        answers.release()
+    search.join(30)
+    assert not search.is_alive()
+    assert written == ["0", "1", "2", "3"]  # in order: its write after the kept ones
+    assert tracker.kept() == 0
+    assert tracker.down_for() is None
+    assert said[-1].startswith("tracking server http://127.0.0.1:1 reachable again after 5 s")
