@@ -212,7 +212,76 @@ class _Outage:
         return now - last
 
 
-class OutageTracker:
+class _Delegated:
+    """The tracker's writes, each handed to ``_write`` (kept while the server is out of
+    reach), and its reads, straight to the server: :class:`OutageTracker`'s plumbing."""
+
+    inner: Tracker
+    _stand_ins: _StandIns
+
+    def _write(
+        self, what: str, run_id: str, write: Callable[[str], Any], *, batched: bool = False
+    ) -> None:
+        raise NotImplementedError
+
+    def log_metrics(self, run_id: str, metrics: Mapping[str, float], step: int) -> None:
+        """Log metrics for one step."""
+        self._write(
+            "metrics", run_id, lambda r: self.inner.log_metrics(r, metrics, step), batched=True
+        )
+
+    def log_params(self, run_id: str, params: Mapping[str, Any]) -> None:
+        """Log params the run did not start with."""
+        self._write("params", run_id, lambda r: self.inner.log_params(r, params), batched=True)
+
+    def set_tags(self, run_id: str, tags: Mapping[str, Any]) -> None:
+        """Set tags."""
+        self._write("tags", run_id, lambda r: self.inner.set_tags(r, tags), batched=True)
+
+    def log_series(self, run_id: str, rows: Sequence[MetricRow]) -> None:
+        """Log timestamped rows."""
+        self._write("series", run_id, lambda r: self.inner.log_series(r, rows))
+
+    def log_text(self, run_id: str, text: str, artifact_file: str) -> None:
+        """Store ``text`` as an artifact file of the run."""
+        self._write(artifact_file, run_id, lambda r: self.inner.log_text(r, text, artifact_file))
+
+    def log_figure(self, run_id: str, figure: Any, artifact_file: str) -> None:
+        """Store a figure as an artifact."""
+        self._write(
+            artifact_file, run_id, lambda r: self.inner.log_figure(r, figure, artifact_file)
+        )
+
+    def log_file(
+        self, run_id: str, path: str | os.PathLike[str], folder: str | None = None
+    ) -> None:
+        """Store a local file as an artifact of the run."""
+        self._write(os.fspath(path), run_id, lambda r: self.inner.log_file(r, path, folder))
+
+    def end_run(self, run_id: str, status: RunStatus) -> None:
+        """End a run with ``status``."""
+        self._write(f"end {status.value}", run_id, lambda r: self.inner.end_run(r, status))
+
+    # Reads: straight to the server ---------------------------------------------
+
+    def running_run_ids(self) -> set[str]:
+        """The experiment's runs still RUNNING."""
+        return self.inner.running_run_ids()
+
+    def runs_of_trial(self, study: str, number: int) -> dict[str, str]:
+        """The experiment's runs of ``study``'s trial ``number``: their status."""
+        return self.inner.runs_of_trial(study, number)
+
+    def end_running_children(self, parent_run_id: str, status: RunStatus) -> None:
+        """End every child run of ``parent_run_id`` still RUNNING."""
+        self.inner.end_running_children(self._stand_ins.resolved(parent_run_id), status)
+
+    def end_if_running(self, run_id: str, status: RunStatus) -> str | None:
+        """End a run left RUNNING by a driver that stopped."""
+        return self.inner.end_if_running(self._stand_ins.resolved(run_id), status)
+
+
+class OutageTracker(_Delegated):
     """A :class:`~hpsearch.tracking.Tracker` that keeps writing through a server's outage.
 
     Args:
@@ -321,44 +390,6 @@ class OutageTracker:
                 self._told(wait.otherwise)
         return dropped
 
-    def log_metrics(self, run_id: str, metrics: Mapping[str, float], step: int) -> None:
-        """Log metrics for one step."""
-        self._write(
-            "metrics", run_id, lambda r: self.inner.log_metrics(r, metrics, step), batched=True
-        )
-
-    def log_params(self, run_id: str, params: Mapping[str, Any]) -> None:
-        """Log params the run did not start with."""
-        self._write("params", run_id, lambda r: self.inner.log_params(r, params), batched=True)
-
-    def set_tags(self, run_id: str, tags: Mapping[str, Any]) -> None:
-        """Set tags."""
-        self._write("tags", run_id, lambda r: self.inner.set_tags(r, tags), batched=True)
-
-    def log_series(self, run_id: str, rows: Sequence[MetricRow]) -> None:
-        """Log timestamped rows."""
-        self._write("series", run_id, lambda r: self.inner.log_series(r, rows))
-
-    def log_text(self, run_id: str, text: str, artifact_file: str) -> None:
-        """Store ``text`` as an artifact file of the run."""
-        self._write(artifact_file, run_id, lambda r: self.inner.log_text(r, text, artifact_file))
-
-    def log_figure(self, run_id: str, figure: Any, artifact_file: str) -> None:
-        """Store a figure as an artifact."""
-        self._write(
-            artifact_file, run_id, lambda r: self.inner.log_figure(r, figure, artifact_file)
-        )
-
-    def log_file(
-        self, run_id: str, path: str | os.PathLike[str], folder: str | None = None
-    ) -> None:
-        """Store a local file as an artifact of the run."""
-        self._write(os.fspath(path), run_id, lambda r: self.inner.log_file(r, path, folder))
-
-    def end_run(self, run_id: str, status: RunStatus) -> None:
-        """End a run with ``status``."""
-        self._write(f"end {status.value}", run_id, lambda r: self.inner.end_run(r, status))
-
     def flush(self, older_than_s: float = 0.0) -> None:
         """Write what waits; while the server is out of reach, start a retry when one is due."""
         if self._through():
@@ -382,24 +413,6 @@ class OutageTracker:
             with contextlib.suppress(Exception):  # a last batch: the server may go again
                 self.inner.flush()
         return self.kept()
-
-    # Reads: straight to the server ---------------------------------------------
-
-    def running_run_ids(self) -> set[str]:
-        """The experiment's runs still RUNNING."""
-        return self.inner.running_run_ids()
-
-    def runs_of_trial(self, study: str, number: int) -> dict[str, str]:
-        """The experiment's runs of ``study``'s trial ``number``: their status."""
-        return self.inner.runs_of_trial(study, number)
-
-    def end_running_children(self, parent_run_id: str, status: RunStatus) -> None:
-        """End every child run of ``parent_run_id`` still RUNNING."""
-        self.inner.end_running_children(self._stand_ins.resolved(parent_run_id), status)
-
-    def end_if_running(self, run_id: str, status: RunStatus) -> str | None:
-        """End a run left RUNNING by a driver that stopped."""
-        return self.inner.end_if_running(self._stand_ins.resolved(run_id), status)
 
     # The outage --------------------------------------------------------------------
 
