@@ -16,7 +16,7 @@ the server answers, it writes through. The first write that finds it out of reac
   most :data:`CATCH_UP_WAIT_S`) until the retry has written it, as a write
   straight to the server would wait: the search cannot add to the queue faster
   than the server empties it (a search of short trials kept 250 writes in an
-  11 s outage, and on a busy machine the queue never emptied);
+  11 s outage, and on a busy machine the queue had not emptied a minute later);
 * one line says when the server stopped answering, and one when it is back and
   how many writes landed. :meth:`OutageTracker.down_for` lets the driver stop a
   search whose server stays away past ``tracking.outage_limit``.

@@ -288,8 +288,8 @@ def test_once_the_server_answers_again_a_new_write_waits_its_turn_and_the_outage
     tracker.flush()  # the retry starts, and writes the first kept write when let
     answers.release()
     search = threading.Thread(target=tracker.log_text, args=(parent, "3", "progress.txt"))
-    for _ in range(3000):  # until the server has answered the first kept write
-        if written:
+    for _ in range(3000):  # until the first kept write has left the queue, answered
+        if tracker.kept() == 2:
             break
         threading.Event().wait(0.01)
     assert written == ["0"]
