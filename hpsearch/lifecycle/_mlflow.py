@@ -209,21 +209,28 @@ def end_reclaimed_runs(
     With the parent go its other runs still RUNNING: a trial's run the driver
     started but had not yet named on the Optuna trial when it was killed. A trial
     the driver asked for but had not launched has no run: it gets one, KILLED, so
-    that every Optuna trial has its run (under ``parent_run_id``, the reclaiming
-    search's, where there is one).
+    that every Optuna trial has its run, under the dead search's parent run where
+    the reclaimed trials' runs name exactly one (its other trials are there), else
+    under ``parent_run_id``, the reclaiming search's, where there is one.
     """
     parents: set[str] = set()
+    unlaunched: list[FrozenTrial] = []
     for trial in trials:
         run_id = trial.user_attrs.get(attrs.MLFLOW_RUN)
         # A run the driver started but had not yet named on the trial is found by its
         # trial-number tag (set as the run is created).
         run_ids = [str(run_id)] if run_id else list(tracker.runs_of_trial(study, trial.number))
         if not run_ids:
-            _record_unlaunched(tracker, trial, study, parent_run_id)
+            unlaunched.append(trial)
         for run in run_ids:
             parent = tracker.end_if_running(run, RunStatus.KILLED)
             if parent:
                 parents.add(parent)
+    # A rerun reclaims before its own parent run exists: without the dead search's,
+    # such a run would stand in the experiment as a search of its own.
+    under = next(iter(parents)) if len(parents) == 1 else parent_run_id
+    for trial in unlaunched:
+        _record_unlaunched(tracker, trial, study, under)
     for parent in parents:
         tracker.end_if_running(parent, RunStatus.KILLED)
         tracker.end_running_children(parent, RunStatus.KILLED)

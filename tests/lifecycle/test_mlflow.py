@@ -96,6 +96,33 @@ def test_a_lost_trial_its_driver_never_launched_gets_a_killed_run(
     assert len(tracker.runs_of_trial(handle.name, lost.number)) == 1
 
 
+def test_a_rerun_records_a_never_launched_trial_under_the_dead_searchs_parent_run(
+    config: RunConfig, project: Path
+) -> None:
+    # Killed with one trial running and the next asked for, not yet launched. The rerun
+    # reclaims both before its own parent run exists.
+    handle = open_study(config)
+    tracker = MlflowTracker(config.tracking.uri, "test-study", "mlruns/artifacts")
+    parent = tracker.start_run("the dead driver")
+    space = config.search_space.distributions()
+    running, asked = handle.ask(space), handle.ask(space)
+    running.set_user_attr(attrs.MLFLOW_RUN, tracker.start_run("trial 0", parent_run_id=parent))
+    for trial in (running, asked):
+        age_heartbeat(config.study.storage, trial.number, seconds=GRACE_PERIOD_S + 60)
+
+    assert reclaim_stale_trials(handle, tracker) == 2
+
+    [recorded] = tracker.runs_of_trial(handle.name, asked.number)
+    run = tracker.client.get_run(recorded)
+    assert run.info.status == "KILLED"
+    assert run.data.tags["mlflow.parentRunId"] == parent
+    # The experiment still holds one search: no run of the rerun's stands beside it.
+    experiment = tracker.client.get_experiment_by_name("test-study")
+    assert experiment is not None
+    runs = tracker.client.search_runs([experiment.experiment_id])
+    assert [r.info.run_id for r in runs if "mlflow.parentRunId" not in r.data.tags] == [parent]
+
+
 def test_runs_a_stopped_search_could_not_create_are_recorded_from_the_study(
     config: RunConfig, project: Path
 ) -> None:
