@@ -90,7 +90,13 @@ def test_a_stopped_worker_and_one_holding_the_gil_are_killed_by_the_driver(
             "timeout: ran past execution.trial_timeout (2 s) did not end, and was killed "
             "by the driver; last reported step: 0"
         )
-    assert took < 60, f"the search took {took:.0f} s"
+        # Killed from its worker's start at the limit and the 5 s the driver grants (as
+        # documented), give or take the driver's look: not the hour it would hang. The
+        # search's own time is mostly Ray's start and the workers': 64-85 s in
+        # fresh-clone make test runs on a slow day, 18 s on a quiet one.
+        ran = trials[x].user_attrs[attrs.DURATION]
+        assert 2 + 5 <= ran < 2 + 5 + 10, ran
+    assert took < 240, f"the search took {took:.0f} s"
 
 
 def test_a_trial_past_its_limit_when_the_search_is_interrupted_is_not_run_again(

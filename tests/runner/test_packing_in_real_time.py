@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 import hpsearch
+from hpsearch import attrs
 from tests.conftest import ConfigWriter, load_search, merge, mlflow_client
 
 H200_MB = 143771.0
@@ -61,26 +62,42 @@ def test_trials_of_a_few_tenths_of_a_second_share_their_gpu_within_seconds(
     window_end = ends[0] + REACHED_WITHIN_S
     admitted = [s for s, _ in held if s <= window_end]
     assert max(sum(s <= w < e for s, e in held) for w in admitted) >= 2, held
+
     # And a trial admitted by then ran beside another on the GPU, where this machine gave
-    # the trials their tenth of a core: on a machine whose cores other processes hold,
-    # each trial alone takes several times its 0.3 s and trials run one after another
-    # whatever packing decides (seen with three busy loops on one core).
-    shared = [
-        t
-        for t in trials
-        if t.datetime_start is not None
-        and t.datetime_start.timestamp() <= window_end
-        and t.user_attrs["hpsearch.gpu"]["trials_sharing_max"] >= 2
+    # the trials their tenth of a core and started their workers in time. On a machine
+    # whose cores other processes hold, each trial alone takes several times its 0.3 s
+    # and trials run one after another whatever packing decides (seen with three busy
+    # loops on one core); or Ray takes many seconds to start the new workers while the
+    # first one runs the trials one after another (16 s seen in a fresh-clone make test
+    # on a slow day), and only the later ones overlap.
+    def sharing(trial: Any) -> int:
+        return int(trial.user_attrs[attrs.GPU]["trials_sharing_max"])
+
+    # From its admission to its worker's start: its end less the time it ran.
+    def waited_for_worker(trial: Any) -> float:
+        ran = float(trial.user_attrs[attrs.DURATION])
+        return float(trial.datetime_complete.timestamp() - ran - trial.datetime_start.timestamp())
+
+    in_window = [
+        t for t in trials if t.datetime_start and t.datetime_start.timestamp() <= window_end
     ]
     took = statistics.median(t.duration.total_seconds() for t in trials if t.duration)
-    if took <= STARVED_S:
-        assert shared, [t.user_attrs["hpsearch.gpu"]["trials_sharing_max"] for t in trials]
-    else:
+    waited = max(waited_for_worker(t) for t in in_window)
+    if took > STARVED_S:
         warnings.warn(
             f"trials of 0.3 s took {took:.1f} s (median): this machine's cores are taken, so "
             "whether packed trials overlapped was not checked",
             stacklevel=1,
         )
+    elif waited > REACHED_WITHIN_S:
+        assert any(sharing(t) >= 2 for t in trials), [sharing(t) for t in trials]
+        warnings.warn(
+            f"a trial admitted in the first {REACHED_WITHIN_S:g} s waited {waited:.1f} s for "
+            "its worker: whether those trials overlapped was not checked, only later ones",
+            stacklevel=1,
+        )
+    else:
+        assert any(sharing(t) >= 2 for t in in_window), [sharing(t) for t in trials]
     # Each count above one was said with its reason, and the ones measured with their steps.
     rises = [d for d in decisions if d["previous"] and d["limit"] > d["previous"]]
     assert all(d["reason"].startswith("trying ") for d in rises)
