@@ -184,7 +184,10 @@ def test_an_outage_is_survived_and_one_past_the_limit_stops_the_search_with_exit
     error = stderr.strip().splitlines()[-1]
     assert error.startswith(f"error: {path}: tracking.uri: the tracking server {gate.uri} "), error
     assert f"(tracking.outage_limit: {limit} s)" in error
-    assert lasted < limit + 25, lasted  # the limit, a tick, and closing out: not minutes
+    # The limit, a tick, and closing out (3 s more for the kept writes, then Ray's end):
+    # not minutes. 25-26 s alone on a slow day, with two cores kept busy or not; 47.8 s
+    # once under make test's load beside other work.
+    assert lasted < limit + 45, (lasted, stdout[-1500:])
     assert output.said(down) == 2, stdout[-3000:]
     assert "Traceback" not in stderr
     assert f"could not be written (the tracking server {gate.uri} is out of reach)" in stdout
