@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -410,11 +412,48 @@ def cli(*args: str, env: dict[str, str | None] | None = None) -> CliResult:
     return CliResult(result.exit_code, result.stdout, result.stderr)
 
 
-def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    """Poll ``condition`` until it holds; fail the test after ``timeout`` seconds."""
+def wait_for(
+    condition: Callable[[], bool],
+    timeout: float,
+    what: str,
+    *,
+    process: subprocess.Popen[str] | None = None,
+) -> None:
+    """Poll ``condition`` until it holds; fail the test after ``timeout`` seconds.
+
+    ``process``: the process (started with its output piped) whose work the test
+    waits on. If it ends first, the test fails at once; at the timeout it is killed
+    (its process group, where it leads one: its Ray too). Either way the failure
+    ends with what it printed, to tell a slow start from a stuck or failed search.
+    """
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if condition():
             return
+        if process is not None and process.poll() is not None and not condition():
+            raise AssertionError(
+                f"the process ended (exit {process.returncode}) before {what}" + _said_by(process)
+            )
         time.sleep(0.5)
+    if process is not None:
+        with contextlib.suppress(ProcessLookupError):
+            if os.getpgid(process.pid) == process.pid:
+                os.killpg(process.pid, signal.SIGKILL)
+            else:
+                process.kill()
+        raise AssertionError(
+            f"timed out waiting for {what} (the process killed)" + _said_by(process)
+        )
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def _said_by(process: subprocess.Popen[str]) -> str:
+    """The end of an ended process's stdout and stderr, for a failure's message."""
+    try:
+        stdout, stderr = process.communicate(timeout=30)
+    except (subprocess.TimeoutExpired, ValueError):  # its pipes held open, or read already
+        return "; its output could not be read"
+    return (
+        f"\n--- its stdout, last lines:\n{(stdout or '')[-2000:]}"
+        f"\n--- its stderr, last lines:\n{(stderr or '')[-3000:]}"
+    )

@@ -92,13 +92,14 @@ def test_an_interrupted_conditional_search_resumes_its_trials_from_their_checkpo
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        start_new_session=True,  # a failed wait kills its Ray too
     )
     latest = project / "mlruns/checkpoints/conditional-example/trial-0/LATEST"
 
     def checkpointed_twice() -> bool:
         return latest.is_file() and not latest.read_text().startswith("step-0/")
 
-    wait_for(checkpointed_twice, 120, "trial 0's second checkpoint")
+    wait_for(checkpointed_twice, 240, "trial 0's second checkpoint", process=driver)
     driver.send_signal(signal.SIGINT)  # Ctrl-C
     _, stderr = driver.communicate(timeout=120)
     assert driver.returncode == 130, stderr[-2000:]

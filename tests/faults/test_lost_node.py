@@ -50,7 +50,7 @@ def test_a_trial_whose_node_dies_resumes_on_another_node_from_its_checkpoint(
     def checkpointed_twice() -> bool:
         return latest.is_file() and not latest.read_text().startswith("step-0/")
 
-    wait_for(checkpointed_twice, 120, "trial 0's second checkpoint")
+    wait_for(checkpointed_twice, 240, "trial 0's second checkpoint", process=driver)
     nodes.kill(first)  # the machine is gone: raylet, workers, the trial
     nodes.worker("--num-cpus=2")
     _, stderr = driver.communicate(timeout=180)

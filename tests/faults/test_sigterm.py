@@ -45,7 +45,7 @@ def test_a_stop_signal_requeues_running_trials_ends_runs_killed_and_exits_128_pl
     def two_running() -> bool:
         return sum(attrs.MLFLOW_RUN in t.user_attrs for t in study_trials()) == 2
 
-    wait_for(two_running, 120, "two trials to start")
+    wait_for(two_running, 240, "two trials to start", process=driver)
     started = time.monotonic()
     if to == "the driver":
         driver.send_signal(signum)

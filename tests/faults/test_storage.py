@@ -149,7 +149,7 @@ def test_a_study_store_deleted_mid_search_is_said_and_a_rerun_refuses_to_start_i
     def some_ended() -> bool:
         return sum(t.state.name == "COMPLETE" for t in study_trials()) >= 2
 
-    wait_for(some_ended, 120, "two trials to complete")
+    wait_for(some_ended, 240, "two trials to complete", process=driver)
     for suffix in ("", "-wal", "-shm"):
         Path(f"mlruns/optuna.db{suffix}").unlink(missing_ok=True)
     _, stderr = driver.communicate(timeout=120)

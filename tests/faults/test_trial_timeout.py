@@ -120,7 +120,7 @@ def test_a_trial_past_its_limit_when_the_search_is_interrupted_is_not_run_again(
         launched = bool(running) and attrs.ASSIGNED in running[0].user_attrs
         return launched and start is not None and time.time() - start.timestamp() > 3.0
 
-    wait_for(past_its_limit, 120, "the trial stuck past its limit")
+    wait_for(past_its_limit, 240, "the trial stuck past its limit", process=driver)
     os.killpg(driver.pid, signal.SIGINT)  # Ctrl-C, before the driver's kill
     _, err = driver.communicate(timeout=60)
 
