@@ -55,7 +55,12 @@ def test_a_hung_trial_ends_fail_with_reason_timeout_and_its_last_step(
         run = mlflow_client(project).get_run(trials[x].user_attrs[attrs.MLFLOW_RUN])
         assert run.info.status == "FAILED"
         assert run.data.tags["hpsearch.error"].startswith("timeout:")
-    assert took < 60, f"the search took {took:.0f} s"  # not the hour the trials would hang
+        # Ended at the limit, from its worker's start, give or take the worker's look:
+        # not the hour it would hang. The search's own time is mostly Ray's start and the
+        # workers': 53.7 s in CI once, beside the other tests.
+        ran = trials[x].user_attrs[attrs.DURATION]
+        assert 4 <= ran < 4 + 10, ran
+    assert took < 240, f"the search took {took:.0f} s"
 
 
 def test_a_stopped_worker_and_one_holding_the_gil_are_killed_by_the_driver(
