@@ -68,7 +68,7 @@ def test_both_nodes_gpus_pack_and_a_lost_node_monitor_falls_back_to_one_trial(
         return len({_node(t) for t in shared}) == 2 == len({_node(t) for t in measured})
 
     try:
-        wait_for(packed_on_both_nodes, 120, "trials sharing a GPU on each node")
+        wait_for(packed_on_both_nodes, 240, "trials sharing a GPU on each node")
     except AssertionError:  # say what the search had done, and what its driver said
         seen = [
             (_node(t)[:8], t.state.name, _resources(t).get("co_tenants"))

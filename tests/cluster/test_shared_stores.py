@@ -79,7 +79,7 @@ def test_two_drivers_share_a_postgresql_study_and_a_killed_ones_trials_run_again
         launched = [t for t in found if t.state.name == "RUNNING" and MLFLOW_RUN in t.user_attrs]
         return states["COMPLETE"] >= 2 and len(launched) == 2
 
-    wait_for(both_running_after_a_completed_one, 180, "two completed trials and two launched")
+    wait_for(both_running_after_a_completed_one, 240, "two completed trials and two launched")
     os.kill(doomed.pid, signal.SIGKILL)  # the driver only, as `kill -9 PID` would
     doomed.communicate()
     gate.touch()

@@ -55,7 +55,7 @@ def test_a_rerun_right_after_a_kill_reclaims_the_dead_drivers_trials_and_finishe
         return seen.count("COMPLETE") >= 1 and seen.count("RUNNING") == 2
 
     try:
-        wait_for(one_done_two_running, 180, "a completed trial and two running")
+        wait_for(one_done_two_running, 240, "a completed trial and two running")
     except AssertionError as missed:
         raise AssertionError(f"{missed}; the trials last seen: {seen}") from None
     os.kill(first.pid, signal.SIGKILL)  # the driver only, as `kill -9 PID` would
