@@ -162,8 +162,8 @@ def test_an_outage_is_survived_and_one_past_the_limit_stops_the_search_with_exit
     try:
         # Read the study once the driver has made it (two processes creating its
         # tables at once: "table ... already exists").
-        wait_for(lambda: alive(output.said("hpsearch: study") == 1), 120, "the study")
-        wait_for(lambda: alive(_completed() >= 1), 120, "a trial to complete")
+        wait_for(lambda: alive(output.said("hpsearch: study") == 1), 240, "the study")
+        wait_for(lambda: alive(_completed() >= 1), 240, "a trial to complete")
         gate.shut()  # an outage the search survives
         wait_for(lambda: alive(output.said(down) == 1), 60, "the outage's line")
         down_at = _completed()
