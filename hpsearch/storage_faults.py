@@ -142,6 +142,8 @@ def _problem(exc: BaseException) -> str | None:
 def _which_store(exc: BaseException, stores: Stores) -> tuple[str, str]:
     """The store whose library raised ``exc`` (MLflow's, else the study's)."""
     for link in _chain(exc):
+        if getattr(link, "tracking_store", False):  # raised for the tracking writer's process
+            return "tracking.uri", stores.tracking_uri
         for frame in traceback.extract_tb(link.__traceback__):
             if "/mlflow/" in frame.filename:
                 return "tracking.uri", stores.tracking_uri

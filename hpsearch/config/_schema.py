@@ -225,6 +225,10 @@ class ExecutionSpec(Settings):
         return self.max_concurrent or max(1, math.floor(cpus / self.cpus_per_trial))
 
 
+_DATABASE_SERVERS = ("postgresql", "postgres", "mysql", "mssql", "oracle")
+"""The schemes of tracking URIs that name a database server (SQLAlchemy's)."""
+
+
 class TrackingSpec(Settings):
     """Where MLflow records runs. The experiment defaults to the study name.
 
@@ -236,12 +240,36 @@ class TrackingSpec(Settings):
         outage_limit: how long a tracking server may stay out of reach (seconds, or
             ``10m``) while the search goes on and its writes wait; past it, the search
             stops as on Ctrl-C (trials queued again) and exits 2.
+        writer: where the runs are written: ``process``, a process of its own beside
+            the driver (MLflow's Python off the search's core, the driver handing
+            it each write and going on); ``driver``, the driver itself; ``auto``,
+            a process for a database server (PostgreSQL, MySQL, where a write is
+            round trips the driver would wait through) and the driver otherwise.
+            A tracking server (``http://``) is written by the driver.
     """
 
     uri: str = DEFAULT_TRACKING_URI
     experiment: str | None = None
     artifact_location: str = DEFAULT_ARTIFACT_LOCATION
     outage_limit: Seconds = 600.0
+    writer: Literal["auto", "process", "driver"] = "auto"
+
+    @model_validator(mode="after")
+    def _no_writer_process_for_a_server(self) -> TrackingSpec:
+        if self.writer == "process" and self.server:
+            raise ValueError(
+                "writer: process writes a database store, not a tracking server "
+                f"({self.uri}), whose outages the driver rides out; use auto or driver"
+            )
+        return self
+
+    @property
+    def writes_in_process(self) -> bool:
+        """Whether a process of its own writes the runs (``writer``)."""
+        if self.writer != "auto":
+            return self.writer == "process"
+        scheme = self.uri.partition("://")[0].partition("+")[0]
+        return scheme in _DATABASE_SERVERS
 
     @property
     def server(self) -> bool:

@@ -60,6 +60,9 @@ class ParentRun(TrialListener):
     ) -> None:
         self.tracker = tracker
         self.run_id = run_id
+        self.store_id: str | None = None
+        """The run's id in the store, once it is created there (``run_id`` may stand in for
+        it until then: a tracker that writes in a process of its own, or through an outage)."""
         self.name = name
         self._handle = handle
         self._objectives = list(objectives)
@@ -80,7 +83,12 @@ class ParentRun(TrialListener):
         source = Path(config.source)
         if source.is_file():  # the run says what was searched
             tracker.log_text(run_id, source.read_text(encoding="utf-8"), f"config/{source.name}")
-        return cls(tracker, run_id, name, handle, config.objective_list)
+        parent = cls(tracker, run_id, name, handle, config.objective_list)
+        tracker.when_created(run_id, parent._created)
+        return parent
+
+    def _created(self, store_id: str) -> None:
+        self.store_id = store_id
 
     # -- while the search runs -----------------------------------------------------
 

@@ -19,7 +19,12 @@ from hpsearch.config import RunConfig
 from hpsearch.lifecycle._checkpoints import sweep_checkpoints
 from hpsearch.lifecycle._mlflow import reclaim_stale_trials, record_unwritten_runs
 from hpsearch.lifecycle._parent_run import ParentRun
-from hpsearch.lifecycle._tracking import Afresh, land_tracking_writes, open_tracker
+from hpsearch.lifecycle._tracking import (
+    Afresh,
+    close_tracker,
+    land_tracking_writes,
+    open_tracker,
+)
 from hpsearch.results import RunOutcome, StudyResults
 from hpsearch.study import (
     BudgetCount,
@@ -114,10 +119,15 @@ class SearchRecords:
         tracker: Tracker | None,
     ) -> SearchRecords:
         """The records of the opened study: its tracker, its dead drivers' trials reclaimed."""
-        if tracker is None:  # not `or`: a tracker of the user's may have a length
-            tracker = open_tracker(config, handle, say, afresh)
-        reclaim_stale_trials(handle, tracker)
-        recorded = record_unwritten_runs(handle, tracker)
+        ours = tracker is None  # not `or`: a tracker of the user's may have a length
+        tracker = open_tracker(config, handle, say, afresh) if tracker is None else tracker
+        try:
+            reclaim_stale_trials(handle, tracker)
+            recorded = record_unwritten_runs(handle, tracker)
+        except BaseException:
+            if ours:
+                close_tracker(tracker)
+            raise
         if recorded:
             say(
                 f"{recorded} MLflow run(s) recorded from the study: their trials ended while "
@@ -148,11 +158,21 @@ class SearchRecords:
         count = count_budget(handle.study.get_trials(deepcopy=False))
         if _at_budget(TrialBudget.from_settings(config.study), count):
             records = cls._beside(config, handle, say, afresh, tracker)
-            yield OpeningRecords(lambda: records, has_work=False)
+            try:
+                yield OpeningRecords(lambda: records, has_work=False)
+            finally:
+                if tracker is None:
+                    close_tracker(records.tracker)
             return
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="hpsearch-records") as pool:
             opened = pool.submit(cls._beside, config, handle, say, afresh, tracker)
-            yield OpeningRecords(opened.result, has_work=True)
+            try:
+                yield OpeningRecords(opened.result, has_work=True)
+            finally:
+                # A search that ran closed its tracker at its end (run); one that did
+                # not get that far (at its budget, its runner refused) does it here.
+                if tracker is None and opened.exception() is None:
+                    close_tracker(opened.result().tracker)
 
     def nothing_to_do(self) -> RunOutcome | None:
         """The outcome of a search whose study already reached its budget (said in one
@@ -194,7 +214,7 @@ class SearchRecords:
         # What this driver finished itself (another driver may share the study).
         return RunOutcome(
             StudyResults(study),
-            parent.run_id,
+            parent.store_id or parent.run_id,
             ended.finished,
             ended.interrupted,
             ended.elapsed_s,

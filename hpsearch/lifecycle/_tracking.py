@@ -17,7 +17,7 @@ from hpsearch.config import RunConfig
 from hpsearch.errors import ConfigError
 from hpsearch.lifecycle._tracking_outage import outage_line
 from hpsearch.study import StudyHandle
-from hpsearch.tracking import OutageTracker, Tracker, use_quick_http_settings
+from hpsearch.tracking import OutageTracker, ProcessTracker, Tracker, use_quick_http_settings
 
 
 @dataclass(frozen=True)
@@ -47,16 +47,26 @@ def open_tracker(
         use_quick_http_settings()  # a server out of reach is known in seconds
     if not afresh.mlflow_history:
         _check_mlflow_store(config, handle)
-    # MLflow is imported here, where a search opens its records (while its Ray starts).
-    from hpsearch.tracking import MlflowTracker
+    tracker: Tracker
+    if tracking.writes_in_process:
+        tracker = ProcessTracker(
+            tracking.uri, config.experiment_name, tracking.new_experiment_artifacts
+        )
+    else:
+        # MLflow is imported here, where a search opens its records (while its Ray starts).
+        from hpsearch.tracking import MlflowTracker
 
-    tracker: Tracker = MlflowTracker(
-        tracking.uri, config.experiment_name, tracking.new_experiment_artifacts
-    )
+        tracker = MlflowTracker(
+            tracking.uri, config.experiment_name, tracking.new_experiment_artifacts
+        )
     if tracking.server:
         tracker = OutageTracker(tracker, tracking.uri, say)
     if not afresh.study:
-        _check_study_store(config, handle, tracker)
+        try:
+            _check_study_store(config, handle, tracker)
+        except BaseException:
+            close_tracker(tracker)
+            raise
     return tracker
 
 
@@ -100,6 +110,12 @@ def _check_mlflow_store(config: RunConfig, handle: StudyHandle) -> None:
         )
 
 
+def close_tracker(tracker: Tracker) -> None:
+    """End what a tracker started: a writer process, once every write is written."""
+    if isinstance(tracker, ProcessTracker):
+        tracker.close()
+
+
 LAST_TRY_S = 3.0
 """How long a stopped search tries its kept tracking writes once more before it exits."""
 
@@ -111,6 +127,7 @@ def land_tracking_writes(config: RunConfig, tracker: Tracker, say: Callable[[str
     stopped (Ctrl-C, the limit) tries for a few seconds. What is left unwritten is
     said; the runs it leaves RUNNING are ended KILLED by the next ``hpsearch run``.
     """
+    close_tracker(tracker)  # a writer process: every write written, and it ends
     if not isinstance(tracker, OutageTracker):
         return
     down = tracker.down_for()

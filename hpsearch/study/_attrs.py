@@ -79,15 +79,24 @@ def set_user_attr_late(
 ) -> None:
     """``trial``'s user attribute ``key`` set to ``value``, also once the trial has ended.
 
-    For what is known only later (the MLflow run of a trial opened while the tracking
-    server was out of reach). Optuna refuses to update a finished trial through its
+    For what is known only later: the MLflow run of a trial opened while the tracking
+    server was out of reach, or created by a tracking writer process (often after a
+    short trial ended). Optuna refuses to update a finished trial through its
     API; on an RDB storage the attribute is then written directly, elsewhere skipped.
     """
     trial_id = trial._trial_id
-    try:
-        storage.set_trial_user_attr(trial_id, key, value)
-    except UpdateFinishedTrialError:
+    # Optuna's cache holds a trial once it finished (as it ended): one this process
+    # finished is written directly, without first asking the storage to refuse it.
+    cached = getattr(storage, "_get_cached_trial", None)
+    frozen = cached(trial_id) if cached is not None else None
+    if frozen is not None:
         _write_user_attr(storage, trial_id, key, value)
+        frozen.user_attrs[key] = value  # this process reads it there
+    else:
+        try:
+            storage.set_trial_user_attr(trial_id, key, value)
+        except UpdateFinishedTrialError:
+            _write_user_attr(storage, trial_id, key, value)
     if isinstance(trial, optuna.Trial):
         trial._cached_frozen_trial.user_attrs[key] = value
 

@@ -3,7 +3,9 @@
 The tree: ``_base`` (the :class:`Tracker` interface, run statuses, the tags
 hpsearch sets), ``_mlflow`` (:class:`MlflowTracker`: MLflow, for every search a
 user runs), ``_outage`` (:class:`OutageTracker`: a tracking server's writes kept
-through an outage) and ``_memory`` (:class:`MemoryTracker`: in memory, for the packing lab).
+through an outage), ``_process`` (:class:`ProcessTracker`: the writes made by a
+process of its own, ``_writer``, with ``_writer_messages`` between them) and
+``_memory`` (:class:`MemoryTracker`: in memory, for the packing lab).
 """
 
 from typing import TYPE_CHECKING
@@ -35,6 +37,8 @@ if TYPE_CHECKING:
         runs_table_url,
     )
     from hpsearch.tracking._outage import OutageTracker, use_quick_http_settings
+    from hpsearch.tracking._process import ProcessTracker
+    from hpsearch.tracking._writer_messages import TrackingWriteError
 
 __getattr__, __dir__ = lazy_exports(__name__)
 
@@ -52,8 +56,10 @@ __all__ = [
     "MetricRow",
     "MlflowTracker",
     "OutageTracker",
+    "ProcessTracker",
     "RunStatus",
     "Tracker",
+    "TrackingWriteError",
     "resolve_artifact_location",
     "resolve_tracking_uri",
     "runs_table_url",

@@ -229,6 +229,10 @@ class MlflowTracker:
         for run_id in [r for r, p in self._pending.items() if now - p.since >= older_than_s]:
             self._flush_run(run_id)
 
+    def pending_runs(self) -> set[str]:
+        """The runs with records given and not yet written."""
+        return set(self._pending)
+
     def _pending_of(self, run_id: str) -> _Pending:
         pending = self._pending.get(run_id)
         if pending is None:

@@ -287,3 +287,19 @@ def test_a_condition_names_an_earlier_parameter_and_a_value_it_can_take(
     )
     assert error.key == "space"
     assert words in str(error)
+
+
+def test_the_tracking_writer_is_a_process_for_a_database_server_and_never_for_a_tracking_server(
+    write_config: ConfigWriter,
+) -> None:
+    def in_process(tracking: dict[str, str]) -> bool:
+        return load_config(write_config({"tracking": tracking})).tracking.writes_in_process
+
+    assert not in_process({})  # the default SQLite file: the driver writes
+    assert in_process({"uri": "postgresql+psycopg://u@127.0.0.1:5432/runs"})
+    assert in_process({"uri": "mysql://u@db/runs"})
+    assert not in_process({"uri": "http://127.0.0.1:5000"})
+    assert in_process({"writer": "process"})
+    assert not in_process({"uri": "postgresql://u@db/runs", "writer": "driver"})
+    error = _error(write_config, {"tracking": {"uri": "http://host:5000", "writer": "process"}})
+    assert "tracking: writer: process writes a database store, not a tracking server" in str(error)
