@@ -214,11 +214,14 @@ class MlflowTracker:
                 pending.params[str(k)] = Param(str(k), clip(str(v), _MAX_PARAM))
             self._flush_due()
 
-    def log_metrics(self, run_id: str, metrics: Mapping[str, float], step: int) -> None:
-        """Log metrics for one step (with the run's next batch)."""
+    def log_metrics(
+        self, run_id: str, metrics: Mapping[str, float], step: int, at_ms: int | None = None
+    ) -> None:
+        """Log metrics for one step (with the run's next batch), measured at ``at_ms``
+        (Unix milliseconds; now where not given)."""
         if not metrics:
             return
-        now = int(time.time() * 1000)
+        now = int(time.time() * 1000) if at_ms is None else at_ms
         pending = self._pending_of(run_id)
         pending.metrics.extend(Metric(k, float(v), now, step) for k, v in metrics.items())
         self._flush_due()

@@ -102,7 +102,9 @@ class _Calls:
     def log_metrics(self, run_id: str, metrics: Mapping[str, float], step: int) -> None:
         """Log metrics for one step."""
         if metrics:
-            self._write(WriteKind.LOG_METRICS, run_id, (dict(metrics), step))
+            # Timed here: sent again to a new writer, it is the same measurement.
+            at_ms = int(time.time() * 1000)
+            self._write(WriteKind.LOG_METRICS, run_id, (dict(metrics), step, at_ms))
 
     def log_series(self, run_id: str, rows: Sequence[MetricRow]) -> None:
         """Log timestamped rows, each at its own step and time."""
@@ -125,8 +127,10 @@ class _Calls:
     def log_file(
         self, run_id: str, path: str | os.PathLike[str], folder: str | None = None
     ) -> None:
-        """Store a local file as an artifact of the run (under ``folder``)."""
-        self._write(WriteKind.LOG_FILE, run_id, (os.fspath(path), folder))
+        """Store a local file as an artifact of the run (under ``folder``): its content is
+        sent, since the file may be gone (a temporary one) by the time it is written."""
+        file = Path(path)
+        self._write(WriteKind.LOG_FILE, run_id, (file.name, file.read_bytes(), folder))
 
     def end_run(self, run_id: str, status: RunStatus) -> None:
         """End a run with ``status``."""
@@ -286,6 +290,13 @@ class ProcessTracker(_Calls):
             with self._lock:
                 link.alive = False
             return False
+        except Exception:
+            # It does not pickle (a figure of an odd kind): nothing was sent, and it is
+            # not kept to be sent again; the caller hears why.
+            with self._lock:
+                if self._unacked and self._unacked[-1] is message:
+                    self._unacked.pop()
+            raise
         return True
 
     def _restarted(self) -> None:

@@ -19,8 +19,10 @@ from __future__ import annotations
 import functools
 import signal
 import sys
+import tempfile
 from collections.abc import Callable
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
 from hpsearch._quiet import quiet_libraries
@@ -57,6 +59,10 @@ class _Writer:
         self._unwritten: dict[str, int] = {}
         """Runs with records not yet written: the first message that gave them one."""
         self._driver_gone = False
+        self._handled = 0
+        """The last message handled."""
+        self._acked = 0
+        """The last message acknowledged."""
 
     def serve(self) -> None:
         """Answer the driver until its end of the connection closes."""
@@ -73,26 +79,31 @@ class _Writer:
             return
         self._ids.update(opening.known)
         self._tell(Opened(self._tracker.experiment_id))
-        ended, acked = False, 0
+        ended = False
         while not ended:
             batch, ended = self._collect()
             for message in batch:
                 self._handle(message)
+                self._handled = message.seq
             # A running trial's params, tags and metrics wait up to FLUSH_S to go out in
             # one batch, as in the driver; what waits is not acknowledged yet.
-            last = batch[-1].seq if batch else acked
-            self._guarded(last, functools.partial(self._flush, everything=ended))
-            unwritten = self._unwritten.values()
-            upto = min(unwritten) - 1 if unwritten else max(last, acked)
-            if upto > acked:
-                self._tell(Acked(upto))
-                acked = upto
+            self._guarded(self._handled, functools.partial(self._flush, everything=ended))
+            self._acknowledge()
 
     def _flush(self, *, everything: bool) -> None:
         """Write what has waited :data:`~hpsearch.tracking.FLUSH_S` (``everything``: all)."""
         self._tracker.flush(0.0 if everything else FLUSH_S)
         pending = self._tracker.pending_runs()
         self._unwritten = {run: seq for run, seq in self._unwritten.items() if run in pending}
+
+    def _acknowledge(self) -> None:
+        """Tell the driver how far everything it sent is written (what waits in a batch
+        holds that back)."""
+        unwritten = self._unwritten.values()
+        upto = min(unwritten) - 1 if unwritten else self._handled
+        if upto > self._acked:
+            self._tell(Acked(upto))
+            self._acked = upto
 
     def _collect(self) -> tuple[list[Write | Read], bool]:
         """What the driver sent: the first message (waited for, up to
@@ -113,7 +124,11 @@ class _Writer:
 
     def _handle(self, message: Write | Read) -> None:
         if isinstance(message, Read):
-            self._guarded(message.seq, self._tracker.flush)  # the writes before it first
+            # The writes before it first, acknowledged before the answer: a driver whose
+            # flush() returned holds nothing it would send again.
+            self._guarded(message.seq, functools.partial(self._flush, everything=True))
+            self._handled = message.seq - 1
+            self._acknowledge()
             self._guarded(message.seq, lambda: self._answer(message))
             return
         run_id = self._ids.get(message.run_id, message.run_id)
@@ -121,10 +136,19 @@ class _Writer:
             self._guarded(message.seq, lambda: self._start(message))
         elif message.run_id in self._ids or not message.run_id.startswith(STAND_IN_PREFIX):
             method: Callable[..., Any] = getattr(self._tracker, message.kind.value)
+            if message.kind is WriteKind.LOG_FILE:
+                method = self._log_file
             self._guarded(message.seq, lambda: method(run_id, *message.args))
             if message.kind in _BATCHED:
                 self._unwritten.setdefault(run_id, message.seq)
         # else: the run's creation failed, and was said: there is no run to write to.
+
+    def _log_file(self, run_id: str, name: str, content: bytes, folder: str | None) -> None:
+        """A file the driver sent as its name and content, stored as an artifact."""
+        with tempfile.TemporaryDirectory(prefix="hpsearch-writer-") as where:
+            path = Path(where) / name
+            path.write_bytes(content)
+            self._tracker.log_file(run_id, path, folder)
 
     def _start(self, message: Write) -> None:
         name, params, tags, parent = message.args

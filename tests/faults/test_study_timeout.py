@@ -17,6 +17,9 @@ from tests.faults.conftest import record_figures, study_trials
 pytestmark = pytest.mark.process
 
 TIMEOUT_S, GRACE_S = 6, 4
+STOP_SLACK_S = 30
+"""How late past the timeout and its grace a stopped trial may end: the stop itself (5 s
+here alone: Ray's stop, then the kill of the one that cannot hear it) on a busy machine."""
 
 
 def test_trials_asleep_or_stopped_past_the_timeout_and_its_grace_are_stopped_and_requeued(
@@ -37,7 +40,7 @@ def test_trials_asleep_or_stopped_past_the_timeout_and_its_grace_are_stopped_and
     queued.enqueue_trial({"x": 0.8, "how": "sigstop"})
 
     started = time.monotonic()
-    result = hpsearch_cli("run", str(path), timeout=240)
+    result = hpsearch_cli("run", str(path), timeout=240)  # a hang's backstop
     took = time.monotonic() - started
 
     assert result.returncode == EXIT_STOPPED_SHORT == 3, result.stderr[-2000:]
@@ -52,6 +55,11 @@ def test_trials_asleep_or_stopped_past_the_timeout_and_its_grace_are_stopped_and
         assert (
             "4 s (study.timeout_grace) after study.timeout (6 s)" in trial.user_attrs[attrs.ERROR]
         )
+        # Stopped at the timeout and its grace, not the hour it would hang: its own time,
+        # from its start (the search's clock running by then) to its end. (What the
+        # search's start adds, Ray's on a busy machine, is not the trial's.)
+        ran = (trial.datetime_complete - trial.datetime_start).total_seconds()
+        assert ran < TIMEOUT_S + GRACE_S + STOP_SLACK_S, f"trial {trial.number} ran {ran:.1f} s"
     retries = [t for t in trials if t.state.name == "WAITING"]
     assert sorted(t.user_attrs[attrs.RETRY_OF] for t in retries) == sorted(
         t.number for t in stopped
@@ -62,8 +70,6 @@ def test_trials_asleep_or_stopped_past_the_timeout_and_its_grace_are_stopped_and
     assert experiment is not None
     runs = client.search_runs([experiment.experiment_id], max_results=100)
     assert sorted(r.info.status for r in runs) == ["KILLED"] * 3  # the parent and two trials
-    # Ray's start, the timeout and its grace; not the hour the trials would hang.
-    assert took < TIMEOUT_S + GRACE_S + 45, f"the search took {took:.0f} s"
     record_figures(
         fault="trials still running after study.timeout and its grace (asleep, stopped)",
         took_s=round(took, 1),

@@ -10,12 +10,14 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 
 from hpsearch.storage_faults import Stores, storage_fault
@@ -53,7 +55,7 @@ def _client() -> MlflowClient:
     return MlflowClient(f"sqlite:///{Path('mlruns/mlflow.db').resolve()}")
 
 
-def _runs(client: MlflowClient, experiment_id: str) -> dict[str, object]:
+def _runs(client: MlflowClient, experiment_id: str) -> dict[str, Run]:
     runs = client.search_runs([experiment_id], max_results=1000)
     return {run.info.run_name: run for run in runs}
 
@@ -71,6 +73,9 @@ def test_a_runs_records_reach_the_store_and_its_id_reaches_who_waits(
     tracker.log_series(child, rows)
     tracker.set_tags(child, {"hpsearch.outcome": "complete", "n": 3})
     tracker.log_text(child, "Traceback ...", "error.txt")
+    with tempfile.TemporaryDirectory() as folder:  # gone once the call returns
+        (Path(folder) / "front.csv").write_text("trial_number\n0\n")
+        tracker.log_file(child, Path(folder) / "front.csv", "pareto")
     tracker.end_run(child, RunStatus.FAILED)
 
     tracker.flush()  # waits for the writes so far
@@ -87,7 +92,9 @@ def test_a_runs_records_reach_the_store_and_its_id_reaches_who_waits(
     assert run.data.tags["n"] == "3"
     assert run.data.tags[PARENT_TAG] == next(iter(tracker.running_run_ids()))
     assert tracker.runs_of_trial("s", 0) == {}  # tagged with no study: not that study's
-    assert client.download_artifacts(told[0], "error.txt")
+    assert Path(client.download_artifacts(told[0], "error.txt")).read_text() == "Traceback ..."
+    front = Path(client.download_artifacts(told[0], "pareto/front.csv"))
+    assert front.read_text() == "trial_number\n0\n"
 
 
 def test_a_writer_killed_mid_search_is_replaced_and_nothing_is_lost_or_doubled(
@@ -111,8 +118,10 @@ def test_a_writer_killed_mid_search_is_replaced_and_nothing_is_lost_or_doubled(
     assert sorted(runs) == [f"trial-{n}" for n in range(6)]  # each once
     for number in range(6):
         run = runs[f"trial-{number}"]
-        assert run.info.status == "FINISHED"  # type: ignore[attr-defined]
-        assert run.data.metrics == {"score": float(number)}  # type: ignore[attr-defined]
+        assert run.info.status == "FINISHED"
+        assert run.data.metrics == {"score": float(number)}
+        history = _client().get_metric_history(run.info.run_id, "score")
+        assert [m.value for m in history] == [float(number)]  # written once
 
 
 def test_a_full_disk_under_the_writer_is_the_storage_fault_line_in_the_driver(
@@ -178,4 +187,4 @@ def test_what_a_killed_driver_handed_over_is_written_and_its_writer_ends(
     assert experiment is not None
     runs = _runs(client, experiment.experiment_id)
     assert len(runs) == 20
-    assert {run.info.status for run in runs.values()} == {"FINISHED"}  # type: ignore[attr-defined]
+    assert {run.info.status for run in runs.values()} == {"FINISHED"}
