@@ -58,6 +58,8 @@ def test_trials_asleep_or_stopped_past_the_timeout_and_its_grace_are_stopped_and
         # Stopped at the timeout and its grace, not the hour it would hang: its own time,
         # from its start (the search's clock running by then) to its end. (What the
         # search's start adds, Ray's on a busy machine, is not the trial's.)
+        assert trial.datetime_start is not None
+        assert trial.datetime_complete is not None
         ran = (trial.datetime_complete - trial.datetime_start).total_seconds()
         assert ran < TIMEOUT_S + GRACE_S + STOP_SLACK_S, f"trial {trial.number} ran {ran:.1f} s"
     retries = [t for t in trials if t.state.name == "WAITING"]
