@@ -14,7 +14,7 @@ from pathlib import Path
 
 from hpsearch import attrs, interrupts
 from hpsearch.config import RunConfig
-from hpsearch.errors import ConfigError
+from hpsearch.errors import ConfigError, HpsearchError
 from hpsearch.lifecycle._tracking_outage import outage_line
 from hpsearch.study import StudyHandle
 from hpsearch.tracking import OutageTracker, ProcessTracker, Tracker, use_quick_http_settings
@@ -47,18 +47,12 @@ def open_tracker(
         use_quick_http_settings()  # a server out of reach is known in seconds
     if not afresh.mlflow_history:
         _check_mlflow_store(config, handle)
-    tracker: Tracker
-    if tracking.writes_in_process:
-        tracker = ProcessTracker(
-            tracking.uri, config.experiment_name, tracking.new_experiment_artifacts
-        )
-    else:
-        # MLflow is imported here, where a search opens its records (while its Ray starts).
-        from hpsearch.tracking import MlflowTracker
-
-        tracker = MlflowTracker(
-            tracking.uri, config.experiment_name, tracking.new_experiment_artifacts
-        )
+    try:
+        tracker = _store_tracker(config)
+    except ConfigError:
+        raise
+    except HpsearchError as exc:  # the store cannot be used: the line names the config too
+        raise HpsearchError(f"{config.source}: {exc}") from None
     if tracking.server:
         tracker = OutageTracker(tracker, tracking.uri, say)
     if not afresh.study:
@@ -68,6 +62,19 @@ def open_tracker(
             close_tracker(tracker)
             raise
     return tracker
+
+
+def _store_tracker(config: RunConfig) -> Tracker:
+    """The tracker of ``tracking``'s store: written by a process of its own, or here."""
+    tracking = config.tracking
+    if tracking.writes_in_process:
+        return ProcessTracker(
+            tracking.uri, config.experiment_name, tracking.new_experiment_artifacts
+        )
+    # MLflow is imported here, where a search opens its records (while its Ray starts).
+    from hpsearch.tracking import MlflowTracker
+
+    return MlflowTracker(tracking.uri, config.experiment_name, tracking.new_experiment_artifacts)
 
 
 def _check_study_store(config: RunConfig, handle: StudyHandle, tracker: Tracker) -> None:

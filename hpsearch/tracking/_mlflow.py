@@ -19,6 +19,7 @@ from urllib.parse import quote, urlparse
 from mlflow.entities import Experiment, Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
+from sqlalchemy.exc import SQLAlchemyError
 
 from hpsearch._compat import mlflow_sqlite_settings_per_connection
 from hpsearch._locks import store_lock
@@ -124,33 +125,37 @@ class MlflowTracker:
         write_ahead(self.uri)
         self._clock = clock
         self._pending: dict[str, _Pending] = {}
-        with store_lock(self.uri):  # another driver may be creating the store
-            seed_new_store(self.uri)
-            self._client = MlflowClient(tracking_uri=self.uri)
-            mlflow_sqlite_settings_per_connection(self._client)
-            self._open_experiment(uri, experiment, artifact_location)
-        self.experiment_name = experiment
-
-    def _open_experiment(self, uri: str, experiment: str, artifact_location: str | None) -> None:
         try:
-            found = self._client.get_experiment_by_name(experiment)
-            if found is None:
-                found = self._create_experiment(experiment, artifact_location)
-            self.experiment_id = found.experiment_id
-            if found.lifecycle_stage == "deleted":
-                self._client.restore_experiment(found.experiment_id)
-            if EXPERIMENT_KIND_TAG not in found.tags:
-                self._client.set_experiment_tag(
-                    found.experiment_id, EXPERIMENT_KIND_TAG, MODEL_DEVELOPMENT
-                )
-        except MlflowException as exc:
+            with store_lock(self.uri):  # another driver may be creating the store
+                seed_new_store(self.uri)
+                self._client = MlflowClient(tracking_uri=self.uri)
+                mlflow_sqlite_settings_per_connection(self._client)
+                self._open_experiment(experiment, artifact_location)
+        except (MlflowException, SQLAlchemyError) as exc:
+            # A database server that refuses the connection fails in the store's lock,
+            # before MLflow: both are the same one line.
             if storage_fault(exc) is not None:
                 raise  # a corrupt, full or read-only store: the caller names it in one line
-            first = (str(exc.message).strip().splitlines() or [type(exc).__name__])[0]
+            # SQLAlchemy's text starts with the driver's error, its SQL and a link after.
+            text = str(exc.message if isinstance(exc, MlflowException) else exc)
+            first = (text.strip().splitlines() or [type(exc).__name__])[0]
             raise HpsearchError(
                 f"tracking.uri: MLflow store '{uri}' cannot be used ({first}); "
-                "check the URI or that the tracking server is running"
+                "check the URI, and that its server is running"
             ) from None
+        self.experiment_name = experiment
+
+    def _open_experiment(self, experiment: str, artifact_location: str | None) -> None:
+        found = self._client.get_experiment_by_name(experiment)
+        if found is None:
+            found = self._create_experiment(experiment, artifact_location)
+        self.experiment_id = found.experiment_id
+        if found.lifecycle_stage == "deleted":
+            self._client.restore_experiment(found.experiment_id)
+        if EXPERIMENT_KIND_TAG not in found.tags:
+            self._client.set_experiment_tag(
+                found.experiment_id, EXPERIMENT_KIND_TAG, MODEL_DEVELOPMENT
+            )
 
     def _create_experiment(self, experiment: str, artifact_location: str | None) -> Experiment:
         """Create the experiment, or take the one another driver created a moment before."""

@@ -183,3 +183,19 @@ def test_a_study_store_deleted_mid_search_is_said_and_a_rerun_refuses_to_start_i
     afresh = hpsearch_cli("run", str(path), "--n-trials", "1", "--new-study")
     assert afresh.returncode == 0, afresh.stderr[-3000:]
     assert [t.state.name for t in study_trials()] == ["COMPLETE"]
+
+
+@pytest.mark.process  # a writer process, for one of them
+@pytest.mark.parametrize("writer", ["process", "driver"])
+def test_a_tracking_database_that_refuses_the_connection_is_one_line(
+    write_config: ConfigWriter, writer: str
+) -> None:
+    refused = "postgresql+psycopg://postgres@127.0.0.1:1/runs"  # nothing listens on port 1
+    path = write_config(merge(SIMULATED, {"tracking": {"uri": refused, "writer": writer}}))
+
+    result = hpsearch_cli("run", str(path), *SIM)
+
+    _one_line_error(result, f"{path}: tracking.uri: MLflow store '{refused}' cannot be used")
+    assert "Connection refused" in result.stderr
+    assert result.stderr.strip().endswith("check the URI, and that its server is running")
+    assert "Traceback" not in result.stderr
