@@ -46,7 +46,7 @@ _FIXES = {
 def storage_fault(exc: BaseException, stores: Stores | None = None) -> str | None:
     """One line for ``exc`` when it is a storage fault; ``None`` for anything else."""
     problem, said = None, ""
-    for link in _chain(exc):
+    for link in exception_chain(exc):
         problem = _problem(link)
         if problem is not None:
             said = str(link).lower()
@@ -104,7 +104,9 @@ def _deleted(url: str) -> bool:
     return url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).exists()
 
 
-def _chain(exc: BaseException) -> Iterator[BaseException]:
+def exception_chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and what it was raised from or during, each once (SQLAlchemy's wrapped
+    driver error included)."""
     seen: set[int] = set()
     todo: list[BaseException | None] = [exc]
     while todo:
@@ -141,7 +143,7 @@ def _problem(exc: BaseException) -> str | None:
 
 def _which_store(exc: BaseException, stores: Stores) -> tuple[str, str]:
     """The store whose library raised ``exc`` (MLflow's, else the study's)."""
-    for link in _chain(exc):
+    for link in exception_chain(exc):
         if getattr(link, "tracking_store", False):  # raised for the tracking writer's process
             return "tracking.uri", stores.tracking_uri
         for frame in traceback.extract_tb(link.__traceback__):

@@ -47,6 +47,9 @@ from hpsearch.tracking._writer_messages import (
     raised,
 )
 
+_Waits = tuple[Callable[[str], None], Callable[[], None] | None]
+"""Who waits for a run's store id: told it (``then``), or told it never came (``otherwise``)."""
+
 OPEN_TIMEOUT_S = 300.0
 """How long a new writer may take to open the store (MLflow's import and, for a new
 store, its schema's migrations, on a busy machine)."""
@@ -179,8 +182,7 @@ class ProcessTracker(_Calls):
         self._unacked: deque[Write] = deque()
         self._failures: deque[Failure] = deque()
         self._created: dict[str, str] = {}
-        self._waiting: dict[str, list[tuple[Callable[[str], None], Callable[[], None] | None]]]
-        self._waiting = {}
+        self._waiting: dict[str, list[_Waits]] = {}
         self._due: deque[Callable[[], None]] = deque()
         self._closed = False
         self._link = self._start()

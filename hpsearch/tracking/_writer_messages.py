@@ -8,6 +8,7 @@ driver knows what to send again to a writer that died (:class:`~hpsearch.trackin
 from __future__ import annotations
 
 import enum
+import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -160,21 +161,22 @@ class TrackingWriteError(Exception):
 def failure_of(seq: int, exc: BaseException) -> Failure:
     """``exc``, raised in the writer by message ``seq``, as a message."""
     from hpsearch.errors import HpsearchError
+    from hpsearch.storage_faults import exception_chain
 
-    chain: list[str] = []
-    number: int | None = None
-    seen: BaseException | None = exc
-    while seen is not None and len(chain) < 8:
-        chain.append(f"{type(seen).__name__}: {seen}")
-        orig = getattr(seen, "orig", None)  # SQLAlchemy wraps the database's error
-        if isinstance(orig, BaseException) and orig is not seen:
-            chain.append(f"{type(orig).__name__}: {orig}")
-        if isinstance(seen, OSError) and seen.errno is not None and number is None:
-            number = seen.errno
-        seen = seen.__cause__ or seen.__context__
+    links = list(itertools.islice(exception_chain(exc), _MOST_LINKS))
+    number = next((link.errno for link in links if isinstance(link, OSError) and link.errno), None)
     return Failure(
-        seq, type(exc).__name__, str(exc), tuple(chain), number, isinstance(exc, HpsearchError)
+        seq,
+        type(exc).__name__,
+        str(exc),
+        tuple(f"{type(link).__name__}: {link}" for link in links),
+        number,
+        isinstance(exc, HpsearchError),
     )
+
+
+_MOST_LINKS = 12
+"""The most links of an exception's chain a :class:`Failure` carries."""
 
 
 def raised(failure: Failure) -> Exception:
@@ -187,8 +189,9 @@ def raised(failure: Failure) -> Exception:
         return HpsearchError(failure.text)
     error = TrackingWriteError(f"tracking writer: {failure.kind}: {failure.text}")
     cause: Exception = Exception("\n".join(failure.chain))
-    if failure.errno is not None:
-        cause = OSError(failure.errno, os.strerror(failure.errno))
-        cause.__cause__ = Exception("\n".join(failure.chain))
+    if failure.errno is not None:  # a full disk, known by its number as in the driver
+        number = OSError(failure.errno, os.strerror(failure.errno))
+        number.__cause__ = cause
+        cause = number
     error.__cause__ = cause
     return error
