@@ -251,18 +251,61 @@ def tell_optuna(
     trial: optuna.Trial,
     values: list[float] | None = None,
     state: optuna.trial.TrialState | None = None,
+    *,
+    held: bool = False,
 ) -> None:
-    """``study.tell(trial, values, state=state)``, less the copy of the told trial it returns.
+    """``study.tell(trial, values, state=state)``, less the copy of the told trial it returns;
+    with ``held``, less the read of the trial before it too.
 
     ``Study.tell`` is ``_tell_with_warning`` followed by a read of the trial back from
     the storage and a deep copy of it (Optuna 5: ``study.py``, ``tell``): a second
     read of the trial with its params, attributes and steps, 7 of the 84 SQL
     statements of a trial in ``bench_scale``, for a value the driver never uses.
-    Private name: ``optuna.study._tell._tell_with_warning``.
+    ``_tell_with_warning`` itself first reads the running trial in full (six
+    statements on an RDB storage: the trial, then its values, params, attributes and
+    steps), to check it still runs and to hand it to the sampler's ``after_trial``.
+
+    ``held``: this process is the trial's only writer (no worker writes to the study),
+    so the copy of it the ``optuna.Trial`` holds (``_cached_frozen_trial``, which
+    Optuna's own setters and :func:`hpsearch.study.set_user_attrs` keep) is what that
+    read returns. A completed or failed trial is then told as ``_tell_with_warning``
+    tells it, from that copy: values checked (infeasible ones fail the trial, with
+    Optuna's warning), the sampler's ``after_trial``, the state and values written
+    (the storage still refuses a trial that no longer runs). A pruned trial is read,
+    since its value is its last step's, which a pruner writes to the storage.
+    Private names: ``optuna.study._tell``'s ``_tell_with_warning`` and
+    ``_check_values_are_feasible``, ``optuna.pruners._filter_study``, and the
+    trial's ``_cached_frozen_trial``.
     """
     from optuna.study._tell import _tell_with_warning
+    from optuna.trial import TrialState
 
-    _tell_with_warning(study=study, trial=trial, value_or_values=values, state=state)
+    frozen = trial._cached_frozen_trial
+    if not held or state not in (None, TrialState.FAIL) or frozen.state != TrialState.RUNNING:
+        _tell_with_warning(study=study, trial=trial, value_or_values=values, state=state)
+        return
+    from optuna import pruners
+    from optuna._warnings import optuna_warn
+    from optuna.study._tell import _check_values_are_feasible
+
+    study._thread_local.cached_all_trials = None  # as _tell_with_warning: stale once told
+    told: list[float] | None = None
+    if state is None:
+        problem = (
+            "The value None could not be cast to float."
+            if values is None
+            else _check_values_are_feasible(study, values)
+        )
+        if problem is None and values is not None:
+            state, told = TrialState.COMPLETE, [float(v) for v in values]
+        else:
+            state = TrialState.FAIL
+            optuna_warn(str(problem))
+    try:
+        filtered = pruners._filter_study(study, frozen)
+        filtered.sampler.after_trial(filtered, frozen, state, told)
+    finally:
+        study._storage.set_trial_state_values(frozen._trial_id, state, told)
 
 
 MLFLOW_SQLITE_PRAGMAS = (

@@ -6,6 +6,7 @@ import importlib
 import inspect
 import os
 from pathlib import Path
+from typing import Any
 
 import optuna
 import pytest
@@ -139,6 +140,9 @@ def test_optunas_private_names_the_driver_writes_and_serves_through_are_still_th
     assert "trial = models.TrialModel.find_or_raise_by_id(trial_id, session)" in attribute_write
     assert "self.check_trial_is_updatable(trial_id, trial.state)" in attribute_write
     assert "index_elements=[model_cls.trial_id, model_cls.key]" in attribute_write
+    # Its check, made a condition of that upsert: only a finished trial is refused.
+    check = inspect.getsource(RDBStorage.check_trial_is_updatable)
+    assert "if trial_state.is_finished():" in check
     assert {"trial_id", "key", "value_json"} <= set(
         models.TrialUserAttributeModel.__table__.c.keys()
     )
@@ -251,6 +255,75 @@ def test_optunas_tell_is_still_its_private_tell_and_a_read_back() -> None:
     _compat.tell_optuna(study, pruned, state=optuna.trial.TrialState.PRUNED)
     told = study.get_trials(deepcopy=False)
     assert [(t.state.name, t.values) for t in told] == [("COMPLETE", [0.7]), ("PRUNED", [0.25])]
+
+
+class _Seen(optuna.samplers.RandomSampler):
+    """A random sampler that keeps what its ``after_trial`` was handed."""
+
+    def __init__(self) -> None:
+        super().__init__(seed=0)
+        self.told: list[tuple[optuna.trial.FrozenTrial, str, list[float] | None]] = []
+
+    def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
+        self.told.append((trial, state.name, values))
+
+
+def test_optunas_tell_still_reads_the_trial_then_hands_it_to_the_sampler_and_writes() -> None:
+    # _compat.tell_optuna(held=True) tells a completed or failed trial as
+    # _tell_with_warning does, from the trial's own copy instead of a read of it.
+    tell = inspect.getsource(optuna.study._tell._tell_with_warning)
+    for step in (
+        "study._thread_local.cached_all_trials = None",
+        "frozen_trial = _get_frozen_trial(study, trial)",
+        "values_conversion_failure_message = _check_values_are_feasible(study, values)",
+        "state = TrialState.FAIL",
+        "optuna_warn(values_conversion_failure_message)",
+        "values = [float(value) for value in values]",
+        "study = pruners._filter_study(study, frozen_trial)",
+        "study.sampler.after_trial(study, frozen_trial, state, values)",
+        "study._storage.set_trial_state_values(frozen_trial._trial_id, state, values)",
+    ):
+        assert step in tell, step
+
+
+def test_a_held_tell_records_what_a_read_tell_records_without_reading_the_trial(
+    tmp_path: Path,
+) -> None:
+    import sqlalchemy
+
+    def told(held: bool, name: str) -> tuple[list[Any], list[Any], int]:
+        sampler = _Seen()
+        study = optuna.create_study(
+            storage=f"sqlite:///{tmp_path}/{name}.db", sampler=sampler, study_name=name
+        )
+        trials = [_compat.new_optuna_trial(study)[0] for _ in range(4)]
+        for index, trial in enumerate(trials):
+            trial.suggest_float("x", 0.0, 1.0)
+            trial.set_user_attr("i", index)
+        statements: list[str] = []
+        engine = study._storage._backend.engine  # type: ignore[attr-defined]
+        sqlalchemy.event.listen(engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
+        _compat.tell_optuna(study, trials[0], [0.5], held=held)
+        with pytest.warns(UserWarning, match="is not acceptable"):
+            _compat.tell_optuna(study, trials[1], [float("nan")], held=held)
+        _compat.tell_optuna(study, trials[2], state=optuna.trial.TrialState.FAIL, held=held)
+        trials[3].report(0.25, step=2)
+        _compat.tell_optuna(study, trials[3], state=optuna.trial.TrialState.PRUNED, held=held)
+        reads = sum(s.lstrip().upper().startswith("SELECT") for s in statements)
+        recorded = [
+            (t.state.name, t.values, t.params, t.user_attrs)
+            for t in study.get_trials(deepcopy=False)
+        ]
+        handed = [(t.number, t.params, t.user_attrs, state, v) for t, state, v in sampler.told]
+        return recorded, handed, reads
+
+    read, held = told(False, "read"), told(True, "held")
+    assert read[0] == held[0]
+    assert [s for s, *_ in read[0]] == ["COMPLETE", "FAIL", "FAIL", "PRUNED"]
+    assert read[0][3][1] == [0.25]  # a pruned trial's value is its last step's, read
+    assert read[1] == held[1]  # the sampler is handed the same trials, states and values
+    # Only the pruned trial is read (six statements); the others' reads are left out.
+    assert held[2] <= read[2] - 3 * 6
 
 
 def test_tune_still_gives_workers_that_do_not_stop_ten_seconds_at_its_end() -> None:

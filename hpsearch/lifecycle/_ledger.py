@@ -81,7 +81,9 @@ class TrialLedger:
         self._objectives = objectives
         self._launches = launches
         self._judge = judge
-        self._writes = StudyWrites(handle, judge)
+        # An Optuna objective's trials write to the study from their workers.
+        sole_writer = launches.settings.study_access is None
+        self._writes = StudyWrites(handle, judge, sole_writer=sole_writer)
         self._listeners = list(listeners)
         self._clock = clock
         self._limit_s = launches.settings.timeout_s  # execution.trial_timeout

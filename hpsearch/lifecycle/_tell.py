@@ -26,11 +26,17 @@ class StudyWrites:
     Args:
         handle: the study.
         judge: the pruning judge, told of each trial's end (``None``: no pruner).
+        sole_writer: no trial's worker writes to the study (an Optuna objective's does,
+            through the study served to it), so a trial is told from the copy of it this
+            process holds, without reading it back first (``tell_optuna``'s ``held``).
     """
 
-    def __init__(self, handle: StudyHandle, judge: PruneJudge | None) -> None:
+    def __init__(
+        self, handle: StudyHandle, judge: PruneJudge | None, *, sole_writer: bool = False
+    ) -> None:
         self._handle = handle
         self._judge = judge
+        self._held = sole_writer
 
     @staticmethod
     def group(trial: optuna.Trial, group: int, size: int) -> None:
@@ -106,10 +112,10 @@ class StudyWrites:
         """End the trial in Optuna (and in the pruning judge's memory)."""
         if outcome is Outcome.COMPLETE and values is not None:
             state = TrialState.COMPLETE
-            tell_optuna(self._handle.study, trial, list(values))
+            tell_optuna(self._handle.study, trial, list(values), held=self._held)
         else:
             state = TrialState.PRUNED if outcome is Outcome.PRUNED else TrialState.FAIL
-            tell_optuna(self._handle.study, trial, state=state)
+            tell_optuna(self._handle.study, trial, state=state, held=self._held)
         if self._judge is not None:
             self._judge.finished(trial, state, list(values or ()))
 

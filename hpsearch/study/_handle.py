@@ -108,6 +108,8 @@ class StudyHandle:
             # its scan of the queue through every running trial (see new_optuna_trial).
             trial, trial_id = new_optuna_trial(self.study)
             self._trial_ids[trial.number] = trial_id  # for its heartbeat: no lookup
+            if self._first_stamp(trial_id):
+                return trial
         else:
             with warnings.catch_warnings():
                 # Optuna warns that heartbeats are meant for Study.optimize; this driver
@@ -116,6 +118,21 @@ class StudyHandle:
                 trial = self.study.ask(fixed_distributions=distributions)
         self.stamp_alive([trial])
         return trial
+
+    def _first_stamp(self, trial_id: int) -> bool:
+        """Stamp a trial just created, which has no heartbeat row yet, in one statement:
+        Optuna's ``record_heartbeat`` first looks for the row (the first stamp is one
+        insert, as Optuna makes it: the row's time is the database's). Whether stamped
+        here (not on a database: Optuna's own stamp)."""
+        if not isinstance(self._storage, RDBStorage):
+            return False
+        import sqlalchemy
+        from optuna.storages._rdb import models
+
+        insert = sqlalchemy.insert(models.TrialHeartbeatModel).values(trial_id=trial_id)
+        with self._storage.engine.begin() as connection:
+            connection.execute(insert)
+        return True
 
     def _waiting(self) -> bool:
         """Whether a trial may wait in the study's queue (asked of the database: the first
