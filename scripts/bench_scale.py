@@ -29,6 +29,7 @@ import itertools
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -309,6 +310,7 @@ def main() -> None:
     finally:
         if server is not None:
             server.stop()
+        shutil.rmtree(folder, ignore_errors=True)  # the server's data: 90 MB a run
     out = args.out or REPO / "benchmarks/results" / f"scale-{time.strftime('%Y-%m-%d')}.json"
     out.write_text(
         json.dumps(

@@ -10,6 +10,7 @@ ledger what happens to each trial, on the session's virtual clock.
 from __future__ import annotations
 
 import io
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -41,6 +42,11 @@ from hpsearch.trial.script import CommandSpec
 
 ADMISSION = Admission(cpus=1.0, gpus=0.5, reason="test")
 ON_A_CPU = Admission(cpus=1.0, gpus=0.0, reason="test")
+
+
+_CHECKPOINTS = tempfile.TemporaryDirectory(prefix="hpsearch-test-checkpoints-")
+"""The launches' checkpoint folders (one each: a trial never finds another test's), removed
+when the test process exits."""
 
 
 @dataclass
@@ -183,7 +189,13 @@ def make_launch(
         tune_trainable=False,
     )
     trials = tuple(
-        MemberSpec(number=number + k, params=p, seed=k, checkpoint_dir="", trial_dir=trial_dir)
+        MemberSpec(
+            number=number + k,
+            params=p,
+            seed=k,
+            checkpoint_dir=tempfile.mkdtemp(prefix="ckpt-", dir=_CHECKPOINTS.name),
+            trial_dir=trial_dir,
+        )
         for k, p in enumerate(members or [params])
     )
     return TrialLaunch(
