@@ -58,13 +58,13 @@ def _write(
     with _create_scoped_session(backend.scoped_session, True) as session:
         upsert = _upsert(backend.engine.name, len(values), unfinished_only)
         if upsert is None:
-            if unfinished_only:
-                row = models.TrialModel.find_or_raise_by_id(trial_id, session)
-                backend.check_trial_is_updatable(trial_id, cast(TrialState, row.state))
             for key, value in values.items():
-                backend._set_trial_attr_without_commit(
-                    session, models.TrialUserAttributeModel, trial_id, key, value
-                )
+                if unfinished_only:  # Optuna's own write, which checks the trial
+                    backend._set_trial_attr_without_commit(
+                        session, models.TrialUserAttributeModel, trial_id, key, value
+                    )
+                else:
+                    _unchecked(session, trial_id, key, value)
             return
         # What Optuna does per attribute (the trial found and checked, then an upsert),
         # as one statement for them all: the check is a condition of the insert.
@@ -79,6 +79,21 @@ def _write(
             row = models.TrialModel.find_or_raise_by_id(trial_id, session)
             backend.check_trial_is_updatable(trial_id, cast(TrialState, row.state))
             raise UpdateFinishedTrialError(f"trial {trial_id}: its attributes were not written")
+
+
+def _unchecked(session: Any, trial_id: int, key: str, value: Any) -> None:
+    """The attribute's row written, the trial unchecked (a database with no upsert here)."""
+    from optuna.storages._rdb import models
+
+    row = (
+        session.query(models.TrialUserAttributeModel)
+        .filter_by(trial_id=trial_id, key=key)
+        .one_or_none()
+    )
+    if row is None:
+        row = models.TrialUserAttributeModel(trial_id=trial_id, key=key)
+        session.add(row)
+    row.value_json = json.dumps(value)
 
 
 @functools.cache
