@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import numbers
 import re
+import shutil
 import tempfile
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,7 +58,7 @@ class TrialIdentity:
         number: the Optuna trial number.
         seed: the trial's seed (see :func:`hpsearch.trial.seeds.trial_seed`).
         checkpoint_dir: the folder of its checkpoints, shared with its re-runs
-            (empty: a temporary folder, made when first asked for).
+            (empty: a temporary folder, made when first asked for, removed with the context).
     """
 
     number: int
@@ -146,7 +148,8 @@ class TrialContext:
             memory_cap_mb: the memory cap the function is told it has.
             speed_share: what :meth:`simulated_speed_share` answers (a shared simulated GPU).
             seed: what :attr:`seed` answers.
-            checkpoint_dir: where checkpoints go (empty: a temporary folder).
+            checkpoint_dir: where checkpoints go (empty: a temporary folder, removed
+                with the context).
             gpu_memory_mb: the memory of the GPU the function is told it runs on.
         """
         return LocalTrialContext(
@@ -204,7 +207,12 @@ class TrialContext:
 
     def _folder(self) -> CheckpointFolder:
         if self._checkpoints is None:
-            folder = self._trial.checkpoint_dir or tempfile.mkdtemp(prefix="hpsearch-ckpt-")
+            folder = self._trial.checkpoint_dir
+            if not folder:
+                # A context with no folder of its own (TrialContext.local): a temporary
+                # one, removed with the context (or at exit).
+                folder = tempfile.mkdtemp(prefix="hpsearch-ckpt-")
+                weakref.finalize(self, shutil.rmtree, folder, True)
             self._checkpoints = CheckpointFolder(folder)
         return self._checkpoints
 

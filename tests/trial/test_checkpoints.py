@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import pytest
@@ -63,3 +64,7 @@ def test_without_a_folder_the_context_uses_a_temporary_one() -> None:
     found = ctx.load_checkpoint()
     assert found is not None
     assert found.load() == {"a": 1}
+    folder = ctx.checkpoint_dir
+    del ctx, found
+    gc.collect()
+    assert not folder.exists()  # removed with the context
