@@ -108,8 +108,8 @@ class StudyHandle:
             # its scan of the queue through every running trial (see new_optuna_trial).
             trial, trial_id = new_optuna_trial(self.study)
             self._trial_ids[trial.number] = trial_id  # for its heartbeat: no lookup
-            if self._first_stamp(trial_id):
-                return trial
+            self._first_stamp(trial_id)
+            return trial
         else:
             with warnings.catch_warnings():
                 # Optuna warns that heartbeats are meant for Study.optimize; this driver
@@ -119,20 +119,19 @@ class StudyHandle:
         self.stamp_alive([trial])
         return trial
 
-    def _first_stamp(self, trial_id: int) -> bool:
-        """Stamp a trial just created, which has no heartbeat row yet, in one statement:
-        Optuna's ``record_heartbeat`` first looks for the row (the first stamp is one
-        insert, as Optuna makes it: the row's time is the database's). Whether stamped
-        here (not on a database: Optuna's own stamp)."""
-        if not isinstance(self._storage, RDBStorage):
-            return False
+    def _first_stamp(self, trial_id: int) -> None:
+        """Stamp a trial just created here, which has no heartbeat row yet, in one
+        statement: Optuna's ``record_heartbeat`` first looks for the row (the first stamp
+        is one insert, as Optuna makes it: the row's time is the database's)."""
+        # Only a database's trials are created here (any other storage may hold waiting
+        # trials: asked through Study.ask).
+        assert isinstance(self._storage, RDBStorage)
         import sqlalchemy
         from optuna.storages._rdb import models
 
         insert = sqlalchemy.insert(models.TrialHeartbeatModel).values(trial_id=trial_id)
         with self._storage.engine.begin() as connection:
             connection.execute(insert)
-        return True
 
     def _waiting(self) -> bool:
         """Whether a trial may wait in the study's queue (asked of the database: the first

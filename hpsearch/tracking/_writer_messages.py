@@ -158,6 +158,10 @@ class TrackingWriteError(Exception):
     """The fault is the tracking store's (:func:`~hpsearch.storage_faults.storage_fault`)."""
 
 
+_MOST_LINKS = 12
+"""The most links of an exception's chain a :class:`Failure` carries."""
+
+
 def failure_of(seq: int, exc: BaseException) -> Failure:
     """``exc``, raised in the writer by message ``seq``, as a message."""
     from hpsearch.errors import HpsearchError
@@ -173,10 +177,6 @@ def failure_of(seq: int, exc: BaseException) -> Failure:
         number,
         isinstance(exc, HpsearchError),
     )
-
-
-_MOST_LINKS = 12
-"""The most links of an exception's chain a :class:`Failure` carries."""
 
 
 def raised(failure: Failure) -> Exception:
