@@ -45,7 +45,7 @@ class TrialAsker:
         first = self.held.pop(0) if self.held else self._one(admission)
         records = [first]
         plan = self._launches.fusion
-        members = 1 if plan is None else plan.members_for(first.params, admission.gpus)
+        members = 1 if plan is None else plan.members_for(first.params, admission)
         members = min(members, most or members)
         shared = () if plan is None else plan.shared
         fixed = {name: first.params[name] for name in shared if name in first.params}

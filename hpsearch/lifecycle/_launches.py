@@ -30,10 +30,11 @@ class FusionPlan:
         """What a group's members share, as values: the shape of a group."""
         return tuple(params.get(name) for name in self.shared)
 
-    def members_for(self, params: Mapping[str, Any], gpus: float) -> int:
+    def members_for(self, params: Mapping[str, Any], admission: Admission) -> int:
         """The members of a group whose first trial has ``params``, in a launch admitted
-        with ``gpus`` of a GPU (a share under one: no more than its memory holds)."""
-        return self.sizer.members_within(self.shape(params), gpus)
+        so (a share under one GPU: no more than its memory holds; a nearly empty GPU: a
+        doubling)."""
+        return self.sizer.members_within(self.shape(params), admission.gpus, admission.room_seen_at)
 
 
 @dataclass(frozen=True)

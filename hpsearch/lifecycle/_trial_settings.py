@@ -102,6 +102,7 @@ def launches_for(
         sizer = FusionSizer.from_settings(fusion, clock, packing=config.packing)
         if evidence is not None:
             evidence.on_profile(sizer.evidence)
+            evidence.on_memory(sizer.holds)
         plan = FusionPlan(code.fusion_shared, sizer)
     return Launches(
         settings,

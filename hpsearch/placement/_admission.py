@@ -12,6 +12,7 @@ and the node, see ``hpsearch.runner``).
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import deque
@@ -135,6 +136,7 @@ class PackingAdmission(ResourcePolicy):
         self._members_since: dict[GpuKey, float] = {}
         self._series_at = -float("inf")
         self._profiled: list[Callable[[int, TrialProfile, float | None], None]] = []
+        self._held: list[Callable[[int, float, float | None], None]] = []
         self.decisions: list[dict[str, object]] = []
         """Every first or changed limit, and every count judged: time, GPU, limit, previous,
         reason and what the count measured (for the parent run)."""
@@ -177,6 +179,12 @@ class PackingAdmission(ResourcePolicy):
         """Tell ``listener`` each launch's measured profile (see :func:`_profiles_told`)."""
         self._profiled.append(listener)
 
+    def on_memory(self, listener: Callable[[int, float, float | None], None]) -> None:
+        """Tell ``listener`` what each running launch's own process holds on its GPU, from
+        its first samples on (the launch, MiB, its GPU's memory): memory needs no warm-up
+        to be read, only to peak."""
+        self._held.append(listener)
+
     # -- asked by the searcher ---------------------------------------------------
 
     def admit(
@@ -194,6 +202,7 @@ class PackingAdmission(ResourcePolicy):
         placement = self.policy.place(view, decisions, whole_gpu=whole_gpu)
         if placement is None:
             return None
+        gpu = next(g for g in view.gpus if g.key == placement.gpu)
         return Admission(
             cpus=self._cpus,
             gpus=placement.share,
@@ -203,6 +212,7 @@ class PackingAdmission(ResourcePolicy):
             node_address=placement.gpu.address,
             ray_gpus=self._ray_gpus,
             co_tenants=placement.co_tenants,
+            room_seen_at=gpu.recent.latest if gpu.recent and self.policy.roomy(gpu) else None,
         )
 
     def view(self, running: Sequence[RunningTrial]) -> PackingView:
@@ -226,6 +236,11 @@ class PackingAdmission(ResourcePolicy):
         for told in _profiles_told(measured, gpus) if self._profiled else ():
             for listener in self._profiled:
                 listener(*told)
+        for gpu in gpus if self._held else ():
+            for trial in gpu.trials:
+                if trial.held_mb is not None:
+                    for held in self._held:
+                        held(trial.number, trial.held_mb, gpu.memory_total_mb)
         return PackingView(
             now=now,
             gpus=tuple(gpus),
@@ -274,6 +289,13 @@ class PackingAdmission(ResourcePolicy):
             after_warm = (
                 sum(s.time > trial.warm_at for s in history) if trial.warm_at is not None else 0
             )
+            held = [
+                m
+                for s in history
+                if trial.pid is not None
+                and s.time > (trial.started_at or -math.inf)
+                and (m := s.process_memory_mb(trial.pid)) is not None
+            ]
             on_gpu.append(
                 TrialOnGpu(
                     number=trial.number,
@@ -284,6 +306,7 @@ class PackingAdmission(ResourcePolicy):
                     new_kind=trial.new_kind,
                     samples_warm=after_warm,
                     started_at=trial.started_at,
+                    held_mb=max(held) if held else None,
                 )
             )
         oldest_evidence = now - self.policy.settings.probe_seconds

@@ -36,6 +36,8 @@ class Admission:
         ray_gpus: the GPU amount asked of Ray when it differs from ``gpus`` (a
             placing policy keeps its own account; Ray's is bookkeeping).
         co_tenants: trials already on that GPU when this one was admitted.
+        room_seen_at: when that GPU's latest sample showed it nearly empty (``None``:
+            it did not, or no sample says): a fused group there may double.
     """
 
     cpus: float
@@ -46,6 +48,7 @@ class Admission:
     node_address: str | None = None
     ray_gpus: float | None = None
     co_tenants: tuple[int, ...] = ()
+    room_seen_at: float | None = None
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
@@ -23,6 +24,8 @@ from hpsearch.placement.settings import FusionSpec, PackingSpec
 
 GROUPS_KEPT = 256
 """The recent groups whose size the sizer remembers, for the evidence that comes after them."""
+LAUNCHES_KEPT = 64
+"""The recent launches per shape (when, how many members) a roomy GPU's doubling reads."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +102,15 @@ class FusionSizer:
     the shape settles where the doubling stops paying, at one member (unfused)
     where fusion never did.
 
+    On a GPU its last samples show nearly empty (packing's roomy GPU), the next
+    group doubles the largest of its shape those samples saw, as packing doubles
+    its trials there (:meth:`members_within`, ``room_seen_at``): a first wave of
+    groups grows 2, 4, 8, ... while the GPU has room, rather than every process
+    packing starts in the first seconds holding two members until a group has
+    reported. A doubling rests on samples taken after the group it doubles was
+    launched, so one stale reading never doubles twice; counts measured short
+    and settled shapes are left to the throughput.
+
     The evidence packing gathers sizes groups too (:meth:`evidence`): a group's
     GPU process measured at ``u``% and ``m`` MiB asks about ``u / n``% and
     ``m / n`` MiB a member, so the members that fit (:func:`fit`, packing's one
@@ -147,6 +159,8 @@ class FusionSizer:
         self._member_share: dict[Hashable, float] = {}
         """Per shape, the most of a GPU's usable memory one member was measured to ask."""
         self._share_caps: set[tuple[Hashable, int]] = set()
+        self._launches: dict[Hashable, deque[tuple[float, int]]] = {}
+        """Per shape, its recent launches: when, and how many members."""
         self._start = min(2, max_members)
         """Where a shape not measured yet starts: two, or what the evidence fits."""
         self.decisions: list[dict[str, object]] = []
@@ -175,12 +189,19 @@ class FusionSizer:
             wanted = self._next.get(shape, self._start)
         return min(wanted, self._caps.get(shape, wanted))
 
-    def members_within(self, shape: Hashable, share: float) -> int:
+    def members_within(
+        self, shape: Hashable, share: float, room_seen_at: float | None = None
+    ) -> int:
         """The member count of the next group of ``shape``, in a launch admitted with
         ``share`` of its GPU: no more members than that share of the memory holds, by
         what a member of the shape (or, not measured yet, of any shape) was measured
-        to ask."""
-        wanted = self.members(shape)
+        to ask.
+
+        ``room_seen_at``: when the GPU's latest sample showed it nearly empty
+        (``None``: it did not); the group may then double the largest of its shape
+        launched before that sample.
+        """
+        wanted = max(self.members(shape), self._roomy(shape, room_seen_at))
         known = self._member_share.get(shape) or max(self._member_share.values(), default=0.0)
         if wanted < 2 or known <= 0 or not 0 < share < 1:
             return wanted
@@ -200,6 +221,8 @@ class FusionSizer:
     def launched(self, number: int, shape: Hashable, members: int) -> None:
         """A group of ``members`` of ``shape`` started, its first trial ``number``: the
         evidence its GPU process gives is about that many members."""
+        launches = self._launches.setdefault(shape, deque(maxlen=LAUNCHES_KEPT))
+        launches.append((self._clock(), members))
         if members > 1:
             self._groups[number] = (shape, members)
             if len(self._groups) > GROUPS_KEPT:
@@ -247,6 +270,20 @@ class FusionSizer:
         self._next[shape] = jump
         self._record(shape, jump, f"trying {jump}: {said()}")
 
+    def holds(self, number: int, memory_mb: float, memory_total_mb: float | None) -> None:
+        """The process of the launch led by trial ``number`` holds ``memory_mb`` on a GPU of
+        ``memory_total_mb``: what a member of its shape asks of the memory, read from a
+        group's first samples, before its first report (groups launched in the first
+        seconds are then capped by their share, :meth:`members_within`)."""
+        group = self._groups.get(number)
+        if group is None or not self._grow or not memory_total_mb:
+            return
+        shape, members = group
+        usable = memory_total_mb * (1 - self._packing.memory_headroom)
+        share = memory_mb / members / usable
+        if share > self._member_share.get(shape, 0.0):
+            self._member_share[shape] = share
+
     def ran_out(self, shape: Hashable, members: int) -> None:
         """A group of ``members`` of ``shape`` ran out of memory: later ones hold fewer."""
         cap = max(1, members // 2)
@@ -281,6 +318,26 @@ class FusionSizer:
         elif members * 2 > self._next.get(shape, 0):
             self._next[shape] = members * 2
             self._record(shape, members * 2, f"trying {members * 2}: {choice.reason}")
+
+    def _roomy(self, shape: Hashable, seen_at: float | None) -> int:
+        """The doubling a nearly empty GPU allows ``shape`` now (0: none), recorded when it
+        raises the shape's next count."""
+        if seen_at is None or not self._grow or shape in self._settled:
+            return 0
+        seen = [m for at, m in self._launches.get(shape, ()) if at < seen_at]
+        if not seen:
+            return 0
+        doubled = min(2 * max(seen), self._max, self._caps.get(shape, self._max))
+        if doubled <= self.members(shape) or any(c <= doubled for c in self._short(shape)):
+            return 0  # nothing gained, or measured already: the throughput decides
+        self._next[shape] = doubled
+        self._record(
+            shape,
+            doubled,
+            f"trying {doubled}: a group of {max(seen)} runs on a GPU its latest samples "
+            "show nearly empty",
+        )
+        return doubled
 
     def _short(self, shape: Hashable) -> list[int]:
         """The counts of ``shape`` measured and not kept: past the best the doubling reached."""

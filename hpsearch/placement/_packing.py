@@ -96,6 +96,11 @@ class PackingPolicy:
         self._profiles = TrialProfiles(settings)
         self._room = GpuRoom(settings, self._profiles)
 
+    def roomy(self, gpu: GpuView) -> bool:
+        """Whether the GPU's last samples show it nearly empty (``auto`` only): room for what
+        it holds to double (see :meth:`~hpsearch.placement._room.GpuRoom.roomy`)."""
+        return self.settings.mode == "auto" and self._room.roomy(gpu)
+
     def estimate(self) -> TrialProfile | None:
         """A new trial's needs, from the recent trials' measured profiles."""
         return self._profiles.estimate()
@@ -172,7 +177,7 @@ class PackingPolicy:
         """A trial of a new kind on the GPU not yet measured (``auto`` only): past its warm-up
         for ``probe_seconds``, or for a few samples of its GPU, whichever comes first.
 
-        A roomy GPU (see :meth:`_roomy`) takes a neighbour anyway: were the new trial
+        A roomy GPU (see :meth:`roomy`) takes a neighbour anyway: were the new trial
         to grow to several times what it holds now, the two would still fit.
         """
         if self.settings.mode != "auto" or self._room.roomy(gpu):

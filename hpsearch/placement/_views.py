@@ -39,6 +39,8 @@ class TrialOnGpu:
             measured so far: its GPU takes no new neighbour until it is measured.
         samples_warm: samples of its GPU taken since it was past its warm-up.
         started_at: when it was admitted (``None``: not known).
+        held_mb: the most GPU memory its own process was read to hold since it
+            started, warm or not (``None``: the driver lists no such process).
     """
 
     number: int
@@ -49,6 +51,7 @@ class TrialOnGpu:
     new_kind: bool = False
     samples_warm: int = 0
     started_at: float | None = None
+    held_mb: float | None = None
 
 
 @dataclass(frozen=True)

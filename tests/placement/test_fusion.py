@@ -146,3 +146,76 @@ def test_a_group_holds_no_more_members_than_its_launchs_share_of_memory_fits() -
     fixed.launched(1, shape, 8)
     fixed.evidence(1, TrialProfile(1, 6.0, 3486.0), memory_total_mb=73_403.0)
     assert fixed.members_within(shape, 0.125) == 8
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_nearly_empty_gpu_doubles_groups_launch_by_launch_on_samples_newer_than_them() -> None:
+    clock = Clock()
+    sizer = FusionSizer(max_members=16, clock=clock)
+    shape = ("w256",)
+    assert sizer.members_within(shape, 1.0, room_seen_at=None) == 2
+    sizer.launched(1, shape, 2)
+    # A sample taken before the group launched says nothing of it: no doubling.
+    assert sizer.members_within(shape, 1.0, room_seen_at=-1.0) == 2
+    clock.now = 4.0
+    first = sizer.members_within(shape, 0.5, room_seen_at=3.0)
+    assert first == 4
+    sizer.launched(2, shape, first)
+    # Two launches on the same stale sample double once, not twice.
+    assert sizer.members_within(shape, 0.25, room_seen_at=3.5) == 4
+    clock.now = 6.0
+    assert sizer.members_within(shape, 0.25, room_seen_at=5.0) == 8
+    sizer.launched(3, shape, 8)
+    assert sizer.members(shape) == 8  # the doubling holds for launches that follow
+    said = [str(d["reason"]) for d in sizer.decisions]
+    assert said == [
+        "trying 4: a group of 2 runs on a GPU its latest samples show nearly empty",
+        "trying 8: a group of 4 runs on a GPU its latest samples show nearly empty",
+    ]
+
+
+def test_a_roomy_doubling_stops_at_caps_measured_shortfalls_and_a_settled_shape() -> None:
+    clock = Clock()
+    capped = FusionSizer(max_members=16, clock=clock)
+    capped.launched(1, "a", 8)
+    capped.ran_out("a", 8)  # at most 4
+    assert capped.members_within("a", 1.0, room_seen_at=1.0) == 4
+    short = FusionSizer(max_members=16, clock=clock)
+    short.launched(1, "b", 2)
+    short.measured("b", 2, samples_per_sec=1900.0, solo=1000.0)  # trying 4
+    short.launched(2, "b", 4)
+    short.measured("b", 4, samples_per_sec=1950.0, solo=1000.0)  # 4 did not pay
+    assert short.members_within("b", 1.0, room_seen_at=1.0) == 2  # settled, not doubled
+    fixed = FusionSizer(max_members=4, grow=False, clock=clock)
+    fixed.launched(1, "c", 4)
+    assert fixed.members_within("c", 1.0, room_seen_at=1.0) == 4
+
+
+def test_a_groups_first_samples_cap_the_next_launches_before_it_reports() -> None:
+    # Short trials on an 80 GB card: a group of 2 holds 3486 MiB from its first samples.
+    clock = Clock()
+    sizer = FusionSizer(max_members=16, clock=clock)
+    shape = ("w256",)
+    sizer.launched(1, shape, 2)
+    sizer.holds(1, 3486.0, memory_total_mb=81_559.0)
+    clock.now = 0.5
+    assert sizer.members_within(shape, 0.25, room_seen_at=0.4) == 4
+    sizer.launched(2, shape, 4)
+    clock.now = 1.0
+    # Doubling 4 on a roomy GPU, but a launch among eight gets an eighth of the memory:
+    # 1743 MiB a member of 73 403 usable (2.4%) → 5, not 8.
+    assert sizer.members_within(shape, 0.125, room_seen_at=0.9) == 5
+    sizer.holds(99, 50_000.0, memory_total_mb=81_559.0)  # not a group: nothing learned
+    assert sizer.members_within(shape, 0.125) == 5
+    assert sizer.members_within(shape, 0.5) == 8
+    fixed = FusionSizer(max_members=8, grow=False)
+    fixed.launched(1, shape, 8)
+    fixed.holds(1, 60_000.0, memory_total_mb=81_559.0)
+    assert fixed.members_within(shape, 0.125) == 8
