@@ -126,7 +126,11 @@ class FusionSizer:
     A group is one process among those packing places on its GPU, and gets the
     share of the GPU's memory its launch is admitted with. Where the evidence
     says what a member asks of the memory, a group holds no more members than fit
-    in that share (:meth:`members_within`): sized by the whole GPU, groups doubled
+    in that share (:meth:`members_within`); groups of two sizes read tell a
+    member's own memory from the context their process holds whatever its
+    members (the line through them), so an eighth of an 80 GB card holds the
+    members it fits, not those it would fit were each to carry a context. Sized
+    by the whole GPU, groups doubled
     to 16 while packing, from the profiles of smaller groups, still placed eight
     processes, and the GPU ran out of memory.
 
@@ -156,8 +160,8 @@ class FusionSizer:
         self._next: dict[Hashable, int] = {}
         self._settled: dict[Hashable, int] = {}
         self._groups: dict[int, tuple[Hashable, int]] = {}
-        self._member_share: dict[Hashable, float] = {}
-        """Per shape, the most of a GPU's usable memory one member was measured to ask."""
+        self._held: dict[Hashable, dict[int, float]] = {}
+        """Per shape and member count, the most of a GPU's usable memory a group held."""
         self._share_caps: set[tuple[Hashable, int]] = set()
         self._launches: dict[Hashable, deque[tuple[float, int]]] = {}
         """Per shape, its recent launches: when, and how many members."""
@@ -202,10 +206,14 @@ class FusionSizer:
         launched before that sample.
         """
         wanted = max(self.members(shape), self._roomy(shape, room_seen_at))
-        known = self._member_share.get(shape) or max(self._member_share.values(), default=0.0)
-        if wanted < 2 or known <= 0 or not 0 < share < 1:
+        known = self._memory_of(shape)
+        if known is None and self._held:  # a shape not measured: as the largest measured
+            costs = [c for other in self._held if (c := self._memory_of(other))]
+            known = (max(c[0] for c in costs), max(c[1] for c in costs)) if costs else None
+        if wanted < 2 or known is None or not 0 < share < 1:
             return wanted
-        cap = max(1, math.floor(share / known))
+        member, process = known
+        cap = max(1, math.floor((share - process) / member))
         if cap >= wanted:
             return wanted
         if (shape, cap) not in self._share_caps:
@@ -214,9 +222,35 @@ class FusionSizer:
                 shape,
                 cap,
                 f"{cap} member(s) in a launch of {share:.0%} of its GPU: a member asks "
-                f"{known:.1%} of its usable memory",
+                f"{member:.1%} of its usable memory"
+                + (f", the group's process {process:.1%}" if process > 0 else ""),
             )
         return cap
+
+    def _memory_of(self, shape: Hashable) -> tuple[float, float] | None:
+        """What a member of ``shape`` asks of a GPU's usable memory, and what its group's
+        process asks whatever its members (its CUDA context), as shares.
+
+        Groups of two member counts read: the line through them (a group holds one
+        context and each member's own). One count read: all of it over its members, the
+        context counted in each (the larger answer). ``None``: none read.
+        """
+        held = self._held.get(shape)
+        if not held:
+            return None
+        counts = sorted(held)
+        low, high = counts[0], counts[-1]
+        if high > low:
+            member = (held[high] - held[low]) / (high - low)
+            process = held[low] - member * low
+            if member > 0 and process >= 0:
+                return member, process
+        return max(held[c] / c for c in counts), 0.0
+
+    def _read(self, shape: Hashable, members: int, share: float) -> None:
+        """A group of ``members`` of ``shape`` was read holding ``share`` of usable memory."""
+        held = self._held.setdefault(shape, {})
+        held[members] = max(held.get(members, 0.0), share)
 
     def launched(self, number: int, shape: Hashable, members: int) -> None:
         """A group of ``members`` of ``shape`` started, its first trial ``number``: the
@@ -254,9 +288,8 @@ class FusionSizer:
                 + f"; a member: {arithmetic}"
             )
 
-        if memory is not None and fitted.usable_memory_mb:
-            known = self._member_share.get(shape, 0.0)
-            self._member_share[shape] = max(known, memory / fitted.usable_memory_mb)
+        if profile.memory_mb and fitted.usable_memory_mb:
+            self._read(shape, members, profile.memory_mb / fitted.usable_memory_mb)
         if fitted.by_memory is not None and fitted.by_memory < self._caps.get(shape, self._max):
             self._caps[shape] = fitted.by_memory
             self._record(shape, fitted.by_memory, f"at most {fitted.by_memory}: {said()}")
@@ -279,10 +312,9 @@ class FusionSizer:
         if group is None or not self._grow or not memory_total_mb:
             return
         shape, members = group
-        usable = memory_total_mb * (1 - self._packing.memory_headroom)
-        share = memory_mb / members / usable
-        if share > self._member_share.get(shape, 0.0):
-            self._member_share[shape] = share
+        self._read(
+            shape, members, memory_mb / (memory_total_mb * (1 - self._packing.memory_headroom))
+        )
 
     def ran_out(self, shape: Hashable, members: int) -> None:
         """A group of ``members`` of ``shape`` ran out of memory: later ones hold fewer."""

@@ -156,3 +156,29 @@ def test_a_gpus_one_process_and_an_ended_one_are_told_as_profiles() -> None:
     assert [t[0] for t in told] == [0]  # its own samples, once it ended
     assert told[0][1] == 22.0
     assert told[0][3] == 6141.0
+
+
+def test_a_launchs_own_memory_is_told_from_its_first_samples_and_a_roomy_gpu_is_said() -> None:
+    rig = Rig(PackingSpec(probe_seconds=2, cooldown_seconds=10))
+    held: list[tuple[int, float, float | None]] = []
+    rig.admission.on_memory(lambda number, mb, total: held.append((number, mb, total)))
+    for _ in range(2):  # one trial on each GPU, warming up
+        admitted = rig.admit()
+        assert admitted is not None
+        index = rig.running.index(admitted)
+        trial = rig.running[index] = replace(admitted, started_at=rig.clock.now)
+        rig.backend.set_load(trial.number, TrialLoad(GpuLoad(3.0, 700.0), trial.pid, (index,)))
+    assert {t.gpu_index for t in rig.running} == {0, 1}
+    rig.wait(2)  # no step reported yet: their memory is read all the same
+    third = rig.admission.admit(rig.running, CAPACITY)
+    assert sorted(held[-2:]) == [(0, 700.0, 6141.0), (1, 700.0, 6141.0)]
+    # 700 of 6141 MiB in use: nearly empty, as of its latest sample.
+    assert third is not None
+    assert third.room_seen_at == rig.clock.now
+    for index, trial in enumerate(rig.running):
+        rig.backend.set_load(trial.number, TrialLoad(GpuLoad(3.0, 1500.0), trial.pid, (index,)))
+    rig.wait(2)
+    crowded = rig.admission.admit(rig.running, CAPACITY)
+    assert sorted(held[-2:]) == [(0, 1500.0, 6141.0), (1, 1500.0, 6141.0)]
+    assert crowded is not None
+    assert crowded.room_seen_at is None  # 1500 MiB in use: over a quarter, not roomy

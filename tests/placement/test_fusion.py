@@ -219,3 +219,29 @@ def test_a_groups_first_samples_cap_the_next_launches_before_it_reports() -> Non
     fixed.launched(1, shape, 8)
     fixed.holds(1, 60_000.0, memory_total_mb=81_559.0)
     assert fixed.members_within(shape, 0.125) == 8
+
+
+def test_groups_of_two_sizes_tell_a_members_memory_from_its_processs_context() -> None:
+    # The sharing model's 3 s trials: a context of 610 MiB and 1438 MiB a member, so a
+    # group of 2 holds 3486 MiB and one of 4 6362 MiB, on an 80 GB card (73 403 usable).
+    clock = Clock()
+    sizer = FusionSizer(max_members=16, clock=clock)
+    shape = ("w256",)
+    sizer.launched(1, shape, 2)
+    sizer.holds(1, 3486.0, memory_total_mb=81_559.0)
+    sizer.launched(2, shape, 16)
+    # One size read: 1743 MiB a member, the context counted in each → 7 in a sixth.
+    assert sizer.members_within(shape, 1 / 6, room_seen_at=clock.now + 1) == 7
+    sizer.evidence(2, TrialProfile(2, 20.0, 1438.0 * 16 + 610.0), memory_total_mb=81_559.0)
+    sizer.launched(3, shape, 4)
+    sizer.holds(3, 6362.0, memory_total_mb=81_559.0)
+    # The line through 2 and 16 members: 1438 MiB a member (2.0%), 610 for the process
+    # (0.8%) → (16.7% - 0.8%) / 2.0% = 8 in a sixth, where 1743 a member fitted 7.
+    assert sizer.members_within(shape, 1 / 6) == 8
+    reason = str(sizer.decisions[-1]["reason"])
+    assert reason == (
+        "8 member(s) in a launch of 17% of its GPU: a member asks 2.0% of its usable "
+        "memory, the group's process 0.8%"
+    )
+    # A shape not read yet is capped as the largest one read.
+    assert sizer.members_within(("w512",), 1 / 6) == 8
