@@ -202,7 +202,9 @@ class PackingAdmission(ResourcePolicy):
         placement = self.policy.place(view, decisions, whole_gpu=whole_gpu)
         if placement is None:
             return None
-        gpu = next(g for g in view.gpus if g.key == placement.gpu)
+        gpu = next((g for g in view.gpus if g.key == placement.gpu), None)
+        # A nearly empty GPU, as of its latest sample: a fused group there may double.
+        roomy = gpu.recent if gpu is not None and self.policy.roomy(gpu) else None
         return Admission(
             cpus=self._cpus,
             gpus=placement.share,
@@ -212,7 +214,7 @@ class PackingAdmission(ResourcePolicy):
             node_address=placement.gpu.address,
             ray_gpus=self._ray_gpus,
             co_tenants=placement.co_tenants,
-            room_seen_at=gpu.recent.latest if gpu.recent and self.policy.roomy(gpu) else None,
+            room_seen_at=roomy.latest if roomy is not None else None,
         )
 
     def view(self, running: Sequence[RunningTrial]) -> PackingView:

@@ -17,13 +17,16 @@ import time
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from hpsearch.placement._capacity import MIN_GAIN, fit
 from hpsearch.placement._views import TrialProfile
 from hpsearch.placement.settings import FusionSpec, PackingSpec
 
 GROUPS_KEPT = 256
-"""The recent groups whose size the sizer remembers, for the evidence that comes after them."""
+"""The recent groups whose size the sizer remembers, for the evidence that comes after them,
+and the recent shapes whose launches and memory it remembers (a search whose shapes rarely
+repeat would otherwise keep one of each)."""
 LAUNCHES_KEPT = 64
 """The recent launches per shape (when, how many members) a roomy GPU's doubling reads."""
 
@@ -251,12 +254,14 @@ class FusionSizer:
         """A group of ``members`` of ``shape`` was read holding ``share`` of usable memory."""
         held = self._held.setdefault(shape, {})
         held[members] = max(held.get(members, 0.0), share)
+        _forget_oldest(self._held)
 
     def launched(self, number: int, shape: Hashable, members: int) -> None:
         """A group of ``members`` of ``shape`` started, its first trial ``number``: the
         evidence its GPU process gives is about that many members."""
         launches = self._launches.setdefault(shape, deque(maxlen=LAUNCHES_KEPT))
         launches.append((self._clock(), members))
+        _forget_oldest(self._launches)
         if members > 1:
             self._groups[number] = (shape, members)
             if len(self._groups) > GROUPS_KEPT:
@@ -392,6 +397,12 @@ class FusionSizer:
                 "reason": reason,
             }
         )
+
+
+def _forget_oldest(kept: dict[Hashable, Any]) -> None:
+    """Keep the :data:`GROUPS_KEPT` shapes most recently added (a dict keeps their order)."""
+    if len(kept) > GROUPS_KEPT:
+        del kept[next(iter(kept))]
 
 
 def _doubling_at_most(count: int) -> int:

@@ -245,3 +245,16 @@ def test_groups_of_two_sizes_tell_a_members_memory_from_its_processs_context() -
     )
     # A shape not read yet is capped as the largest one read.
     assert sizer.members_within(("w512",), 1 / 6) == 8
+
+
+def test_a_search_of_ever_new_shapes_remembers_only_the_recent_ones() -> None:
+    clock = Clock()
+    kept = FusionSizer(max_members=16, clock=clock)
+    kept.launched(0, "first", 8)
+    assert kept.members_within("first", 1.0, room_seen_at=1.0) == 16
+    forgot = FusionSizer(max_members=16, clock=clock)
+    forgot.launched(0, "first", 8)
+    for number in range(1, 300):  # widths that never repeat
+        forgot.launched(number, f"w{number}", 2)
+    # Its launch of 8 is forgotten: nothing to double, a shape's start.
+    assert forgot.members_within("first", 1.0, room_seen_at=1.0) == 2
