@@ -280,38 +280,11 @@ class PackingAdmission(ResourcePolicy):
             oldest = min([now - self.policy.settings.probe_seconds, *warm])
             history = readings.history(index, oldest)
         samples = [s for s in history if since is not None and s.time > since]
-        summary = summarize(samples) if samples else None
-        on_gpu = []
-        for trial in trials:
-            own = [
-                m
-                for s in samples
-                if trial.pid is not None and (m := s.process_memory_mb(trial.pid)) is not None
-            ]
-            after_warm = (
-                sum(s.time > trial.warm_at for s in history) if trial.warm_at is not None else 0
-            )
-            held = [
-                m
-                for s in history
-                if trial.pid is not None
-                and s.time > (trial.started_at or -math.inf)
-                and (m := s.process_memory_mb(trial.pid)) is not None
-            ]
-            on_gpu.append(
-                TrialOnGpu(
-                    number=trial.number,
-                    warm_at=trial.warm_at,
-                    cpus=trial.busy_cpus if trial.busy_cpus is not None else trial.cpus,
-                    memory_mb=max(own) if own else None,
-                    alone=trial.alone,
-                    new_kind=trial.new_kind,
-                    samples_warm=after_warm,
-                    started_at=trial.started_at,
-                    held_mb=max(held) if held else None,
-                )
-            )
         oldest_evidence = now - self.policy.settings.probe_seconds
+        summary = summarize(samples) if samples else None
+        # What each trial's own process held lately: only where fusion listens.
+        window = oldest_evidence if self._held else None
+        on_gpu = [_trial_on_gpu(t, samples, history, window) for t in trials]
         return GpuView(
             key=key,
             memory_total_mb=node.memory_mb.get(index),
@@ -421,6 +394,48 @@ def _recent_utilization(readings: ClusterReadings | None, gpu: GpuView, now: flo
     samples = node.history(gpu.key.index, now - 2 * SERIES_INTERVAL_S)
     summary = summarize(samples) if samples else None
     return summary.utilization.mean if summary and summary.utilization else None
+
+
+def _trial_on_gpu(
+    trial: RunningTrial,
+    samples: list[GpuSample],
+    history: list[GpuSample],
+    held_since: float | None,
+) -> TrialOnGpu:
+    """A running trial as the policy sees it, from its GPU's samples since all its trials
+    ran warm (``samples``) and its recent ones (``history``); ``held_since``: read what
+    its own process held in the samples after that time too (``None``: not)."""
+    own = [
+        m
+        for s in samples
+        if trial.pid is not None and (m := s.process_memory_mb(trial.pid)) is not None
+    ]
+    after_warm = sum(s.time > trial.warm_at for s in history) if trial.warm_at is not None else 0
+    held: list[float] = []
+    if held_since is not None and trial.pid is not None:
+        # Only the last probe window: a long trial's kept samples, up to 15 minutes of
+        # them, read at every admission, would cost the driver.
+        start = max(held_since, trial.started_at if trial.started_at is not None else -math.inf)
+        held = [m for s in _after(history, start) if (m := s.process_memory_mb(trial.pid))]
+    return TrialOnGpu(
+        number=trial.number,
+        warm_at=trial.warm_at,
+        cpus=trial.busy_cpus if trial.busy_cpus is not None else trial.cpus,
+        memory_mb=max(own) if own else None,
+        alone=trial.alone,
+        new_kind=trial.new_kind,
+        samples_warm=after_warm,
+        started_at=trial.started_at,
+        held_mb=max(held) if held else None,
+    )
+
+
+def _after(samples: list[GpuSample], start: float) -> list[GpuSample]:
+    """The samples taken after ``start`` (``samples`` oldest first), read from the end."""
+    first = len(samples)
+    while first > 0 and samples[first - 1].time > start:
+        first -= 1
+    return samples[first:]
 
 
 def _on(trial: RunningTrial, node_id: str, index: int) -> bool:

@@ -17,16 +17,14 @@ import time
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from hpsearch.placement._capacity import MIN_GAIN, fit
+from hpsearch.placement._group_memory import SHAPES_KEPT, GroupMemory, forget_oldest
 from hpsearch.placement._views import TrialProfile
 from hpsearch.placement.settings import FusionSpec, PackingSpec
 
 GROUPS_KEPT = 256
-"""The recent groups whose size the sizer remembers, for the evidence that comes after them,
-and the recent shapes whose launches and memory it remembers (a search whose shapes rarely
-repeat would otherwise keep one of each)."""
+"""The recent groups whose size the sizer remembers, for the evidence that comes after them."""
 LAUNCHES_KEPT = 64
 """The recent launches per shape (when, how many members) a roomy GPU's doubling reads."""
 
@@ -163,8 +161,7 @@ class FusionSizer:
         self._next: dict[Hashable, int] = {}
         self._settled: dict[Hashable, int] = {}
         self._groups: dict[int, tuple[Hashable, int]] = {}
-        self._held: dict[Hashable, dict[int, float]] = {}
-        """Per shape and member count, the most of a GPU's usable memory a group held."""
+        self._memory = GroupMemory()
         self._share_caps: set[tuple[Hashable, int]] = set()
         self._launches: dict[Hashable, deque[tuple[float, int]]] = {}
         """Per shape, its recent launches: when, and how many members."""
@@ -209,10 +206,7 @@ class FusionSizer:
         launched before that sample.
         """
         wanted = max(self.members(shape), self._roomy(shape, room_seen_at))
-        known = self._memory_of(shape)
-        if known is None and self._held:  # a shape not measured: as the largest measured
-            costs = [c for other in self._held if (c := self._memory_of(other))]
-            known = (max(c[0] for c in costs), max(c[1] for c in costs)) if costs else None
+        known = self._memory.of(shape)
         if wanted < 2 or known is None or not 0 < share < 1:
             return wanted
         member, process = known
@@ -230,38 +224,12 @@ class FusionSizer:
             )
         return cap
 
-    def _memory_of(self, shape: Hashable) -> tuple[float, float] | None:
-        """What a member of ``shape`` asks of a GPU's usable memory, and what its group's
-        process asks whatever its members (its CUDA context), as shares.
-
-        Groups of two member counts read: the line through them (a group holds one
-        context and each member's own). One count read: all of it over its members, the
-        context counted in each (the larger answer). ``None``: none read.
-        """
-        held = self._held.get(shape)
-        if not held:
-            return None
-        counts = sorted(held)
-        low, high = counts[0], counts[-1]
-        if high > low:
-            member = (held[high] - held[low]) / (high - low)
-            process = held[low] - member * low
-            if member > 0 and process >= 0:
-                return member, process
-        return max(held[c] / c for c in counts), 0.0
-
-    def _read(self, shape: Hashable, members: int, share: float) -> None:
-        """A group of ``members`` of ``shape`` was read holding ``share`` of usable memory."""
-        held = self._held.setdefault(shape, {})
-        held[members] = max(held.get(members, 0.0), share)
-        _forget_oldest(self._held)
-
     def launched(self, number: int, shape: Hashable, members: int) -> None:
         """A group of ``members`` of ``shape`` started, its first trial ``number``: the
         evidence its GPU process gives is about that many members."""
         launches = self._launches.setdefault(shape, deque(maxlen=LAUNCHES_KEPT))
         launches.append((self._clock(), members))
-        _forget_oldest(self._launches)
+        forget_oldest(self._launches, SHAPES_KEPT)
         if members > 1:
             self._groups[number] = (shape, members)
             if len(self._groups) > GROUPS_KEPT:
@@ -294,7 +262,7 @@ class FusionSizer:
             )
 
         if profile.memory_mb and fitted.usable_memory_mb:
-            self._read(shape, members, profile.memory_mb / fitted.usable_memory_mb)
+            self._memory.read(shape, members, profile.memory_mb / fitted.usable_memory_mb)
         if fitted.by_memory is not None and fitted.by_memory < self._caps.get(shape, self._max):
             self._caps[shape] = fitted.by_memory
             self._record(shape, fitted.by_memory, f"at most {fitted.by_memory}: {said()}")
@@ -317,7 +285,7 @@ class FusionSizer:
         if group is None or not self._grow or not memory_total_mb:
             return
         shape, members = group
-        self._read(
+        self._memory.read(
             shape, members, memory_mb / (memory_total_mb * (1 - self._packing.memory_headroom))
         )
 
@@ -397,12 +365,6 @@ class FusionSizer:
                 "reason": reason,
             }
         )
-
-
-def _forget_oldest(kept: dict[Hashable, Any]) -> None:
-    """Keep the :data:`GROUPS_KEPT` shapes most recently added (a dict keeps their order)."""
-    if len(kept) > GROUPS_KEPT:
-        del kept[next(iter(kept))]
 
 
 def _doubling_at_most(count: int) -> int:

@@ -39,8 +39,9 @@ class TrialOnGpu:
             measured so far: its GPU takes no new neighbour until it is measured.
         samples_warm: samples of its GPU taken since it was past its warm-up.
         started_at: when it was admitted (``None``: not known).
-        held_mb: the most GPU memory its own process was read to hold since it
-            started, warm or not (``None``: the driver lists no such process).
+        held_mb: the most GPU memory its own process was read to hold in its GPU's
+            last ``probe_seconds`` since it started, warm or not (``None``: the driver
+            lists no such process, or nothing listens: only fusion does).
     """
 
     number: int
