@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 import time
-from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
@@ -25,8 +24,6 @@ from hpsearch.placement.settings import FusionSpec, PackingSpec
 
 GROUPS_KEPT = 256
 """The recent groups whose size the sizer remembers, for the evidence that comes after them."""
-LAUNCHES_KEPT = 64
-"""The recent launches per shape (when, how many members) a roomy GPU's doubling reads."""
 
 
 @dataclass(frozen=True)
@@ -104,13 +101,13 @@ class FusionSizer:
     where fusion never did.
 
     On a GPU its last samples show nearly empty (packing's roomy GPU), the next
-    group doubles the largest of its shape those samples saw, as packing doubles
+    group doubles the largest of its shape those samples have read, as packing doubles
     its trials there (:meth:`members_within`, ``room_seen_at``): a first wave of
     groups grows 2, 4, 8, ... while the GPU has room, rather than every process
     packing starts in the first seconds holding two members until a group has
-    reported. A doubling rests on samples taken after the group it doubles was
-    launched, so one stale reading never doubles twice; counts measured short
-    and settled shapes are left to the throughput.
+    reported. A doubling rests on a group whose own process the samples have
+    read (:meth:`holds`), so launches before those samples never double twice;
+    counts measured short and settled shapes are left to the throughput.
 
     The evidence packing gathers sizes groups too (:meth:`evidence`): a group's
     GPU process measured at ``u``% and ``m`` MiB asks about ``u / n``% and
@@ -163,8 +160,8 @@ class FusionSizer:
         self._groups: dict[int, tuple[Hashable, int]] = {}
         self._memory = GroupMemory()
         self._share_caps: set[tuple[Hashable, int]] = set()
-        self._launches: dict[Hashable, deque[tuple[float, int]]] = {}
-        """Per shape, its recent launches: when, and how many members."""
+        self._read_groups: dict[Hashable, int] = {}
+        """Per shape, the largest group whose process its GPU's samples have read."""
         self._start = min(2, max_members)
         """Where a shape not measured yet starts: two, or what the evidence fits."""
         self.decisions: list[dict[str, object]] = []
@@ -203,7 +200,7 @@ class FusionSizer:
 
         ``room_seen_at``: when the GPU's latest sample showed it nearly empty
         (``None``: it did not); the group may then double the largest of its shape
-        launched before that sample.
+        whose process the samples have read.
         """
         wanted = max(self.members(shape), self._roomy(shape, room_seen_at))
         known = self._memory.of(shape)
@@ -227,9 +224,6 @@ class FusionSizer:
     def launched(self, number: int, shape: Hashable, members: int) -> None:
         """A group of ``members`` of ``shape`` started, its first trial ``number``: the
         evidence its GPU process gives is about that many members."""
-        launches = self._launches.setdefault(shape, deque(maxlen=LAUNCHES_KEPT))
-        launches.append((self._clock(), members))
-        forget_oldest(self._launches, SHAPES_KEPT)
         if members > 1:
             self._groups[number] = (shape, members)
             if len(self._groups) > GROUPS_KEPT:
@@ -288,6 +282,8 @@ class FusionSizer:
         self._memory.read(
             shape, members, memory_mb / (memory_total_mb * (1 - self._packing.memory_headroom))
         )
+        self._read_groups[shape] = max(members, self._read_groups.get(shape, 0))
+        forget_oldest(self._read_groups, SHAPES_KEPT)
 
     def ran_out(self, shape: Hashable, members: int) -> None:
         """A group of ``members`` of ``shape`` ran out of memory: later ones hold fewer."""
@@ -327,20 +323,18 @@ class FusionSizer:
     def _roomy(self, shape: Hashable, seen_at: float | None) -> int:
         """The doubling a nearly empty GPU allows ``shape`` now (0: none), recorded when it
         raises the shape's next count."""
-        if seen_at is None or not self._grow or shape in self._settled:
+        read = self._read_groups.get(shape)
+        if seen_at is None or read is None or not self._grow or shape in self._settled:
             return 0
-        seen = [m for at, m in self._launches.get(shape, ()) if at < seen_at]
-        if not seen:
-            return 0
-        doubled = min(2 * max(seen), self._max, self._caps.get(shape, self._max))
+        doubled = min(2 * read, self._max, self._caps.get(shape, self._max))
         if doubled <= self.members(shape) or any(c <= doubled for c in self._short(shape)):
             return 0  # nothing gained, or measured already: the throughput decides
         self._next[shape] = doubled
         self._record(
             shape,
             doubled,
-            f"trying {doubled}: a group of {max(seen)} runs on a GPU its latest samples "
-            "show nearly empty",
+            f"trying {doubled}: a group of {read} runs on a GPU its latest samples show "
+            "nearly empty",
         )
         return doubled
 

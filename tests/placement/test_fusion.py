@@ -156,24 +156,26 @@ class Clock:
         return self.now
 
 
-def test_a_nearly_empty_gpu_doubles_groups_launch_by_launch_on_samples_newer_than_them() -> None:
-    clock = Clock()
-    sizer = FusionSizer(max_members=16, clock=clock)
+TOTAL = 81_559.0
+"""An 80 GB card (73 403 MiB usable with packing's default headroom)."""
+
+
+def test_a_nearly_empty_gpu_doubles_groups_once_their_process_has_been_read() -> None:
+    sizer = FusionSizer(max_members=16, clock=Clock())
     shape = ("w256",)
-    assert sizer.members_within(shape, 1.0, room_seen_at=None) == 2
-    sizer.launched(1, shape, 2)
-    # A sample taken before the group launched says nothing of it: no doubling.
-    assert sizer.members_within(shape, 1.0, room_seen_at=-1.0) == 2
-    clock.now = 4.0
-    first = sizer.members_within(shape, 0.5, room_seen_at=3.0)
+    sizer.launched(1, shape, sizer.members_within(shape, 1.0, room_seen_at=None))
+    assert sizer.members(shape) == 2
+    # No sample has read the group's process yet (a worker still starting): no doubling.
+    assert sizer.members_within(shape, 0.5, room_seen_at=1.0) == 2
+    sizer.holds(1, 700.0, memory_total_mb=TOTAL)
+    first = sizer.members_within(shape, 0.5, room_seen_at=2.0)
     assert first == 4
     sizer.launched(2, shape, first)
-    # Two launches on the same stale sample double once, not twice.
-    assert sizer.members_within(shape, 0.25, room_seen_at=3.5) == 4
-    clock.now = 6.0
-    assert sizer.members_within(shape, 0.25, room_seen_at=5.0) == 8
-    sizer.launched(3, shape, 8)
-    assert sizer.members(shape) == 8  # the doubling holds for launches that follow
+    # Two launches before the new group is read double once, not twice.
+    assert sizer.members_within(shape, 0.25, room_seen_at=2.5) == 4
+    sizer.holds(2, 1300.0, memory_total_mb=TOTAL)
+    assert sizer.members_within(shape, 0.25, room_seen_at=3.0) == 8
+    assert sizer.members_within(shape, 0.25, room_seen_at=None) == 8  # it holds after
     said = [str(d["reason"]) for d in sizer.decisions]
     assert said == [
         "trying 4: a group of 2 runs on a GPU its latest samples show nearly empty",
@@ -182,60 +184,59 @@ def test_a_nearly_empty_gpu_doubles_groups_launch_by_launch_on_samples_newer_tha
 
 
 def test_a_roomy_doubling_stops_at_caps_measured_shortfalls_and_a_settled_shape() -> None:
-    clock = Clock()
-    capped = FusionSizer(max_members=16, clock=clock)
+    capped = FusionSizer(max_members=16, clock=Clock())
     capped.launched(1, "a", 8)
+    capped.holds(1, 1000.0, memory_total_mb=TOTAL)
     capped.ran_out("a", 8)  # at most 4
     assert capped.members_within("a", 1.0, room_seen_at=1.0) == 4
-    short = FusionSizer(max_members=16, clock=clock)
+    short = FusionSizer(max_members=16, clock=Clock())
     short.launched(1, "b", 2)
     short.measured("b", 2, samples_per_sec=1900.0, solo=1000.0)  # trying 4
     short.launched(2, "b", 4)
+    short.holds(2, 1000.0, memory_total_mb=TOTAL)
     short.measured("b", 4, samples_per_sec=1950.0, solo=1000.0)  # 4 did not pay
     assert short.members_within("b", 1.0, room_seen_at=1.0) == 2  # settled, not doubled
-    fixed = FusionSizer(max_members=4, grow=False, clock=clock)
+    fixed = FusionSizer(max_members=4, grow=False, clock=Clock())
     fixed.launched(1, "c", 4)
+    fixed.holds(1, 1000.0, memory_total_mb=TOTAL)
     assert fixed.members_within("c", 1.0, room_seen_at=1.0) == 4
 
 
 def test_a_groups_first_samples_cap_the_next_launches_before_it_reports() -> None:
     # Short trials on an 80 GB card: a group of 2 holds 3486 MiB from its first samples.
-    clock = Clock()
-    sizer = FusionSizer(max_members=16, clock=clock)
+    sizer = FusionSizer(max_members=16, clock=Clock())
     shape = ("w256",)
     sizer.launched(1, shape, 2)
-    sizer.holds(1, 3486.0, memory_total_mb=81_559.0)
-    clock.now = 0.5
+    sizer.holds(1, 3486.0, memory_total_mb=TOTAL)
     assert sizer.members_within(shape, 0.25, room_seen_at=0.4) == 4
     sizer.launched(2, shape, 4)
-    clock.now = 1.0
+    sizer.holds(2, 6972.0, memory_total_mb=TOTAL)  # 1743 MiB a member again: no context seen
     # Doubling 4 on a roomy GPU, but a launch among eight gets an eighth of the memory:
     # 1743 MiB a member of 73 403 usable (2.4%) → 5, not 8.
     assert sizer.members_within(shape, 0.125, room_seen_at=0.9) == 5
-    sizer.holds(99, 50_000.0, memory_total_mb=81_559.0)  # not a group: nothing learned
+    sizer.holds(99, 50_000.0, memory_total_mb=TOTAL)  # not a group: nothing learned
     assert sizer.members_within(shape, 0.125) == 5
     assert sizer.members_within(shape, 0.5) == 8
     fixed = FusionSizer(max_members=8, grow=False)
     fixed.launched(1, shape, 8)
-    fixed.holds(1, 60_000.0, memory_total_mb=81_559.0)
+    fixed.holds(1, 60_000.0, memory_total_mb=TOTAL)
     assert fixed.members_within(shape, 0.125) == 8
 
 
 def test_groups_of_two_sizes_tell_a_members_memory_from_its_processs_context() -> None:
     # The sharing model's 3 s trials: a context of 610 MiB and 1438 MiB a member, so a
-    # group of 2 holds 3486 MiB and one of 4 6362 MiB, on an 80 GB card (73 403 usable).
-    clock = Clock()
-    sizer = FusionSizer(max_members=16, clock=clock)
+    # group of 2 holds 3486 MiB and one of 4 6362 MiB.
+    sizer = FusionSizer(max_members=16, clock=Clock())
     shape = ("w256",)
-    sizer.launched(1, shape, 2)
-    sizer.holds(1, 3486.0, memory_total_mb=81_559.0)
-    sizer.launched(2, shape, 16)
+    sizer.launched(1, shape, 8)
+    sizer.holds(1, 8 * 1743.0, memory_total_mb=TOTAL)
     # One size read: 1743 MiB a member, the context counted in each → 7 in a sixth.
-    assert sizer.members_within(shape, 1 / 6, room_seen_at=clock.now + 1) == 7
-    sizer.evidence(2, TrialProfile(2, 20.0, 1438.0 * 16 + 610.0), memory_total_mb=81_559.0)
+    assert sizer.members_within(shape, 1 / 6, room_seen_at=1.0) == 7
+    sizer.launched(2, shape, 16)
+    sizer.evidence(2, TrialProfile(2, 20.0, 1438.0 * 16 + 610.0), memory_total_mb=TOTAL)
     sizer.launched(3, shape, 4)
-    sizer.holds(3, 6362.0, memory_total_mb=81_559.0)
-    # The line through 2 and 16 members: 1438 MiB a member (2.0%), 610 for the process
+    sizer.holds(3, 6362.0, memory_total_mb=TOTAL)
+    # The line through 4 and 16 members: 1438 MiB a member (2.0%), 610 for the process
     # (0.8%) → (16.7% - 0.8%) / 2.0% = 8 in a sixth, where 1743 a member fitted 7.
     assert sizer.members_within(shape, 1 / 6) == 8
     reason = str(sizer.decisions[-1]["reason"])
@@ -248,13 +249,15 @@ def test_groups_of_two_sizes_tell_a_members_memory_from_its_processs_context() -
 
 
 def test_a_search_of_ever_new_shapes_remembers_only_the_recent_ones() -> None:
-    clock = Clock()
-    kept = FusionSizer(max_members=16, clock=clock)
+    kept = FusionSizer(max_members=16, clock=Clock())
     kept.launched(0, "first", 8)
+    kept.holds(0, 1000.0, memory_total_mb=TOTAL)
     assert kept.members_within("first", 1.0, room_seen_at=1.0) == 16
-    forgot = FusionSizer(max_members=16, clock=clock)
+    forgot = FusionSizer(max_members=16, clock=Clock())
     forgot.launched(0, "first", 8)
-    for number in range(1, 300):  # widths that never repeat
+    forgot.holds(0, 1000.0, memory_total_mb=TOTAL)
+    for number in range(1, 300):  # widths that never repeat, each read
         forgot.launched(number, f"w{number}", 2)
-    # Its launch of 8 is forgotten: nothing to double, a shape's start.
+        forgot.holds(number, 700.0, memory_total_mb=TOTAL)
+    # Its group of 8 is forgotten: nothing to double, a shape's start.
     assert forgot.members_within("first", 1.0, room_seen_at=1.0) == 2
