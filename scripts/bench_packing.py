@@ -341,7 +341,9 @@ def run(config: dict[str, Any], *, simulated: bool) -> dict[str, Any]:
 
 def _trial_work_s(config: dict[str, Any], trials: list[Any]) -> float:
     """The work a search's trials did, in seconds of one trial alone on its GPU: each
-    completed trial's planned epochs, each pruned one's up to its last report.
+    completed trial's planned epochs. A pruned trial counts nothing: in the lab it ran
+    out of memory at its first step (the study keeps no intermediate values to say how
+    far another got).
 
     What makes modes comparable where the trials differ in length: a fused group's
     members share its first trial's epochs and sizes, so one member count draws
@@ -352,17 +354,12 @@ def _trial_work_s(config: dict[str, Any], trials: list[Any]) -> float:
 
     fixed = {k: v for k, v in config["space"].items() if not isinstance(v, (dict, list))}
     fixed.pop("memory_budget_mb", None)  # its work as planned, not its out-of-memory
-    total = 0.0
-    for trial in trials:
-        if trial.state.name == "COMPLETE":
-            reached = None
-        elif trial.state.name == "PRUNED" and trial.intermediate_values:
-            reached = max(trial.intermediate_values) + 1
-        else:
-            continue
-        epochs = plan({**fixed, **trial.params}).epochs
-        total += sum(e.seconds for e in epochs[:reached])
-    return total
+    return sum(
+        epoch.seconds
+        for trial in trials
+        if trial.state.name == "COMPLETE"
+        for epoch in plan({**fixed, **trial.params}).epochs
+    )
 
 
 def _memory_decisions(tracker: MemoryTracker, run_id: str | None) -> list[dict[str, Any]]:
