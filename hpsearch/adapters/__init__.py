@@ -32,7 +32,12 @@ if TYPE_CHECKING:
     from hpsearch.adapters._optuna import objective_train, pickled_sampler
     from hpsearch.adapters._tune import nested, tune_train
     from hpsearch.adapters.forms import REPORTS, Form, form_in_source, form_of, wrong_form
-    from hpsearch.adapters.tune_space import TuneSpaceError, converted, space_from_tune
+    from hpsearch.adapters.tune_space import (
+        TuneSpaceError,
+        TuneSpaceWarning,
+        converted,
+        space_from_tune,
+    )
 
 __getattr__, __dir__ = lazy_exports(__name__)
 
@@ -43,6 +48,7 @@ __all__ = [
     "Form",
     "Member",
     "TuneSpaceError",
+    "TuneSpaceWarning",
     "check_fusion",
     "check_train",
     "command_line",

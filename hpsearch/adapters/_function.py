@@ -92,11 +92,33 @@ def resolve_train_function(
             f"'{spec}' is a {type(function).__name__}, not a function",
             "name a function",
         )
+    _refuse_class_trainable(function, spec, source, key)
     _check_callable(
         function, spec, source, key, members=members, objective=objective, trainable=trainable
     )
     train: TrainFunction = function
     return train
+
+
+def _refuse_class_trainable(function: Callable[..., Any], spec: str, source: str, key: str) -> None:
+    """Refuse a subclass of Ray Tune's ``Trainable`` (known by its classes' names: nothing
+    of Ray is imported for it). Called as a function, it would only be constructed, and
+    every trial would fail without a report.
+
+    Raises:
+        ConfigError: ``function`` is a class trainable, with the form to write instead.
+    """
+    if inspect.isclass(function) and any(
+        cls.__name__ == "Trainable" and cls.__module__.startswith("ray.tune")
+        for cls in function.__mro__
+    ):
+        raise ConfigError(
+            source,
+            key,
+            f"'{spec}' is a class trainable (tune.Trainable), which hpsearch does not run",
+            "write its setup and step loop as a function trainable, def train_fn(config), "
+            "that calls tune.report(metrics) each step, and name it as train: {tune: ...}",
+        )
 
 
 def _check_callable(

@@ -10,18 +10,22 @@ Optuna's distributions then search:
 Tune                                        ``space``
 ==========================================  ===========================================
 ``uniform(a, b)`` / ``loguniform(a, b)``     ``{type: float, low: a, high: b[, log: true]}``
-``quniform(a, b, q)`` / ``qloguniform``      ``{type: float, low: a, high: b, step: q}``
+``quniform(a, b, q)``                        ``{type: float, low: a, high: b, step: q}``
+``qloguniform(a, b, q)``                     ``{type: float, low: a, high: b, log: true}``
 ``randint(a, b)`` (``b`` excluded)           ``{type: int, low: a, high: b - 1}``
 ``lograndint``, ``qrandint(a, b, q)``        ``{type: int, ..., log: true}`` / ``step: q``
+``qlograndint(a, b, q)``                     ``{type: int, ..., log: true}``
 ``choice([...])``, ``grid_search([...])``    the list of choices
 a constant (a list too)                      ``{type: constant, value: ...}``
 a nested dict                                its entries, named ``outer.inner``
 ==========================================  ===========================================
 
 The trainable gets the nested config back (``hpsearch.adapters``).
-What has no Optuna distribution (``sample_from``, ``randn``, a quantized log
-integer, a ``qloguniform`` whose step Optuna cannot take with ``log``) is an
-error naming the entry and what to write instead.
+Optuna cannot step a log scale: a quantized log domain is searched without its
+step, as Ray Tune's own ``OptunaSearch`` searches it, and a
+:class:`TuneSpaceWarning` says so. What has no Optuna distribution at all
+(``sample_from``, ``randn``) is an error naming the entry and what to write
+instead.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import os
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -37,6 +42,10 @@ from hpsearch._importable import ensure_importable_from
 
 class TuneSpaceError(ValueError):
     """An entry of a Tune ``param_space`` with no ``space`` equivalent."""
+
+
+class TuneSpaceWarning(UserWarning):
+    """An entry of a Tune ``param_space`` searched otherwise than Tune samples it."""
 
 
 def space_from_tune(target: str) -> dict[str, Any]:
@@ -114,7 +123,8 @@ def _domain(name: str, domain: Any, sample: Any) -> Any:
     uniform = isinstance(sampler, sample.Uniform | sample.LogUniform)
     if isinstance(domain, sample.Float) and uniform:
         if quantum is not None and log:
-            raise _unknown(name, "qloguniform", "tune.loguniform, or quniform without log")
+            _unstepped(name, "qloguniform", quantum)
+            quantum = None
         entry: dict[str, Any] = {
             "type": "float",
             "low": float(domain.lower),
@@ -124,16 +134,30 @@ def _domain(name: str, domain: Any, sample: Any) -> Any:
     if isinstance(domain, sample.Integer) and isinstance(
         sampler, sample.Uniform | sample.LogUniform
     ):
-        if quantum is not None and log:
-            raise _unknown(name, "qlograndint", "tune.lograndint, or qrandint without log")
-        # randint and lograndint exclude the upper bound; qrandint includes it.
+        # randint and lograndint exclude the upper bound; qrandint (qlograndint) includes it.
         high = domain.upper if quantum is not None else domain.upper - 1
+        if quantum is not None and log:
+            _unstepped(name, "qlograndint", quantum)
+            quantum = None
         entry = {"type": "int", "low": int(domain.lower), "high": int(high)}
         return {**entry, **({"log": True} if log else {}), **_step(quantum)}
     kind = type(domain).__name__ if not isinstance(domain, sample.Function) else "sample_from"
     if isinstance(sampler, sample.Normal):
         kind = "randn"
     raise _unknown(name, kind, "tune.uniform, loguniform, quniform, randint, choice or grid_search")
+
+
+def _unstepped(name: str, kind: str, quantum: float) -> None:
+    """No step for a quantized log domain, said as a :class:`TuneSpaceWarning`."""
+    plain = kind.removeprefix("q")
+    warnings.warn(
+        TuneSpaceWarning(
+            f"param_space['{name}'] is tune.{kind}: Optuna cannot step a log scale, so it is "
+            f"searched as tune.{plain}, without the step {quantum:g} (as Ray Tune's "
+            f"OptunaSearch does); write tune.{plain} to say so"
+        ),
+        stacklevel=2,
+    )
 
 
 def _step(quantum: float | None) -> dict[str, Any]:

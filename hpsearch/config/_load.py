@@ -7,6 +7,7 @@ import os
 import re
 import types
 import typing
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, Tag, ValidationError
 from pydantic_core import ErrorDetails
 
+from hpsearch.adapters.tune_space import TuneSpaceWarning
 from hpsearch.config._schema import RunConfig
 from hpsearch.config._yaml import KeyPath, YamlDocument, read_yaml
 from hpsearch.errors import ConfigError
@@ -59,12 +61,29 @@ def load_config(path: str | os.PathLike[str]) -> RunConfig:
             "",
             "the top level must be a mapping of sections (study, objective, train, space, ...)",
         )
-    try:
-        config = RunConfig.model_validate(document.data)
-    except ValidationError as exc:
-        raise _to_config_error(source, document, exc) from None
+    with warnings.catch_warnings(record=True) as said:
+        # Only the param_space's are moved; the others were filtered as always.
+        warnings.simplefilter("always", TuneSpaceWarning)
+        try:
+            config = RunConfig.model_validate(document.data)
+        except ValidationError as exc:
+            raise _to_config_error(source, document, exc) from None
+    _say_again(said, source, document)
     config._source = str(source)
     return config
+
+
+def _say_again(said: list[warnings.WarningMessage], source: Path, document: YamlDocument) -> None:
+    """The warnings validation gave, said again: a Tune param_space's (the ``space``
+    entry it came from) at the config's ``space`` line, the others where they were."""
+    for warning in said:
+        if issubclass(warning.category, TuneSpaceWarning):
+            line = document.line_of(("space",)) or 1
+            warnings.warn_explicit(f"space: {warning.message}", warning.category, str(source), line)
+        else:
+            warnings.warn_explicit(
+                warning.message, warning.category, warning.filename, warning.lineno
+            )
 
 
 def _to_config_error(source: Path, document: YamlDocument, exc: ValidationError) -> ConfigError:

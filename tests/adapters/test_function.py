@@ -76,3 +76,26 @@ def test_validate_reads_a_train_module_without_running_it(project: Path) -> None
     # hpsearch run imports the module: its error is the config's.
     with pytest.raises(ConfigError, match="importing 'unrun' raised RuntimeError: ran"):
         check_train("unrun:train", None, "c.yaml")
+
+
+def test_a_class_trainable_is_refused_with_the_form_to_write(project: Path) -> None:
+    # Run as a function, a tune.Trainable would only be constructed: every trial would
+    # fail "without reporting"; the config is refused before a trial starts instead.
+    (project / "classic.py").write_text(
+        "from ray import tune\n"
+        "class Quadratic(tune.Trainable):\n"
+        "    def setup(self, config):\n"
+        "        self.x = config['x']\n"
+        "    def step(self):\n"
+        "        return {'score': -self.x ** 2, 'done': True}\n"
+    )
+    ensure_importable_from(str(project))
+    for key, trainable in [("train.tune", True), ("train", False)]:
+        with pytest.raises(ConfigError) as info:
+            resolve_train_function(
+                "classic:Quadratic", source="c.yaml", key=key, trainable=trainable
+            )
+        assert str(info.value).startswith(
+            f"c.yaml: {key}: 'classic:Quadratic' is a class trainable (tune.Trainable), "
+            "which hpsearch does not run; write its setup and step loop as a function trainable"
+        )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import pytest
@@ -9,7 +10,7 @@ from optuna.distributions import CategoricalDistribution, FloatDistribution, Int
 from pydantic import TypeAdapter
 from ray import tune
 
-from hpsearch.adapters import TuneSpaceError, converted
+from hpsearch.adapters import TuneSpaceError, TuneSpaceWarning, converted
 from hpsearch.config import load_config
 from hpsearch.errors import ConfigError
 from hpsearch.space import ParamSpec, SearchSpace, expand_space
@@ -51,12 +52,49 @@ def test_each_tune_domain_becomes_the_optuna_distribution_it_samples_from() -> N
     [
         (tune.sample_from(lambda spec: 1), "tune.sample_from, which has no Optuna distribution"),
         (tune.randn(0, 1), "tune.randn"),
-        (tune.qlograndint(1, 64, 2), "tune.qlograndint"),
     ],
 )
 def test_a_domain_with_no_distribution_is_named(domain: object, words: str) -> None:
     with pytest.raises(TuneSpaceError, match=words):
         converted({"x": domain})
+
+
+def test_a_quantized_log_domain_is_searched_without_its_step_and_says_so() -> None:
+    # Optuna takes no step on a log scale; Ray Tune's own OptunaSearch drops it too.
+    space = {"lr": tune.qloguniform(1e-4, 1e-1, 5e-5), "width": tune.qlograndint(8, 512, 8)}
+    with pytest.warns(TuneSpaceWarning) as said:
+        entries = converted(space)
+    assert entries == {
+        "lr": {"type": "float", "low": 1e-4, "high": 1e-1, "log": True},
+        "width": {"type": "int", "low": 8, "high": 512, "log": True},  # q: its bound included
+    }
+    assert [str(w.message) for w in said] == [
+        "param_space['lr'] is tune.qloguniform: Optuna cannot step a log scale, so it is "
+        "searched as tune.loguniform, without the step 5e-05 (as Ray Tune's OptunaSearch "
+        "does); write tune.loguniform to say so",
+        "param_space['width'] is tune.qlograndint: Optuna cannot step a log scale, so it is "
+        "searched as tune.lograndint, without the step 8 (as Ray Tune's OptunaSearch does); "
+        "write tune.lograndint to say so",
+    ]
+
+
+def test_a_configs_param_space_warning_points_at_its_space_line(project: Path) -> None:
+    (project / "qspace.py").write_text(
+        "from ray import tune\nparam_space = {'lr': tune.qloguniform(1e-3, 1e-1, 1e-3)}\n"
+    )
+    (project / "q.yaml").write_text(
+        "study: {name: s, n_trials: 2}\n"
+        "objective: {metric: acc, direction: maximize}\n"
+        "train: {tune: qspace:param_space}\n"
+        "space: qspace:param_space\n"
+    )
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        config = load_config(project / "q.yaml")
+    assert config.search_space.distributions() == {"lr": FloatDistribution(1e-3, 1e-1, log=True)}
+    [warning] = [w for w in said if issubclass(w.category, TuneSpaceWarning)]
+    assert (Path(warning.filename).name, warning.lineno) == ("q.yaml", 4)
+    assert str(warning.message).startswith("space: param_space['lr'] is tune.qloguniform")
 
 
 def test_a_config_names_the_param_space_in_the_users_code(project: Path) -> None:
