@@ -186,7 +186,7 @@ def make_launch(
         gpu_memory_mb=None,
         fused_train=fused_train,
         study_access=None,
-        tune_trainable=False,
+        tune_trainable=None,
     )
     trials = tuple(
         MemberSpec(

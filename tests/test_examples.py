@@ -10,6 +10,7 @@ except where a signal is what is tested.
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import signal
 import subprocess
@@ -264,3 +265,39 @@ def test_ray_tunes_own_hyperband_example_runs_unchanged_with_its_checkpoints(
     best = max(completed, key=lambda t: t.value or 0.0)
     saved = Path(best.user_attrs[attrs.CHECKPOINT_DIR]) / "checkpoint.json"
     assert json.loads(saved.read_text()) == {"timestep": 99}  # its last Checkpoint
+
+
+@pytest.mark.usefixtures("ray_one_gpu", "seeded_store")
+def test_ray_tunes_own_class_trainable_runs_unchanged_until_its_stop(project: Path) -> None:
+    """``MyTrainableClass`` of ``ray/tune/examples/bohb_example.py``, as Ray installs it: a
+    ``tune.Trainable`` whose ``step()`` never says done; its Tuner stops it by
+    ``training_iteration``, as ``stop`` does here, and checkpoints it as configured."""
+    (project / "bohb_space.py").write_text(
+        "from ray import tune\n"
+        "param_space = {'width': tune.uniform(0, 20), 'height': tune.uniform(-100, 100)}\n"
+    )
+    (project / "bohb.yaml").write_text(
+        "study: {name: ray-class-trainable, n_trials: 2, sampler: {type: random, seed: 0}}\n"
+        "objective: {metric: episode_reward_mean, direction: maximize}\n"
+        "train:\n"
+        "  tune: ray.tune.examples.bohb_example:MyTrainableClass\n"
+        "  stop: {training_iteration: 5}\n"
+        "  checkpoint_frequency: 2\n"
+        "space: bohb_space:param_space\n"
+    )
+    done = cli("run", "bohb.yaml")
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    study = optuna.load_study(study_name="ray-class-trainable", storage=STORAGE)
+    assert [t.state.name for t in study.trials] == ["COMPLETE"] * 2
+    client = mlflow_client(project)
+    for trial in study.trials:  # 5 steps, then stopped; its value: tanh(5 / width) * height
+        history = client.get_metric_history(
+            trial.user_attrs[attrs.MLFLOW_RUN], "episode_reward_mean"
+        )
+        assert sorted(m.step for m in history) == [1, 2, 3, 4, 5]
+        width, height = trial.params["width"], trial.params["height"]
+        assert trial.value == pytest.approx(math.tanh(5 / width) * height)
+    best = max(study.trials, key=lambda t: t.value or 0.0)
+    saved = Path(best.user_attrs[attrs.CHECKPOINT_DIR]) / "checkpoint"
+    assert json.loads(saved.read_text()) == {"timestep": 5}  # saved by its save_checkpoint

@@ -14,7 +14,13 @@ import sys
 from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
-from hpsearch.adapters.forms import form_in_source, form_of, module_source, wrong_form
+from hpsearch.adapters.forms import (
+    form_in_source,
+    form_of,
+    is_class_trainable,
+    module_source,
+    wrong_form,
+)
 from hpsearch.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -92,6 +98,9 @@ def resolve_train_function(
             f"'{spec}' is a {type(function).__name__}, not a function",
             "name a function",
         )
+    if trainable and is_class_trainable(function):
+        train_class: TrainFunction = function
+        return train_class  # Tune constructs it with the config, as hpsearch's adapter does
     _refuse_class_trainable(function, spec, source, key)
     _check_callable(
         function, spec, source, key, members=members, objective=objective, trainable=trainable
@@ -101,23 +110,18 @@ def resolve_train_function(
 
 
 def _refuse_class_trainable(function: Callable[..., Any], spec: str, source: str, key: str) -> None:
-    """Refuse a subclass of Ray Tune's ``Trainable`` (known by its classes' names: nothing
-    of Ray is imported for it). Called as a function, it would only be constructed, and
-    every trial would fail without a report.
+    """Refuse a subclass of Ray Tune's ``Trainable`` named where a function is called: run
+    as one, it would only be constructed, and every trial would fail without a report.
 
     Raises:
-        ConfigError: ``function`` is a class trainable, with the form to write instead.
+        ConfigError: ``function`` is a class trainable, with the line to write instead.
     """
-    if inspect.isclass(function) and any(
-        cls.__name__ == "Trainable" and cls.__module__.startswith("ray.tune")
-        for cls in function.__mro__
-    ):
+    if is_class_trainable(function):
         raise ConfigError(
             source,
             key,
-            f"'{spec}' is a class trainable (tune.Trainable), which hpsearch does not run",
-            "write its setup and step loop as a function trainable, def train_fn(config), "
-            "that calls tune.report(metrics) each step, and name it as train: {tune: ...}",
+            f"'{spec}' is a class trainable (tune.Trainable), which train calls as a function",
+            f"write train: {{tune: {spec}}}",
         )
 
 

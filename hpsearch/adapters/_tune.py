@@ -18,16 +18,31 @@ Both calls reach Ray's training session whatever way they were imported
 (``tune.report``, ``ray.train.report``, ``from ray.tune import report``): while the
 function runs, the session answers them for hpsearch; what hpsearch's own worker
 reports through it passes through unchanged.
+
+A class trainable (a ``tune.Trainable`` subclass) runs as Tune runs it: constructed
+with the config (its ``setup``), then ``train()`` (its ``step()`` and Tune's
+auto-filled metrics) reported once a step until a result says ``done``, ``stop``
+is met or the pruner stops it, then ``stop()`` (its ``cleanup``). Its
+``save_checkpoint`` writes a checkpoint every ``checkpoint_frequency`` steps and
+at its end, and an interrupted trial is restored from its latest
+(``load_checkpoint``, its iteration count with it). Its ``logdir`` is in the
+trial's own folder.
+
+``stop`` (Tune's ``RunConfig(stop={...})``) ends a trial, completed, at the first
+report in which one of its metrics reaches its value.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
+import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from hpsearch.adapters.forms import is_class_trainable
 from hpsearch.trial.context import TrialContext, TrialPruned
 from hpsearch.trial.protocol import EVENT_KEY
 
@@ -35,20 +50,134 @@ _STEP_KEYS = ("training_iteration", "step", "epoch")
 """Metrics a report's step is read from, in order, when the function reports one."""
 
 
+_PROGRESS_FILE = ".hpsearch_trainable.json"
+"""Beside a class trainable's checkpoint: the iteration and time it was saved at."""
+
+
+_BOOKKEEPING = frozenset({"pid", "timestamp"})
+"""Numbers ``Trainable.train()`` adds to a result that say nothing of the training."""
+
+
+class _StopMet(BaseException):
+    """``stop`` was met: the trial ends there, completed. A ``BaseException``, as
+    ``KeyboardInterrupt`` is, so that a trainable's ``except Exception`` lets it through."""
+
+
 def tune_train(
     function: Callable[..., Any],
+    *,
+    stop: Mapping[str, float] | None = None,
+    checkpoint_frequency: int = 0,
+    trial_dir: str = "",
 ) -> Callable[[dict[str, Any], TrialContext], dict[str, float] | None]:
-    """The ``train(params, ctx)`` that runs a Tune function trainable for one trial (the
-    numbers of a dict it returns, as Tune takes it, are its final metrics)."""
+    """The ``train(params, ctx)`` that runs a Tune trainable for one trial (the numbers of
+    a dict a function returns, as Tune takes it, are its final metrics).
+
+    Args:
+        function: a function trainable, or a ``tune.Trainable`` subclass.
+        stop: Tune's stopping criteria (``train.tune``'s ``stop``).
+        checkpoint_frequency: a class trainable's steps between checkpoints (0: at its end).
+        trial_dir: the trial's own folder (a class trainable's ``logdir`` goes there).
+    """
+    criteria = dict(stop or {})
+    run = (
+        _class_run(function, criteria, checkpoint_frequency, trial_dir)
+        if is_class_trainable(function)
+        else function
+    )
 
     def train(params: dict[str, Any], ctx: TrialContext) -> dict[str, float] | None:
-        with _answering(ctx):
-            returned = function(nested(params))
+        try:
+            with _answering(ctx, criteria):
+                returned = run(nested(params))
+        except _StopMet:
+            return None
         if not isinstance(returned, Mapping):
             return None
         return {k: float(v) for k, v in returned.items() if _is_number(v)}
 
     return train
+
+
+def _met(stop: Mapping[str, float], metrics: Mapping[str, Any]) -> bool:
+    """Whether one of Tune's dict criteria is met: a metric at least its value."""
+    return any(_is_number(metrics.get(k)) and metrics[k] >= v for k, v in stop.items())
+
+
+def _class_run(
+    cls: type, stop: Mapping[str, float], frequency: int, trial_dir: str
+) -> Callable[[dict[str, Any]], None]:
+    """A function trainable that runs the class trainable ``cls`` as Tune's loop does."""
+
+    def run(config: dict[str, Any]) -> None:
+        from ray import tune
+
+        trainable = _constructed(cls, config, trial_dir)
+        saves = _overrides(cls, "save_checkpoint")
+        try:
+            _restore(trainable, tune.get_checkpoint())
+            while True:
+                result = {k: v for k, v in trainable.train().items() if k not in _BOOKKEEPING}
+                ends = bool(result.get("done")) or _met(stop, result)
+                due = bool(result.get("should_checkpoint")) or (
+                    frequency > 0 and int(result["training_iteration"]) % frequency == 0
+                )
+                if saves and (due or ends):
+                    _report_saved(trainable, result)
+                else:
+                    tune.report(result)
+                if ends:
+                    return
+        finally:
+            trainable.stop()
+
+    return run
+
+
+def _constructed(cls: type, config: dict[str, Any], trial_dir: str) -> Any:
+    """``cls(config)`` (its ``setup``), its ``logdir`` made in the trial's own folder, not
+    in ``~/ray_results`` where a Trainable outside Tune makes it."""
+    import ray.tune.trainable.trainable as module
+
+    folder = Path(trial_dir) if trial_dir else Path(tempfile.gettempdir())
+    folder.mkdir(parents=True, exist_ok=True)
+    names = vars(module)  # the module's global, which Trainable._setup_logdir alone reads
+    default = names["DEFAULT_STORAGE_PATH"]
+    names["DEFAULT_STORAGE_PATH"] = str(folder)
+    try:
+        return cls(config)
+    finally:
+        names["DEFAULT_STORAGE_PATH"] = default
+
+
+def _overrides(cls: type, name: str) -> bool:
+    from ray.tune import Trainable
+
+    return getattr(cls, name) is not getattr(Trainable, name)
+
+
+def _report_saved(trainable: Any, result: dict[str, Any]) -> None:
+    """Report ``result`` with a checkpoint the trainable saves now (its progress beside)."""
+    from ray import tune
+
+    with tempfile.TemporaryDirectory(prefix="hpsearch-trainable-") as folder:
+        trainable.save(folder)
+        progress = {k: result.get(k) for k in ("training_iteration", "time_total_s")}
+        (Path(folder) / _PROGRESS_FILE).write_text(json.dumps(progress))
+        tune.report(result, checkpoint=tune.Checkpoint.from_directory(folder))
+
+
+def _restore(trainable: Any, checkpoint: Any) -> None:
+    """Restore ``trainable`` from its trial's latest checkpoint, its iteration with it."""
+    if checkpoint is None:
+        return
+    import ray.train._internal.checkpoint_manager as manager
+
+    # What Tune hands restore(): the checkpoint and the metrics it was saved with.
+    result = vars(manager)["_TrainingResult"]
+    progress_file = Path(checkpoint.path) / _PROGRESS_FILE
+    progress = json.loads(progress_file.read_text()) if progress_file.exists() else {}
+    trainable.restore(result(checkpoint=checkpoint, metrics=progress))
 
 
 def nested(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -67,9 +196,10 @@ class _Session:
     """Ray's training session, with the function's reports and checkpoints answered by
     hpsearch (anything else, and hpsearch's own events, go to Ray's)."""
 
-    def __init__(self, real: Any, ctx: TrialContext) -> None:
+    def __init__(self, real: Any, ctx: TrialContext, stop: Mapping[str, float]) -> None:
         self._real = real
         self._ctx = ctx
+        self._stop = stop
         self._reports = 0
 
     def __getattr__(self, name: str) -> Any:
@@ -94,17 +224,19 @@ class _Session:
         values = {k: float(v) for k, v in metrics.items() if _is_number(v)}
         self._ctx.report(self._reports if step is None else step, **values)
         self._reports += 1
+        if _met(self._stop, {"training_iteration": self._reports, **metrics}):
+            raise _StopMet
         if self._ctx.should_prune():
             raise TrialPruned(f"pruned after report {self._reports}")
 
 
 @contextmanager
-def _answering(ctx: TrialContext) -> Iterator[None]:
+def _answering(ctx: TrialContext, stop: Mapping[str, float]) -> Iterator[None]:
     from ray.train._internal import session
 
     real = session.get_session()
     # The module's global, which every report and get_checkpoint reads at call time.
-    vars(session)["_session"] = _Session(real, ctx)
+    vars(session)["_session"] = _Session(real, ctx, stop)
     try:
         yield
     finally:

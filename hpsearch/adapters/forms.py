@@ -4,7 +4,8 @@ hpsearch calls three kinds of function, each named by a form of ``train`` of its
 
 - a training function ``train(params, ctx)``: ``train: pkg.mod:train``;
 - an Optuna objective ``objective(trial)``: ``train: {optuna: pkg.mod:objective}``;
-- a Ray Tune function trainable ``train_fn(config)``: ``train: {tune: pkg.mod:train_fn}``.
+- a Ray Tune function trainable ``train_fn(config)``: ``train: {tune: pkg.mod:train_fn}``
+  (or a class trainable, a ``tune.Trainable`` subclass: :func:`is_class_trainable`).
 
 A function named under the wrong form gets an error that gives the right one,
 rather than being accepted: the forms differ in what the config must say (an
@@ -27,7 +28,7 @@ import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 
 Kind = Literal["function", "optuna", "tune"]
 
@@ -72,6 +73,15 @@ def form_of(function: Callable[..., Any]) -> Form | None:
     globals_ = getattr(function, "__globals__", {})
     reports = {name for name, value in globals_.items() if _is_ray_report(value)}
     return _form(defined, reports)
+
+
+def is_class_trainable(function: Any) -> TypeGuard[type]:
+    """Whether ``function`` is a subclass of Ray Tune's ``Trainable`` (known by its
+    classes' names: nothing of Ray is imported for it)."""
+    return isinstance(function, type) and any(
+        cls.__name__ == "Trainable" and cls.__module__.startswith("ray.tune")
+        for cls in function.__mro__
+    )
 
 
 def module_source(module_name: str) -> ast.Module | None:

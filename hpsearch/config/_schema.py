@@ -487,8 +487,13 @@ class RunConfig(Settings):
 
     @property
     def tune_trainable(self) -> str | None:
-        """The Ray Tune function trainable of ``train: {tune: ...}``; ``None`` for anything else."""
+        """The Ray Tune trainable of ``train: {tune: ...}``; ``None`` for anything else."""
         return self.train.tune if isinstance(self.train, TuneTrainableSpec) else None
+
+    @property
+    def tune_settings(self) -> TuneTrainableSpec | None:
+        """The whole ``train: {tune: ...}`` section (its ``stop`` and checkpoints too)."""
+        return self.train if isinstance(self.train, TuneTrainableSpec) else None
 
     @property
     def optuna_objective(self) -> str | None:

@@ -95,7 +95,7 @@ def launches_for(
         gpu_memory_mb=side.gpu_memory_mb,
         fused_train=fusion.train if fusion.fuses else "",
         study_access=side.study_access,
-        tune_trainable=config.tune_trainable is not None,
+        tune_trainable=config.tune_settings,
     )
     plan = None
     if code.fusion_shared is not None:

@@ -1,5 +1,5 @@
 """The settings of code brought as it is: an Optuna objective (``train: {optuna: ...}``)
-or a Ray Tune function trainable (``train: {tune: ...}``). Pure data.
+or a Ray Tune trainable (``train: {tune: ...}``). Pure data.
 
 The config composes :class:`OptunaObjectiveSpec` as its ``train``; every
 trial's worker gets :class:`StudyAccess` with its settings
@@ -27,14 +27,28 @@ class OptunaObjectiveSpec(Settings):
 
 
 class TuneTrainableSpec(Settings):
-    """``train: {tune: package.module:train_fn}``: a Ray Tune function trainable, run unchanged.
+    """``train: {tune: package.module:train_fn}``: a Ray Tune trainable, run unchanged: a
+    function, or a class (``tune.Trainable``).
 
     Attributes:
-        tune: the trainable, ``package.module:name``, called as ``train_fn(config)``
-            (a ``tune.with_parameters`` wrapper too); see :mod:`hpsearch.adapters`.
+        tune: the trainable, ``package.module:name``: a function called as
+            ``train_fn(config)``, or a ``tune.Trainable`` subclass whose ``step()`` runs
+            once per report (a ``tune.with_parameters`` wrapper of either too); see
+            :mod:`hpsearch.adapters`.
+        stop: Tune's ``RunConfig(stop={...})``: a trial ends, completed, at the first
+            report in which one of these metrics reaches its value, e.g.
+            ``{training_iteration: 20}`` (``training_iteration`` counts the reports
+            where the trainable does not report it). Empty: the trainable ends itself
+            (its function returns, or its ``step()`` returns ``done: true``).
+        checkpoint_frequency: a class trainable's checkpoint every this many steps, as
+            Tune's ``CheckpointConfig(checkpoint_frequency)``; 0: only when it ends. An
+            interrupted trial resumes from its latest. (A function trainable
+            checkpoints when it reports one.)
     """
 
     tune: str = Field(pattern=TARGET_PATTERN)
+    stop: dict[str, float] = Field(default_factory=dict)
+    checkpoint_frequency: int = Field(default=0, ge=0)
 
 
 class StudyAccess(Settings):

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter
 from hpsearch.oom import BatchRetry, OomReport, OomSpec, memory_cap_mb
 from hpsearch.placement import Admission
 from hpsearch.telemetry import GpuLoad
-from hpsearch.trial.other_tools import StudyAccess
+from hpsearch.trial.other_tools import StudyAccess, TuneTrainableSpec
 from hpsearch.trial.script import CommandSpec
 
 EVENT_KEY = "hpsearch_event"
@@ -89,7 +89,8 @@ class TrialSettings(_Frozen):
         study_access: how an Optuna objective's trial reaches the driver's study
             (``train: {optuna: ...}``, whose objective ``train`` then names; ``None``:
             a training function or script).
-        tune_trainable: ``train`` names a Ray Tune function trainable (``train: {tune: ...}``).
+        tune_trainable: ``train: {tune: ...}``, where ``train`` names a Ray Tune trainable
+            (``None``: anything else).
     """
 
     train: str
@@ -105,7 +106,7 @@ class TrialSettings(_Frozen):
     gpu_memory_mb: float | None
     fused_train: str
     study_access: StudyAccess | None
-    tune_trainable: bool
+    tune_trainable: TuneTrainableSpec | None
 
 
 class MemberSpec(_Frozen):

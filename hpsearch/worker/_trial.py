@@ -225,13 +225,17 @@ def _train_of(settings: TrialSettings, trial: MemberSpec) -> Callable[..., Any]:
             settings.train, source=settings.source, key="train.optuna", objective=True
         )
         return objective_train(objective, settings.study_access, settings.objectives)
-    if settings.tune_trainable:
+    if settings.tune_trainable is not None:
         from hpsearch.adapters import tune_train
 
+        tune = settings.tune_trainable
         return tune_train(
             resolve_train_function(
                 settings.train, source=settings.source, key="train.tune", trainable=True
-            )
+            ),
+            stop=tune.stop,
+            checkpoint_frequency=tune.checkpoint_frequency,
+            trial_dir=trial.trial_dir,
         )
     if settings.command is None:
         return resolve_train_function(settings.train, source=settings.source)

@@ -78,9 +78,9 @@ def test_validate_reads_a_train_module_without_running_it(project: Path) -> None
         check_train("unrun:train", None, "c.yaml")
 
 
-def test_a_class_trainable_is_refused_with_the_form_to_write(project: Path) -> None:
-    # Run as a function, a tune.Trainable would only be constructed: every trial would
-    # fail "without reporting"; the config is refused before a trial starts instead.
+def test_a_class_trainable_is_taken_as_tune_and_refused_as_a_function(project: Path) -> None:
+    # Called as a training function, a tune.Trainable would only be constructed: every
+    # trial would fail "without reporting"; the config is refused with the line to write.
     (project / "classic.py").write_text(
         "from ray import tune\n"
         "class Quadratic(tune.Trainable):\n"
@@ -90,12 +90,13 @@ def test_a_class_trainable_is_refused_with_the_form_to_write(project: Path) -> N
         "        return {'score': -self.x ** 2, 'done': True}\n"
     )
     ensure_importable_from(str(project))
-    for key, trainable in [("train.tune", True), ("train", False)]:
-        with pytest.raises(ConfigError) as info:
-            resolve_train_function(
-                "classic:Quadratic", source="c.yaml", key=key, trainable=trainable
-            )
-        assert str(info.value).startswith(
-            f"c.yaml: {key}: 'classic:Quadratic' is a class trainable (tune.Trainable), "
-            "which hpsearch does not run; write its setup and step loop as a function trainable"
-        )
+    import classic  # type: ignore[import-not-found]
+
+    taken = resolve_train_function("classic:Quadratic", key="train.tune", trainable=True)
+    assert taken is classic.Quadratic  # the adapter runs it as Tune does (test_tune.py)
+    with pytest.raises(ConfigError) as info:
+        resolve_train_function("classic:Quadratic", source="c.yaml")
+    assert str(info.value) == (
+        "c.yaml: train: 'classic:Quadratic' is a class trainable (tune.Trainable), which "
+        "train calls as a function; write train: {tune: classic:Quadratic}"
+    )

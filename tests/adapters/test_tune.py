@@ -68,3 +68,92 @@ def test_a_returned_dict_is_the_final_result_its_numbers_the_metrics(tmp_path: P
 
     ctx = TrialContext.local(checkpoint_dir=str(tmp_path))
     assert tune_train(old_style)({"x": 1.5}, ctx) == {"score": 3.0}
+
+
+class Counter(tune.Trainable):
+    """A class trainable as Ray's examples write one: state in setup, one step a report."""
+
+    def setup(self, config: dict[str, Any]) -> None:
+        self.total = 0.0
+        self.rate = config["model"]["rate"]
+        Path(self.logdir, "setup").write_text("ran")
+
+    def step(self) -> dict[str, Any]:
+        self.total += self.rate
+        return {"total": self.total, "seen": self.iteration, "done": self.total >= 100}
+
+    def save_checkpoint(self, checkpoint_dir: str) -> dict[str, Any]:
+        return {"total": self.total}
+
+    def load_checkpoint(self, checkpoint: dict[str, Any] | None) -> None:
+        assert checkpoint is not None  # what save_checkpoint returned
+        self.total = checkpoint["total"]
+
+    def cleanup(self) -> None:
+        Path(self.logdir, "cleanup").write_text("ran")
+
+
+def test_a_class_trainable_steps_until_stop_checkpoints_and_a_rerun_resumes_it(
+    tmp_path: Path,
+) -> None:
+    folder, trial_dir = tmp_path / "checkpoints", tmp_path / "trial"
+    run = tune_train(
+        Counter, stop={"training_iteration": 4}, checkpoint_frequency=3, trial_dir=str(trial_dir)
+    )
+    first = TrialContext.local(checkpoint_dir=str(folder))
+    assert run({"model.rate": 1.5}, first) is None  # completed, at the stop
+    # One report a step, at Tune's training_iteration, with what step() returned; Tune's
+    # auto-filled times too, not its pid and timestamp.
+    assert [(r.step, r.metrics["total"], r.metrics["seen"]) for r in first.history] == [
+        (1, 1.5, 0), (2, 3.0, 1), (3, 4.5, 2), (4, 6.0, 3),
+    ]  # fmt: skip
+    assert {"time_this_iter_s", "time_total_s"} <= set(first.history[0].metrics)
+    assert not {"pid", "timestamp", "done"} & set(first.history[0].metrics)
+    # Saved at step 3 (the frequency) and at its end; setup and cleanup ran in its logdir,
+    # which is in the trial's own folder.
+    assert json.loads((folder / ".hpsearch_trainable.json").read_text())["training_iteration"] == 4
+    [logdir] = trial_dir.iterdir()
+    assert {p.name for p in logdir.iterdir()} == {"setup", "cleanup"}
+
+    again = TrialContext.local(checkpoint_dir=str(folder))
+    tune_train(Counter, stop={"training_iteration": 6})({"model.rate": 1.5}, again)
+    # Restored at iteration 4 with its total: it went on from there, as under Tune.
+    assert [(r.step, r.metrics["total"], r.metrics["seen"]) for r in again.history] == [
+        (5, 7.5, 4), (6, 9.0, 5),
+    ]  # fmt: skip
+
+
+def test_a_class_trainable_ends_when_a_result_says_done_or_the_pruner_stops_it(
+    tmp_path: Path,
+) -> None:
+    ctx = TrialContext.local(checkpoint_dir=str(tmp_path / "done"))
+    tune_train(Counter, trial_dir=str(tmp_path / "a"))({"model.rate": 40.0}, ctx)
+    assert [r.metrics["total"] for r in ctx.history] == [40.0, 80.0, 120.0]  # done at 120
+    assert (tmp_path / "done" / ".hpsearch_trainable.json").exists()  # a checkpoint at its end
+
+    pruned = TrialContext.local(checkpoint_dir=str(tmp_path / "pruned"), prune_at=2)
+    with pytest.raises(TrialPruned):
+        tune_train(Counter, trial_dir=str(tmp_path / "b"))({"model.rate": 1.0}, pruned)
+    assert [r.step for r in pruned.history] == [1, 2]
+    [logdir] = (tmp_path / "b").iterdir()
+    assert (logdir / "cleanup").exists()  # stopped: its cleanup ran
+
+
+def test_stop_ends_a_function_trainable_completed_at_the_report_that_meets_it(
+    tmp_path: Path,
+) -> None:
+    def endless(config: dict[str, Any]) -> None:
+        epoch = 0
+        while True:
+            try:
+                tune.report({"loss": 1.0 / (epoch + 1), "epoch": epoch})
+            except Exception:  # a trainable's own handler does not keep it going
+                raise AssertionError("stop went through an except Exception") from None
+            epoch += 1
+
+    by_count = TrialContext.local(checkpoint_dir=str(tmp_path / "a"))
+    tune_train(endless, stop={"training_iteration": 3})({}, by_count)
+    assert [r.step for r in by_count.history] == [0, 1, 2]  # three reports
+    by_metric = TrialContext.local(checkpoint_dir=str(tmp_path / "b"))
+    tune_train(endless, stop={"epoch": 5, "never": 1e9})({}, by_metric)
+    assert [r.step for r in by_metric.history] == [0, 1, 2, 3, 4, 5]
