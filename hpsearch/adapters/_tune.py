@@ -38,7 +38,7 @@ import json
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -112,34 +112,35 @@ def _class_run(
     def run(config: dict[str, Any]) -> None:
         from ray import tune
 
-        trainable = _constructed(cls, config, trial_dir)
-        saves = _overrides(cls, "save_checkpoint")
-        try:
-            _restore(trainable, tune.get_checkpoint())
-            while True:
-                result = {k: v for k, v in trainable.train().items() if k not in _BOOKKEEPING}
-                ends = bool(result.get("done")) or _met(stop, result)
-                due = bool(result.get("should_checkpoint")) or (
-                    frequency > 0 and int(result["training_iteration"]) % frequency == 0
-                )
-                if saves and (due or ends):
-                    _report_saved(trainable, result)
-                else:
-                    tune.report(result)
-                if ends:
-                    return
-        finally:
-            trainable.stop()
+        # Without a trial folder (a trial run by hand), its logdir goes with it.
+        with nullcontext(trial_dir) if trial_dir else tempfile.TemporaryDirectory() as folder:
+            trainable = _constructed(cls, config, Path(folder))
+            saves = _overrides(cls, "save_checkpoint")
+            try:
+                _restore(trainable, tune.get_checkpoint())
+                while True:
+                    result = {k: v for k, v in trainable.train().items() if k not in _BOOKKEEPING}
+                    ends = bool(result.get("done")) or _met(stop, result)
+                    due = bool(result.get("should_checkpoint")) or (
+                        frequency > 0 and int(result["training_iteration"]) % frequency == 0
+                    )
+                    if saves and (due or ends):
+                        _report_saved(trainable, result)
+                    else:
+                        tune.report(result)
+                    if ends:
+                        return
+            finally:
+                trainable.stop()
 
     return run
 
 
-def _constructed(cls: type, config: dict[str, Any], trial_dir: str) -> Any:
-    """``cls(config)`` (its ``setup``), its ``logdir`` made in the trial's own folder, not
-    in ``~/ray_results`` where a Trainable outside Tune makes it."""
+def _constructed(cls: type, config: dict[str, Any], folder: Path) -> Any:
+    """``cls(config)`` (its ``setup``), its ``logdir`` made in ``folder`` (the trial's own),
+    not in ``~/ray_results`` where a Trainable outside Tune makes it."""
     import ray.tune.trainable.trainable as module
 
-    folder = Path(trial_dir) if trial_dir else Path(tempfile.gettempdir())
     folder.mkdir(parents=True, exist_ok=True)
     names = vars(module)  # the module's global, which Trainable._setup_logdir alone reads
     default = names["DEFAULT_STORAGE_PATH"]
