@@ -22,8 +22,13 @@ sharing model's fused groups): ``auto`` is packing auto with fusion auto (up to
 P processes per GPU of M members each; M = 1 is unfused). Target: ``auto``
 within 10% of that oracle on every workload.
 
+With ``--unseen``, the same targets on workloads the policy was never tuned on
+(:data:`UNSEEN`, written after its rules were last changed): other cards, loads,
+trial lengths and worker start-ups.
+
     python scripts/bench_packing.py          # benchmarks/results/packing-<date>-simulated.json
     python scripts/bench_packing.py --fusion # packing-fusion-<date>-simulated.json
+    python scripts/bench_packing.py --unseen # packing-unseen-<date>-simulated.json
     python scripts/bench_packing.py --workloads rtx4050-idle --gpus 1 --trials 40
     python scripts/bench_packing.py --real   # an NVIDIA GPU: off against auto, wall time
     python scripts/bench_packing.py --real --workloads idle-digits --modes off,auto,fixed8,ray-tune
@@ -171,6 +176,54 @@ WORKLOADS: dict[str, LabWorkload] = {
 }
 
 
+UNSEEN: dict[str, LabWorkload] = {
+    # Written on 2026-11-28, after the policy's rules and constants were last changed, and
+    # never tuned on: other cards, loads, trial lengths and start-ups than the lab's.
+    "a100-25pct": LabWorkload(
+        "an A100 40 GB at 25%, 3 GB, 60 s trials", "A100-SXM4-40GB", 40960.0,
+        {"utilization_pct": 25.0, "memory_mb": 3072.0}, trials=40,
+    ),
+    "tiny-4gb": LabWorkload(
+        "a 4 GB card at 20%, 900 MiB, 60 s trials", "GTX 1650", 4096.0,
+        {"utilization_pct": 20.0, "memory_mb": 900.0}, trials=40,
+    ),
+    "l4-0.2s": LabWorkload(
+        "trials of 0.2 s at 3%, 400 MiB, on a 24 GB L4; a new worker starts in 2 s", "L4",
+        23034.0,
+        {"utilization_pct": 3.0, "memory_mb": 400.0, "epochs": 5, "steps_per_epoch": 11,
+         "cold_start_s": 2.0},
+        target=True, trials=200, interval_s=0.2,
+    ),
+    "half-busy-1.5s": LabWorkload(
+        "trials of 1.5 s at 50%, 4 GB, on an 80 GB card; workers start in 3 s",
+        "NVIDIA H100 80GB HBM3", 81559.0,
+        {"utilization_pct": 50.0, "memory_mb": 4096.0, "epochs": 5, "steps_per_epoch": 83,
+         "cold_start_s": 3.0},
+        trials=96, interval_s=0.2,
+    ),
+    "long-idle": LabWorkload(
+        "trials of 300 s at 5%, 1 GB, on a 48 GB card", "RTX A6000", 49140.0,
+        {"utilization_pct": 5.0, "memory_mb": 1024.0, "epochs": 4,
+         "steps_per_epoch": round(75 / STEP_S)},
+        target=True, trials=40,
+    ),
+    "cold8-1s": LabWorkload(
+        "trials of 1 s at 15%, 500 MiB, on a 48 GB card; a new worker starts in 8 s",
+        "RTX A6000", 49140.0,
+        {"utilization_pct": 15.0, "memory_mb": 500.0, "epochs": 10, "steps_per_epoch": 28,
+         "cold_start_s": 8.0},
+        trials=120, interval_s=0.2,
+    ),
+    "busy-70pct": LabWorkload(
+        "a 24 GB card at 70%, 6 GB, 60 s trials", "RTX 4090", 24564.0,
+        {"utilization_pct": 70.0, "memory_mb": 6144.0}, trials=30,
+    ),
+}  # fmt: skip
+"""Workloads the policy was not tuned on (``--unseen``): whether its rules hold elsewhere."""
+
+_EVERY = {**WORKLOADS, **UNSEEN}
+
+
 def lab_config(
     name: str, mode: str, trials: int, gpus: int, fusion: bool = False
 ) -> dict[str, Any]:
@@ -179,7 +232,7 @@ def lab_config(
     With ``fusion``, ``auto`` fuses by measurement too and ``fixedPxM`` runs P
     processes per GPU of M fused members each.
     """
-    workload = WORKLOADS[name]
+    workload = _EVERY[name]
     scripted = "utilization_pct" in workload.space
     space: dict[str, Any] = {
         "lr": {"type": "float", "low": 1e-4, "high": 3e-2, "log": True},
@@ -411,7 +464,7 @@ def judge(name: str, modes: dict[str, dict[str, Any]]) -> dict[str, Any]:
         "target_auto_within_10pct_of_oracle": auto <= 1.10 * fixed[oracle],
         "target_auto_at_most_3pct_slower_than_off": auto <= 1.03 * off,
     }
-    if WORKLOADS[name].target:
+    if _EVERY[name].target:
         verdict["target_idle_5x_over_off"] = off / auto >= 5.0
     return verdict
 
@@ -437,12 +490,15 @@ def main() -> None:
     parser.add_argument(
         "--fusion", action="store_true", help="the lab with fused groups: fused counts x processes"
     )
+    parser.add_argument(
+        "--unseen", action="store_true", help="the workloads the policy was not tuned on"
+    )
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     if args.real:
         real(args)
         return
-    names = list(WORKLOADS)
+    names = list(UNSEEN if args.unseen else WORKLOADS)
     if args.workloads:
         names = [n for n in names if n in args.workloads.split(",")]
     modes = ["off", "auto", *(f"fixed{n}" for n in FIXED)]
@@ -456,23 +512,24 @@ def main() -> None:
             key = f"{name}-{gpus}gpu"
             per_mode = {}
             for mode in modes:
-                budget = args.trials or WORKLOADS[name].trials
+                budget = args.trials or _EVERY[name].trials
                 config = lab_config(name, mode, budget, gpus, args.fusion)
                 per_mode[mode] = run(config, simulated=True)
                 print(key, mode, per_mode[mode], flush=True)
             fixed = any(m.startswith("fixed") for m in per_mode)
             verdict = judge(name, per_mode) if fixed and {"off", "auto"} <= set(per_mode) else {}
-            results[key] = {"workload": WORKLOADS[name].what, "modes": per_mode, **verdict}
+            results[key] = {"workload": _EVERY[name].what, "modes": per_mode, **verdict}
             print(key, verdict, flush=True)
     payload = {
         "date": time.strftime("%Y-%m-%d"),
         "device": "the packing lab: simulated GPUs that slow trials sharing them, simulated time",
         "cpu_count": os.cpu_count(),
-        "trials": {name: args.trials or WORKLOADS[name].trials for name in names},
+        "trials": {name: args.trials or _EVERY[name].trials for name in names},
         "fusion": args.fusion,
         "results": results,
     }
     kind = "packing-fusion" if args.fusion else "packing"
+    kind += "-unseen" if args.unseen else ""
     write_with_targets(args.out or result_path(kind, None), payload)
 
 
