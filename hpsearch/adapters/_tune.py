@@ -37,6 +37,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
@@ -97,6 +98,18 @@ def tune_train(
         return {k: float(v) for k, v in returned.items() if _is_number(v)}
 
     return train
+
+
+def _say_unreported(stop: Mapping[str, float], reported: Mapping[str, Any]) -> None:
+    """Warn, as Tune does, of a ``stop`` metric the first report does not hold."""
+    for name in stop:
+        if name not in reported:
+            warnings.warn(
+                f"train.stop: '{name}' is not among the metrics the trainable reported "
+                f"({', '.join(sorted(reported))}); if it is never reported, the trial runs "
+                "until the trainable ends it",
+                stacklevel=3,
+            )
 
 
 def _met(stop: Mapping[str, float], metrics: Mapping[str, Any]) -> bool:
@@ -225,7 +238,10 @@ class _Session:
         values = {k: float(v) for k, v in metrics.items() if _is_number(v)}
         self._ctx.report(self._reports if step is None else step, **values)
         self._reports += 1
-        if _met(self._stop, {"training_iteration": self._reports, **metrics}):
+        reported = {"training_iteration": self._reports, **metrics}
+        if self._reports == 1:
+            _say_unreported(self._stop, reported)
+        if _met(self._stop, reported):
             raise _StopMet
         if self._ctx.should_prune():
             raise TrialPruned(f"pruned after report {self._reports}")

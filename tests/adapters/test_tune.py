@@ -155,5 +155,8 @@ def test_stop_ends_a_function_trainable_completed_at_the_report_that_meets_it(
     tune_train(endless, stop={"training_iteration": 3})({}, by_count)
     assert [r.step for r in by_count.history] == [0, 1, 2]  # three reports
     by_metric = TrialContext.local(checkpoint_dir=str(tmp_path / "b"))
-    tune_train(endless, stop={"epoch": 5, "never": 1e9})({}, by_metric)
+    # A criterion never reported is said once, as Tune says it, and never stops the trial.
+    with pytest.warns(UserWarning, match="'never' is not among the metrics") as said:
+        tune_train(endless, stop={"epoch": 5, "never": 1e9})({}, by_metric)
     assert [r.step for r in by_metric.history] == [0, 1, 2, 3, 4, 5]
+    assert len(said) == 1
