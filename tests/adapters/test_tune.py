@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from ray import tune
@@ -73,6 +73,9 @@ def test_a_returned_dict_is_the_final_result_its_numbers_the_metrics(tmp_path: P
 class Counter(tune.Trainable):
     """A class trainable as Ray's examples write one: state in setup, one step a report."""
 
+    saved_at: ClassVar[list[int]] = []
+    """The iterations its checkpoints were saved at, across instances."""
+
     def setup(self, config: dict[str, Any]) -> None:
         self.total = 0.0
         self.rate = config["model"]["rate"]
@@ -83,6 +86,7 @@ class Counter(tune.Trainable):
         return {"total": self.total, "seen": self.iteration, "done": self.total >= 100}
 
     def save_checkpoint(self, checkpoint_dir: str) -> dict[str, Any]:
+        Counter.saved_at.append(self.iteration)
         return {"total": self.total}
 
     def load_checkpoint(self, checkpoint: dict[str, Any] | None) -> None:
@@ -101,6 +105,7 @@ def test_a_class_trainable_steps_until_stop_checkpoints_and_a_rerun_resumes_it(
         Counter, stop={"training_iteration": 4}, checkpoint_frequency=3, trial_dir=str(trial_dir)
     )
     first = TrialContext.local(checkpoint_dir=str(folder))
+    Counter.saved_at.clear()
     assert run({"model.rate": 1.5}, first) is None  # completed, at the stop
     # One report a step, at Tune's training_iteration, with what step() returned; Tune's
     # auto-filled times too, not its pid and timestamp.
@@ -111,6 +116,7 @@ def test_a_class_trainable_steps_until_stop_checkpoints_and_a_rerun_resumes_it(
     assert not {"pid", "timestamp", "done"} & set(first.history[0].metrics)
     # Saved at step 3 (the frequency) and at its end; setup and cleanup ran in its logdir,
     # which is in the trial's own folder.
+    assert Counter.saved_at == [3, 4]
     assert json.loads((folder / ".hpsearch_trainable.json").read_text())["training_iteration"] == 4
     [logdir] = trial_dir.iterdir()
     assert {p.name for p in logdir.iterdir()} == {"setup", "cleanup"}
