@@ -159,7 +159,7 @@ class _SimulatedSession(FusedPlay, RunnerSession):
         self._stall_s = stall_s
         self._board = LocalVerdictBoard()
         self._monitor: GpuMonitor | None = None
-        self._queue: list[tuple[float, int, bool, Callable[[], None]]] = []
+        self._queue: list[tuple[float, bool, int, bool, Callable[[], None]]] = []
         self._order = itertools.count()
         self._pids = itertools.count(10_000)
         self._running: dict[str, Played] = {}
@@ -234,12 +234,18 @@ class _SimulatedSession(FusedPlay, RunnerSession):
         return self._virtual()
 
     def _at(self, when: float, action: Callable[[], None], *, quiet: bool = False) -> None:
-        """Run ``action`` at ``when``; a quiet one (a GPU sample) cannot make room for a trial."""
-        heapq.heappush(self._queue, (when, next(self._order), quiet, action))
+        """Run ``action`` at ``when``; a quiet one (a GPU sample) cannot make room for a trial.
+
+        A sample due at the same instant as other actions runs first, so that the
+        decisions made then read it: in real time the driver decides on the monitor's
+        newest sample (the H200's ramp doubled once a sample, at 0.6, 0.81 and 1.02 s
+        with samples 0.2 s apart; ``benchmarks/results/main-job-2026-11-27-nvidia-h200.json``).
+        """
+        heapq.heappush(self._queue, (when, not quiet, next(self._order), quiet, action))
 
     def _advance(self) -> bool:
         """Run the next scheduled action, moving the clock; whether it may have made room."""
-        when, _, quiet, action = heapq.heappop(self._queue)
+        when, _, _, quiet, action = heapq.heappop(self._queue)
         assert isinstance(self._virtual, VirtualClock)
         self._virtual.now = max(self._virtual.now, when)
         action()

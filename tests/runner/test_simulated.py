@@ -413,6 +413,28 @@ def test_a_policy_change_mid_search_changes_how_many_run_at_once(
     assert [_sharing(t) for t in trials[3:5]] == [2, 2]  # half a GPU each: two at once
 
 
+def test_a_nearly_empty_gpu_doubles_its_count_once_a_sample(
+    write_config: ConfigWriter, project: Path
+) -> None:
+    # As the H200 did (main-job-2026-11-27-nvidia-h200.json: 2, 4 and 8 trials at 0.6,
+    # 0.81 and 1.02 s, sampled every 0.2 s): the decisions made when a sample is due
+    # read that sample, so each doubling waits one sample, not two.
+    config = load_search(util=3, memory=400, trials=40, seconds=0.5)
+    config["space"]["cold_start_s"] = 2.0  # no step lands between samples while it ramps
+    config["packing"] = {"max_trials_per_gpu": 8}
+    config["telemetry"]["simulated"]["memory_total_mb"] = 23034.0  # an L4: room for 8
+    path = write_config(config)
+
+    outcome = hpsearch.run(path, runner=SimulatedRunner(tick_s=0.25))
+
+    assert outcome.mlflow_parent_run_id is not None
+    decisions = _decisions(project, outcome.mlflow_parent_run_id)
+    rises = {d["limit"]: d["time"] for d in decisions if d["limit"] > (d["previous"] or 1)}
+    assert sorted(rises) == [2, 4, 8]
+    assert rises[4] - rises[2] == pytest.approx(0.25, abs=0.01)
+    assert rises[8] - rises[4] == pytest.approx(0.25, abs=0.01)
+
+
 def test_a_search_that_cannot_admit_anything_stops_with_a_clear_error(
     write_config: ConfigWriter,
 ) -> None:
