@@ -493,10 +493,19 @@ def main() -> None:
     parser.add_argument(
         "--unseen", action="store_true", help="the workloads the policy was not tuned on"
     )
+    parser.add_argument(
+        "--update",
+        type=Path,
+        metavar="FILE",
+        help="rerun --modes (default auto) of a lab's results file and judge it again",
+    )
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     if args.real:
         real(args)
+        return
+    if args.update:
+        update(args.update, args.modes, args.workloads, args.out)
         return
     names = list(UNSEEN if args.unseen else WORKLOADS)
     if args.workloads:
@@ -531,6 +540,37 @@ def main() -> None:
     kind = "packing-fusion" if args.fusion else "packing"
     kind += "-unseen" if args.unseen else ""
     write_with_targets(args.out or result_path(kind, None), payload)
+
+
+def update(path: Path, modes: str | None, workloads: str | None, out: Path | None) -> None:
+    """Rerun some modes of a lab's results file (``auto`` by default) and judge it again.
+
+    For a change to what ``auto`` decides: off and the fixed counts ask no policy, so
+    they are kept as they were run (a change to the simulator must be checked to leave
+    them alone before it is measured this way). The file's ``note`` says what was rerun,
+    when.
+    """
+    payload = json.loads(path.read_text(encoding="utf-8"))
+    rerun = modes.split(",") if modes else ["auto"]
+    for key, result in payload["results"].items():
+        name, _, gpus = key.rpartition("-")
+        if workloads and name not in workloads.split(","):
+            continue
+        for mode in rerun:
+            config = lab_config(
+                name,
+                mode,
+                payload["trials"][name],
+                int(gpus.removesuffix("gpu")),
+                payload["fusion"],
+            )
+            result["modes"][mode] = run(config, simulated=True)
+            print(key, mode, result["modes"][mode], flush=True)
+        result.update(judge(name, result["modes"]))
+    said = f"{', '.join(rerun)} rerun on {time.strftime('%Y-%m-%d')}"
+    payload["note"] = "; ".join(filter(None, [payload.get("note"), said]))
+    kept = {k: v for k, v in payload.items() if k not in ("targets_passed", "targets", "missed")}
+    write_with_targets(out or path, kept)
 
 
 RAY_TUNE = "ray-tune"
