@@ -234,13 +234,9 @@ class _SimulatedSession(FusedPlay, RunnerSession):
         return self._virtual()
 
     def _at(self, when: float, action: Callable[[], None], *, quiet: bool = False) -> None:
-        """Run ``action`` at ``when``; a quiet one (a GPU sample) cannot make room for a trial.
-
-        A sample due at the same instant as other actions runs first, so that the
-        decisions made then read it: in real time the driver decides on the monitor's
-        newest sample (the H200's ramp doubled once a sample, at 0.6, 0.81 and 1.02 s
-        with samples 0.2 s apart; ``benchmarks/results/main-job-2026-11-27-nvidia-h200.json``).
-        """
+        """Run ``action`` at ``when``; a quiet one (a GPU sample) cannot make room for a trial."""
+        # A sample runs before what else is due at its instant, as the driver decides on the
+        # newest sample (the H200 doubled once a sample: main-job-2026-11-27-nvidia-h200.json).
         heapq.heappush(self._queue, (when, not quiet, next(self._order), quiet, action))
 
     def _advance(self) -> bool:
