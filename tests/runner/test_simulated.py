@@ -419,7 +419,7 @@ def test_a_nearly_empty_gpu_doubles_its_count_once_a_sample(
     # As the H200 did (main-job-2026-11-27-nvidia-h200.json: 2, 4 and 8 trials at 0.6,
     # 0.81 and 1.02 s, sampled every 0.2 s): the decisions made when a sample is due
     # read that sample, so each doubling waits one sample, not two.
-    config = load_search(util=3, memory=400, trials=40, seconds=0.5)
+    config = load_search(util=3, memory=400, trials=12, seconds=0.5)
     config["space"]["cold_start_s"] = 2.0  # no step lands between samples while it ramps
     config["packing"] = {"max_trials_per_gpu": 8}
     config["telemetry"]["simulated"]["memory_total_mb"] = 23034.0  # an L4: room for 8
