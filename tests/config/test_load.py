@@ -195,6 +195,25 @@ def test_a_knobs_old_spelling_is_one_line_naming_the_new_one(
             "trials_per_gpu: 0 (trials on CPU only) needs mode: fixed, not auto",
         ),
         (
+            {"packing": {"trials_per_gpu": 4}},
+            "packing: trials_per_gpu is the count of mode: fixed, and mode is auto; write "
+            "packing: {mode: fixed, trials_per_gpu: 4}, or max_trials_per_gpu: 4 to cap auto",
+        ),
+        (
+            {"packing": {"mode": "off", "trials_per_gpu": 2}},
+            "trials_per_gpu is the count of mode: fixed, and mode is off; write packing: "
+            "{mode: fixed, trials_per_gpu: 2}",
+        ),
+        (
+            {"fusion": {"members": 4, "train": "m:f"}},
+            "fusion: members is the count of mode: fixed, and mode is off; write fusion: "
+            "{mode: fixed, members: 4}",
+        ),
+        (
+            {"fusion": {"mode": "auto", "members": 8, "train": "m:f"}},
+            "{mode: fixed, members: 8}, or max_members: 8 to cap auto",
+        ),
+        (
             {"packing": {"target_util": 90, "saturation_util": 80}},
             "saturation_util (80) must not be below target_util (90)",
         ),
