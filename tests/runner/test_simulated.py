@@ -34,7 +34,7 @@ from hpsearch.placement import (
 from hpsearch.runner import SimulatedRunner
 from hpsearch.simulation import TrialPlan
 from hpsearch.study import open_study
-from hpsearch.tracking import TRIAL_NUMBER_TAG
+from hpsearch.tracking import TRIAL_NUMBER_TAG, MemoryTracker, Tracker
 from hpsearch.workloads.simulated_gpu import gpu_profile, plan
 from tests.conftest import ConfigWriter, SwitchAfter, load_search, mlflow_client
 
@@ -44,8 +44,10 @@ UTILIZATION = "system/gpu_0_utilization_percentage"
 OWN_MEMORY = "system/gpu_0_process_memory_megabytes"
 
 
-def _run(path: Path, policy: ResourcePolicy | None = None) -> RunOutcome:
-    return hpsearch.run(path, runner=SimulatedRunner(), policy=policy)
+def _run(
+    path: Path, policy: ResourcePolicy | None = None, tracker: Tracker | None = None
+) -> RunOutcome:
+    return hpsearch.run(path, runner=SimulatedRunner(), policy=policy, tracker=tracker)
 
 
 def _sharing(trial: FrozenTrial) -> int:
@@ -324,7 +326,7 @@ def test_a_trial_known_to_need_more_than_a_share_waits_for_a_whole_gpu(
                 "width": [512, 8192],
                 "depth": 4,
                 "epochs": 2,
-                "steps_per_epoch": 1000,
+                "steps_per_epoch": 100,
             },
             "objective": {"metric": "val_accuracy", "direction": "maximize"},
             "execution": {"max_concurrent": 2},
@@ -378,7 +380,8 @@ def test_search_learns_to_stay_out_of_memory(write_config: ConfigWriter) -> None
             "oom": {"grows_memory": ["batch_size", "width", "depth"], "memory_neutral": ["lr"]},
         }
     )
-    trials = _run(path).results.study.trials
+    # What is learned lives in the study; MLflow's 100 runs would double the test's time.
+    trials = _run(path, tracker=MemoryTracker()).results.study.trials
     assert len(trials) == 100
     assert not [t for t in trials if t.state.name == "FAIL"]
     records = {t.number: OomRecord.from_dict(t.user_attrs.get(attrs.OOM, {})) for t in trials}

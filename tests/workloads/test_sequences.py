@@ -26,10 +26,12 @@ from tests.workloads.conftest import member_history
 
 def test_learns_above_chance_on_the_held_out_split() -> None:
     ctx = TrialContext.local()
-    train({"epochs": 6, "train_size": 768, "hidden_size": 48}, ctx)
+    train({"epochs": 4, "train_size": 768, "hidden_size": 48}, ctx)
     accuracies = [h.metrics["val_accuracy"] for h in ctx.history]
-    assert len(accuracies) == 6
-    assert max(accuracies) > 0.45  # six classes: chance is 0.17 (0.498 on one thread)
+    assert len(accuracies) == 4
+    # Six classes: chance is 0.17. On one thread: 0.23, 0.32, 0.35, 0.51 (0.70 by the
+    # sixth epoch, which took the test from 6 s to 11 s).
+    assert max(accuracies) > 0.40
     assert ctx.history[-1].metrics["samples_per_sec"] > 0
     assert ctx.knobs["batch_size"] == 64
 
