@@ -75,14 +75,15 @@ class PackingSpec(Settings):
                 f"trials_per_gpu: 0 (trials on CPU only) needs mode: fixed, not {self.mode}; "
                 "write packing: {mode: fixed, trials_per_gpu: 0}"
             )
-        if "trials_per_gpu" in self.model_fields_set and self.mode != "fixed":
-            # auto is the default: packing: {trials_per_gpu: 4} reads as four per GPU to a
-            # Ray Tune user ({"gpu": 0.25}), and would otherwise be silently ignored.
+        if "trials_per_gpu" in self.model_fields_set and "mode" not in self.model_fields_set:
+            # packing: {trials_per_gpu: 4} reads as four a GPU to a Ray Tune user ({"gpu":
+            # 0.25}); auto, the default, would ignore it. A mode written out is a choice: a
+            # count kept beside it is for switching back to fixed.
             n = self.trials_per_gpu
             raise ValueError(
-                f"trials_per_gpu is the count of mode: fixed, and mode is {self.mode}; "
-                f"write packing: {{mode: fixed, trials_per_gpu: {n}}}"
-                + (f", or max_trials_per_gpu: {n} to cap auto" if self.mode == "auto" else "")
+                "trials_per_gpu is the count of mode: fixed, and mode is auto by default; "
+                f"write packing: {{mode: fixed, trials_per_gpu: {n}}}, or "
+                f"max_trials_per_gpu: {n} to cap auto"
             )
         if self.saturation_util < self.target_util:
             raise ValueError(
@@ -126,13 +127,12 @@ class FusionSpec(Settings):
 
     @model_validator(mode="after")
     def _complete(self) -> FusionSpec:
-        if "members" in self.model_fields_set and self.mode != "fixed":
+        if "members" in self.model_fields_set and "mode" not in self.model_fields_set:
             # Fusion is off by default: fusion: {members: 4, train: ...} would run unfused.
             n = self.members
             raise ValueError(
-                f"members is the count of mode: fixed, and mode is {self.mode}; write "
-                f"fusion: {{mode: fixed, members: {n}}}"
-                + (f", or max_members: {n} to cap auto" if self.mode == "auto" else "")
+                "members is the count of mode: fixed, and fusion is off by default; write "
+                f"fusion: {{mode: fixed, members: {n}}}, or {{mode: auto, max_members: {n}}}"
             )
         if self.mode == "off":
             return self

@@ -175,6 +175,9 @@ def test_packing_defaults_to_auto_and_a_fixed_count_of_zero_runs_trials_on_cpu(
     assert (in_effect.mode, in_effect.trials_per_gpu) == ("fixed", 3)
     cpu_only = {"packing": {"mode": "fixed", "trials_per_gpu": 0}}
     assert load_config(write_config(cpu_only)).packing_in_effect is None
+    # A mode written out is a choice; the count beside it waits for a switch back to fixed.
+    switched = {"packing": {"mode": "auto", "trials_per_gpu": 3}}
+    assert load_config(write_config(switched)).packing.mode == "auto"
 
 
 def test_a_knobs_old_spelling_is_one_line_naming_the_new_one(
@@ -196,22 +199,14 @@ def test_a_knobs_old_spelling_is_one_line_naming_the_new_one(
         ),
         (
             {"packing": {"trials_per_gpu": 4}},
-            "packing: trials_per_gpu is the count of mode: fixed, and mode is auto; write "
-            "packing: {mode: fixed, trials_per_gpu: 4}, or max_trials_per_gpu: 4 to cap auto",
-        ),
-        (
-            {"packing": {"mode": "off", "trials_per_gpu": 2}},
-            "trials_per_gpu is the count of mode: fixed, and mode is off; write packing: "
-            "{mode: fixed, trials_per_gpu: 2}",
+            "packing: trials_per_gpu is the count of mode: fixed, and mode is auto by "
+            "default; write packing: {mode: fixed, trials_per_gpu: 4}, or "
+            "max_trials_per_gpu: 4 to cap auto",
         ),
         (
             {"fusion": {"members": 4, "train": "m:f"}},
-            "fusion: members is the count of mode: fixed, and mode is off; write fusion: "
-            "{mode: fixed, members: 4}",
-        ),
-        (
-            {"fusion": {"mode": "auto", "members": 8, "train": "m:f"}},
-            "{mode: fixed, members: 8}, or max_members: 8 to cap auto",
+            "fusion: members is the count of mode: fixed, and fusion is off by default; write "
+            "fusion: {mode: fixed, members: 4}, or {mode: auto, max_members: 4}",
         ),
         (
             {"packing": {"target_util": 90, "saturation_util": 80}},
