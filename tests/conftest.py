@@ -14,14 +14,11 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 import yaml
-from mlflow.tracking import MlflowClient
 
-from hpsearch._sqlite import settle
-from hpsearch.config import RunConfig, load_config
 from hpsearch.placement import (
     Admission,
     ClusterCapacity,
@@ -30,9 +27,16 @@ from hpsearch.placement import (
     StaticPolicy,
 )
 from hpsearch.runner import VirtualClock
-from hpsearch.tracking import MlflowTracker
-from tests.harness import DriverFactory, drivers
 from tests.schedule import DURATIONS, DurationRecorder, longest_first, read_durations
+
+if TYPE_CHECKING:
+    # MLflow and the harness (3-4 s of imports here) are imported where used: pytest's
+    # controller loads this file too, before its workers start, and runs no test.
+    from mlflow.tracking import MlflowClient
+
+    from hpsearch.config import RunConfig
+    from hpsearch.tracking import MlflowTracker
+    from tests.harness import DriverFactory
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -118,6 +122,8 @@ class SwitchAfter(ResourcePolicy):
 
 def mlflow_client(project: Path) -> MlflowClient:
     """A client of the project's MLflow store (the default ``sqlite:///mlruns/mlflow.db``)."""
+    from mlflow.tracking import MlflowClient
+
     return MlflowClient(f"sqlite:///{project / 'mlruns' / 'mlflow.db'}")
 
 
@@ -257,7 +263,11 @@ def mlflow_store_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An empty MLflow SQLite store, created once by MLflow itself (its migrations take seconds)."""
     folder = tmp_path_factory.mktemp("mlflow-template")
     uri = f"sqlite:///{folder / 'mlflow.db'}"
+    from hpsearch.tracking import MlflowTracker
+
     MlflowTracker(uri, "template", str(folder / "artifacts"))
+    from hpsearch._sqlite import settle
+
     settle(uri)  # the migrations out of the write-ahead log: the file is copied alone
     return folder / "mlflow.db"
 
@@ -293,6 +303,8 @@ def write_config(project: Path) -> ConfigWriter:
 @pytest.fixture
 def config(write_config: ConfigWriter) -> RunConfig:
     """The base config, loaded."""
+    from hpsearch.config import load_config
+
     return load_config(write_config())
 
 
@@ -309,6 +321,8 @@ def repo_configs(project: Path) -> Path:
 @pytest.fixture
 def mlflow_tracker(seeded_store: Path) -> MlflowTracker:
     """A real MLflow store (SQLite) in the project, experiment ``test-study``."""
+    from hpsearch.tracking import MlflowTracker
+
     return MlflowTracker("sqlite:///mlruns/mlflow.db", "test-study", "mlruns/artifacts")
 
 
@@ -377,6 +391,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 @pytest.fixture
 def driver(seeded_store: Path) -> Iterator[DriverFactory]:
     """The parts of a search wired by the composition root, driven by hand (tests/harness.py)."""
+    from tests.harness import drivers
+
     with drivers() as make:
         yield make
 
