@@ -261,13 +261,12 @@ def _torch_threads_kept() -> Iterator[None]:
 @pytest.fixture(scope="session")
 def mlflow_store_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An empty MLflow SQLite store, created once by MLflow itself (its migrations take seconds)."""
-    folder = tmp_path_factory.mktemp("mlflow-template")
-    uri = f"sqlite:///{folder / 'mlflow.db'}"
+    from hpsearch._sqlite import settle
     from hpsearch.tracking import MlflowTracker
 
+    folder = tmp_path_factory.mktemp("mlflow-template")
+    uri = f"sqlite:///{folder / 'mlflow.db'}"
     MlflowTracker(uri, "template", str(folder / "artifacts"))
-    from hpsearch._sqlite import settle
-
     settle(uri)  # the migrations out of the write-ahead log: the file is copied alone
     return folder / "mlflow.db"
 
