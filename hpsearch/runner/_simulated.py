@@ -159,7 +159,7 @@ class _SimulatedSession(FusedPlay, RunnerSession):
         self._stall_s = stall_s
         self._board = LocalVerdictBoard()
         self._monitor: GpuMonitor | None = None
-        self._queue: list[tuple[float, bool, int, bool, Callable[[], None]]] = []
+        self._queue: list[tuple[float, bool, int, Callable[[], None]]] = []
         self._order = itertools.count()
         self._pids = itertools.count(10_000)
         self._running: dict[str, Played] = {}
@@ -237,15 +237,15 @@ class _SimulatedSession(FusedPlay, RunnerSession):
         """Run ``action`` at ``when``; a quiet one (a GPU sample) cannot make room for a trial."""
         # A sample runs before what else is due at its instant, as the driver decides on the
         # newest sample (the H200 doubled once a sample: main-job-2026-11-27-nvidia-h200.json).
-        heapq.heappush(self._queue, (when, not quiet, next(self._order), quiet, action))
+        heapq.heappush(self._queue, (when, not quiet, next(self._order), action))
 
     def _advance(self) -> bool:
         """Run the next scheduled action, moving the clock; whether it may have made room."""
-        when, _, _, quiet, action = heapq.heappop(self._queue)
+        when, may_make_room, _, action = heapq.heappop(self._queue)
         assert isinstance(self._virtual, VirtualClock)
         self._virtual.now = max(self._virtual.now, when)
         action()
-        return not quiet
+        return may_make_room
 
     def _tick(self) -> None:
         self._live().maintain()  # on the wall clock: heartbeats are real
