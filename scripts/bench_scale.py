@@ -12,7 +12,7 @@ Per window of 1,000 trials (by completion order): wall seconds, driver CPU
 seconds and the driver's SQL statements (``SELECT``) per trial, and the driver's
 resident memory at the window's end. Where a process of its own writes the MLflow
 runs (``tracking.writer``; ``--writer``, by default ``auto``: a process for
-PostgreSQL), its CPU seconds per trial are given beside the driver's
+PostgreSQL, and for SQLite from 500 trials), its CPU seconds per trial are given beside the driver's
 (``writer_cpu_ms_per_trial``), and its statements are not among the driver's.
 Targets: the last window's wall time per trial within 1.2x the first's, memory
 growth under 200 MB at 10,000 trials, and at most 30 ms of driver CPU per trial.
@@ -270,7 +270,8 @@ def main() -> None:
         "--writer",
         choices=["auto", "process", "driver"],
         default="auto",
-        help="tracking.writer: who writes the MLflow runs (auto: a process for PostgreSQL)",
+        help="tracking.writer: who writes the MLflow runs (auto: a process for PostgreSQL, "
+        "and for SQLite from 500 trials)",
     )
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument(

@@ -67,7 +67,7 @@ def open_tracker(
 def _store_tracker(config: RunConfig) -> Tracker:
     """The tracker of ``tracking``'s store: written by a process of its own, or here."""
     tracking = config.tracking
-    if tracking.writes_in_process:
+    if tracking.writes_in_process(config.study.n_trials):
         return ProcessTracker(
             tracking.uri, config.experiment_name, tracking.new_experiment_artifacts
         )

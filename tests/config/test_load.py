@@ -303,11 +303,12 @@ def test_a_condition_names_an_earlier_parameter_and_a_value_it_can_take(
     assert words in str(error)
 
 
-def test_the_tracking_writer_is_a_process_for_a_database_server_and_never_for_a_tracking_server(
-    write_config: ConfigWriter,
+def test_the_tracking_writer_is_a_process_for_a_database_or_a_long_search_never_a_server(
+    write_config: ConfigWriter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def in_process(tracking: dict[str, str]) -> bool:
-        return load_config(write_config({"tracking": tracking})).tracking.writes_in_process
+    def in_process(tracking: dict[str, str], n_trials: int = 100) -> bool:
+        config = load_config(write_config({"tracking": tracking, "study": {"n_trials": n_trials}}))
+        return config.tracking.writes_in_process(config.study.n_trials)
 
     assert not in_process({})  # the default SQLite file: the driver writes
     assert in_process({"uri": "postgresql+psycopg://u@127.0.0.1:5432/runs"})
@@ -315,5 +316,13 @@ def test_the_tracking_writer_is_a_process_for_a_database_server_and_never_for_a_
     assert not in_process({"uri": "http://127.0.0.1:5000"})
     assert in_process({"writer": "process"})
     assert not in_process({"uri": "postgresql://u@db/runs", "writer": "driver"})
+    # A long search on SQLite: a process, where a core is left for it.
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    assert not in_process({}, n_trials=499)
+    assert in_process({}, n_trials=500)
+    assert not in_process({"writer": "driver"}, n_trials=10_000)
+    assert not in_process({"uri": "http://127.0.0.1:5000"}, n_trials=10_000)
+    monkeypatch.setattr("os.cpu_count", lambda: 1)
+    assert not in_process({}, n_trials=10_000)
     error = _error(write_config, {"tracking": {"uri": "http://host:5000", "writer": "process"}})
     assert "tracking: writer: process writes a database store, not a tracking server" in str(error)
