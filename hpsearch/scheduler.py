@@ -197,18 +197,23 @@ class Scheduler:
         study of thousands of trials is most of a short trial's cost to the driver).
 
         That is where it was read within :data:`RECOUNT_S` with the budget far from
-        spent, or where the study holds no trial but those counted and this driver's
-        since (one statement says so), none waiting, and the count leaves room: trials
-        that ended since move from running to finished, which leaves the room as it was.
+        spent, or, near its end, where the study holds no trial but those counted and
+        this driver's since (one statement says so), none waiting, and the count leaves
+        room: trials that ended since move from running to finished, which leaves the
+        room as it was. Far from the end it is read again each :data:`RECOUNT_S`: each
+        read fetches only the trials that changed since the last (Optuna's cache), so
+        the last one does not fetch the whole study at once (10,000 trials: about 200 MB
+        and seconds of the driver's CPU in the search's last trials).
         """
         now = self._clock()
         last = self._counted
         if last is not None:
             projected = BudgetCount(last.finished, last.running + self._opened_since)
             room = self._budget.room(projected)
-            if now - self._counted_at < RECOUNT_S and (room is None or room > RECOUNT_MARGIN):
+            far = room is None or room > RECOUNT_MARGIN
+            if far and now - self._counted_at < RECOUNT_S:
                 return projected
-            if (room is None or room > 0) and self._only_ours_since():
+            if not far and room is not None and room > 0 and self._only_ours_since():
                 return projected
         # Only the trials after the leading finished ones are counted again.
         trials = self._ledger.study_trials()

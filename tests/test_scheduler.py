@@ -20,7 +20,7 @@ from hpsearch.placement import (
     RunningTrial,
     StaticPolicy,
 )
-from hpsearch.scheduler import Hold
+from hpsearch.scheduler import RECOUNT_MARGIN, RECOUNT_S, Hold
 from hpsearch.simulation import LoadModelBackend
 from hpsearch.telemetry import GpuInfo
 from hpsearch.trial.protocol import TrialLaunch
@@ -217,3 +217,25 @@ def test_a_trial_another_driver_started_since_the_count_is_counted_before_the_ne
     # Three running: the budget of three is held, whatever this driver's own count said.
     assert d.parts.scheduler.suggest("c") is Hold.WAIT
     assert len(d.handle.study.trials) == 3
+
+
+def test_far_from_its_budgets_end_a_driver_reads_its_study_again_each_second(
+    write_config: ConfigWriter, driver: DriverFactory
+) -> None:
+    d = driver(
+        load_config(write_config({"study": {"n_trials": 40}})),
+        policy=StaticPolicy(cpus_per_trial=1, trials_per_gpu=0),
+    )
+    reads = _reads_counted(d)
+    for number in range(40):
+        assert isinstance(d.parts.scheduler.suggest(f"t{number}"), TrialLaunch)
+        d.ledger.started(f"t{number}")
+        d.clock.now += RECOUNT_S / 2
+        d.complete(f"t{number}", 0.5)
+    # A read each second while more than RECOUNT_MARGIN trials were left (each fetches
+    # only what changed since the last, so the last read is not the whole study), then
+    # none until the budget was spent: one statement said every trial since was ours.
+    far = 40 - RECOUNT_MARGIN
+    assert len(reads) == far // 2
+    assert d.parts.scheduler.suggest("t40") is Hold.FINISHED
+    assert len(d.handle.study.trials) == 40
