@@ -281,8 +281,8 @@ class TrackingSpec(Settings):
         # On a SQLite file, a process pays from a few hundred trials on: it is one more
         # Python with MLflow to start (2-3 CPU-seconds) and to wait for at the end, and
         # it takes MLflow's writes (about half the driver's CPU a trial) to another core.
-        # bench_scale, 2 cores: 300 trials 14.5 s → 15.9 s; 500, 21.8 s → 16-20 s;
-        # 1,000, 40-44 s → 28-29 s.
+        # The same search on the simulated runner, 2 cores, driver → process: 300 trials
+        # 14.5 s → 15.9 s; 500, 21.8 s → 16-20 s; 1,000, 40-44 s → 28-29 s.
         long = n_trials is not None and n_trials >= LONG_SEARCH_TRIALS
         return scheme == "sqlite" and long and (os.cpu_count() or 1) >= 2
 
