@@ -180,6 +180,16 @@ def _reads_counted(d: Driver) -> list[int]:
     return reads
 
 
+def _one_at_a_time(d: Driver, trials: int, seconds_each: float) -> None:
+    """Start, run for ``seconds_each`` (the driver's clock) and complete ``trials`` trials,
+    one after the other, each started as the scheduler says."""
+    for number in range(trials):
+        assert isinstance(d.parts.scheduler.suggest(f"t{number}"), TrialLaunch)
+        d.ledger.started(f"t{number}")
+        d.clock.now += seconds_each
+        d.complete(f"t{number}", 0.5)
+
+
 def test_a_driver_alone_on_its_study_reads_it_once_however_near_its_budget(
     write_config: ConfigWriter, driver: DriverFactory
 ) -> None:
@@ -188,11 +198,7 @@ def test_a_driver_alone_on_its_study_reads_it_once_however_near_its_budget(
         policy=StaticPolicy(cpus_per_trial=1, trials_per_gpu=0),
     )
     reads = _reads_counted(d)
-    for number in range(6):
-        assert isinstance(d.parts.scheduler.suggest(f"t{number}"), TrialLaunch)
-        d.ledger.started(f"t{number}")
-        d.clock.now += 2.0  # past the second a count is reused for anyway
-        d.complete(f"t{number}", 0.5)
+    _one_at_a_time(d, 6, 2.0)  # past the second a count is reused for anyway
     # Every trial since the first read was this driver's (one statement says so): the
     # count it read, with its own trials since, decided each start as a read would.
     assert len(reads) == 1
@@ -227,11 +233,7 @@ def test_far_from_its_budgets_end_a_driver_reads_its_study_again_each_second(
         policy=StaticPolicy(cpus_per_trial=1, trials_per_gpu=0),
     )
     reads = _reads_counted(d)
-    for number in range(40):
-        assert isinstance(d.parts.scheduler.suggest(f"t{number}"), TrialLaunch)
-        d.ledger.started(f"t{number}")
-        d.clock.now += RECOUNT_S / 2
-        d.complete(f"t{number}", 0.5)
+    _one_at_a_time(d, 40, RECOUNT_S / 2)
     # A read each second while more than RECOUNT_MARGIN trials were left (each fetches
     # only what changed since the last, so the last read is not the whole study), then
     # none until the budget was spent: one statement said every trial since was ours.
