@@ -40,10 +40,15 @@ RAY_ENV_DEFAULTS = {
     "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1",
     # Tune's chdir into each trial folder (ray.train.constants) would break relative paths.
     "RAY_CHDIR_TO_TRIAL_DIR": "0",
+    # Ray Train's first API (ray.train.v2._internal.constants). Under Train V2, Ray's
+    # default, ray.train.report, get_checkpoint and get_context raise inside a Tune
+    # function; under the first, they are Tune's. Tune code written before V2 (`from
+    # ray import train; train.report(...)`, as Ray's docs had it) then runs unchanged.
+    "RAY_TRAIN_V2_ENABLED": "0",
 }
 """Environment variables Ray reads in the driver and the workers, set where the user has not."""
 
-RAY_WORKER_ENV = ("RAY_CHDIR_TO_TRIAL_DIR",)
+RAY_WORKER_ENV = ("RAY_CHDIR_TO_TRIAL_DIR", "RAY_TRAIN_V2_ENABLED")
 """Of those, the ones the trial workers must see too."""
 
 LOOPBACK_RAY_INIT: dict[str, Any] = {"_node_ip_address": "127.0.0.1"}

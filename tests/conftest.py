@@ -362,7 +362,13 @@ class _SessionRay:
     def ensure(self) -> None:
         import ray
 
-        from hpsearch._compat import LOOPBACK_RAY_INIT, lean_local_ray, ray_on_loopback_only
+        from hpsearch._compat import (
+            LOOPBACK_RAY_INIT,
+            RAY_ENV_DEFAULTS,
+            RAY_WORKER_ENV,
+            lean_local_ray,
+            ray_on_loopback_only,
+        )
 
         if ray.is_initialized():
             return
@@ -378,7 +384,10 @@ class _SessionRay:
                 log_to_driver=False,
                 logging_level=logging.WARNING,
                 runtime_env={
-                    "env_vars": {"PYTHONPATH": str(REPO_ROOT), "RAY_CHDIR_TO_TRIAL_DIR": "0"}
+                    "env_vars": {
+                        "PYTHONPATH": str(REPO_ROOT),
+                        **{name: RAY_ENV_DEFAULTS[name] for name in RAY_WORKER_ENV},
+                    }
                 },
                 **LOOPBACK_RAY_INIT,
             )

@@ -73,6 +73,7 @@ def test_tune_still_reads_its_pending_trials_limit() -> None:
         ("RAY_AIR_NEW_OUTPUT", "ray.tune.experimental.output"),
         ("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "ray.tune.utils.callback"),
         ("RAY_CHDIR_TO_TRIAL_DIR", "ray.train.constants"),
+        ("RAY_TRAIN_V2_ENABLED", "ray.train.v2._internal.constants"),
     ],
 )
 def test_ray_still_reads_each_environment_default(name: str, module: str) -> None:

@@ -223,6 +223,31 @@ def test_a_with_parameters_trainable_gets_its_data_from_rays_object_store(projec
 
 
 @pytest.mark.usefixtures("ray_one_gpu", "seeded_store")
+def test_a_trainable_written_before_train_v2_reports_through_ray_train(project: Path) -> None:
+    # Ray's own Tune refuses ray.train.report in a Tune function under Train V2, its
+    # default; the workers of a search run Ray Train's first API unless told otherwise.
+    (project / "v1.yaml").write_text(
+        "study: {name: v1, n_trials: 2, sampler: {type: random, seed: 1}}\n"
+        "objective: {metric: score, direction: maximize}\n"
+        "train: {tune: tests.tune_trainables:before_train_v2}\n"
+        "space: {x: {type: float, low: 0.0, high: 1.0}}\n"
+    )
+    done = cli("run", "v1.yaml")
+    assert done.returncode == 0, done.stderr[-3000:]
+    client = mlflow_client(project)
+    trials = optuna.load_study(study_name="v1", storage=STORAGE).trials
+    for trial in trials:
+        assert trial.state.name == "COMPLETE"
+        assert trial.value == pytest.approx(3.0 * trial.params["x"])
+        run_id = trial.user_attrs[attrs.MLFLOW_RUN]
+        assert [m.value for m in client.get_metric_history(run_id, "named")] == [1.0] * 3
+    # train.report's checkpoints went into the trial's folder (the best trial's is kept).
+    best = max(trials, key=lambda t: t.value or 0.0)
+    folder = Path(best.user_attrs[attrs.CHECKPOINT_DIR])
+    assert json.loads((folder / "state.json").read_text()) == {"step": 2}
+
+
+@pytest.mark.usefixtures("ray_one_gpu", "seeded_store")
 def test_ray_tunes_own_hyperband_example_runs_unchanged_with_its_checkpoints(
     project: Path,
 ) -> None:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import tempfile
+from pathlib import Path
 from typing import Any
 
-from ray import tune
+from ray import train, tune
+from ray.train import Checkpoint
 
 
 def with_data(config: dict[str, Any], data: dict[str, float]) -> None:
@@ -13,3 +17,20 @@ def with_data(config: dict[str, Any], data: dict[str, float]) -> None:
 
 
 trainable = tune.with_parameters(with_data, data={"k": 2.0})
+
+
+def before_train_v2(config: dict[str, Any]) -> None:
+    """As Ray's docs wrote one before Train V2: ``ray.train``'s report, checkpoint and context."""
+    start = 0
+    checkpoint = train.get_checkpoint()
+    if checkpoint is not None:
+        with checkpoint.as_directory() as folder:
+            start = json.loads((Path(folder) / "state.json").read_text())["step"] + 1
+    named = len(train.get_context().get_trial_name()) > 0
+    for step in range(start, 3):
+        with tempfile.TemporaryDirectory() as folder:
+            (Path(folder) / "state.json").write_text(json.dumps({"step": step}))
+            train.report(
+                {"score": config["x"] * (step + 1), "named": float(named)},
+                checkpoint=Checkpoint.from_directory(folder),
+            )
