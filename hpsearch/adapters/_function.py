@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
+from hpsearch._importable import ModuleExited, import_user_module
 from hpsearch.adapters.forms import (
     form_in_source,
     form_of,
@@ -62,7 +63,9 @@ def resolve_train_function(
             "e.g. mypkg.train:train",
         )
     try:
-        module = importlib.import_module(module_name)
+        module = import_user_module(module_name)
+    except ModuleExited as exc:
+        raise ConfigError(source, key, exc.what, exc.fix) from None
     except ModuleNotFoundError as exc:
         if exc.name and (module_name == exc.name or module_name.startswith(exc.name + ".")):
             raise ConfigError(

@@ -30,14 +30,13 @@ instead.
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import os
 import warnings
 from collections.abc import Mapping
 from typing import Any
 
-from hpsearch._importable import ensure_importable_from
+from hpsearch._importable import ModuleExited, ensure_importable_from, import_user_module
 
 
 class TuneSpaceError(ValueError):
@@ -62,7 +61,9 @@ def space_from_tune(target: str) -> dict[str, Any]:
         raise TuneSpaceError(f"'{target}' is not of the form package.module:param_space")
     ensure_importable_from(os.getcwd())  # the user's project, as for train
     try:
-        module = importlib.import_module(module_name)
+        module = import_user_module(module_name)
+    except ModuleExited as exc:
+        raise TuneSpaceError(str(exc)) from None
     except Exception as exc:
         raise TuneSpaceError(
             f"importing '{module_name}' failed: {type(exc).__name__}: {exc}"

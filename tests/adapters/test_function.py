@@ -45,6 +45,49 @@ def test_import_errors_inside_the_module_are_reported(project: Path) -> None:
         resolve_train_function("raising:train")
 
 
+_FLAGS_AT_THE_TOP = """
+import argparse
+parser = argparse.ArgumentParser()
+parser.add_argument("--epochs", type=int, default=3)
+parser.add_argument("--data"{required})
+args = parser.parse_args()
+
+def objective(trial):
+    return float(args.epochs)
+"""
+
+
+def test_a_module_that_parses_its_flags_at_its_top_level_gets_its_defaults(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Imported by a Ray worker, argparse would read the worker's own flags.
+    worker_argv = ["default_worker.py", "--node-ip-address=127.0.0.1", "--object-store-name=x"]
+    monkeypatch.setattr("sys.argv", worker_argv)
+    (project / "flags_at_the_top.py").write_text(_FLAGS_AT_THE_TOP.format(required=""))
+    ensure_importable_from(str(project))
+    objective = resolve_train_function("flags_at_the_top:objective", objective=True)
+    assert objective(None) == 3.0
+    import sys
+
+    assert sys.argv == worker_argv  # put back
+
+
+def test_a_module_that_exits_while_imported_is_one_line_naming_train_and_the_fix(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (project / "flags_required.py").write_text(_FLAGS_AT_THE_TOP.format(required=", required=True"))
+    ensure_importable_from(str(project))
+    with pytest.raises(ConfigError) as info:
+        resolve_train_function("flags_required:objective", source="c.yaml", key="train.optuna")
+    assert str(info.value) == (
+        "c.yaml: train.optuna: importing 'flags_required' exited: flags_required: error: "
+        "the following arguments are required: --data; its top-level code parses a command "
+        'line or exits: move it under if __name__ == "__main__":, or run the script with its '
+        "flags as train: {command: ...}"
+    )
+    assert capsys.readouterr().err == ""  # argparse's usage lines: only in the error
+
+
 def test_user_project_on_sys_path(project: Path) -> None:
     (project / "userpkg.py").write_text("def train(params, ctx):\n    return 1.0\n")
     ensure_importable_from(str(project))
