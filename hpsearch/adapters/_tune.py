@@ -7,9 +7,10 @@ parameters as ``config`` (dotted names nested again: ``model.lr`` is
 ``config["model"]["lr"]``):
 
 * each ``tune.report(metrics)`` is a hpsearch report (``ctx.report``) of its
-  numeric metrics, at a step counting the reports (or its ``training_iteration``
-  / ``step`` / ``epoch`` metric); the pruner's verdict stops the trial there, as
-  a Tune scheduler would;
+  numeric metrics (a nested dict's named ``outer/inner``, as Tune names them), at
+  a step counting the reports (or its ``training_iteration`` / ``step`` /
+  ``epoch`` metric); the pruner's verdict stops the trial there, as a Tune
+  scheduler would;
 * a reported ``Checkpoint`` is copied into the trial's checkpoint folder
   (``ctx.checkpoint_dir``, kept for its re-run when it is interrupted), and
   ``tune.get_checkpoint()`` returns that folder's checkpoint, or ``None``.
@@ -95,7 +96,7 @@ def tune_train(
             return None
         if not isinstance(returned, Mapping):
             return None
-        return {k: float(v) for k, v in returned.items() if _is_number(v)}
+        return {k: float(v) for k, v in _flat(returned).items() if _is_number(v)}
 
     return train
 
@@ -234,6 +235,7 @@ class _Session:
             return
         if checkpoint is not None:
             _copy_into(Path(checkpoint.path), Path(self._ctx.checkpoint_dir))
+        metrics = _flat(metrics)
         step = next((int(metrics[k]) for k in _STEP_KEYS if _is_number(metrics.get(k))), None)
         values = {k: float(v) for k, v in metrics.items() if _is_number(v)}
         self._ctx.report(self._reports if step is None else step, **values)
@@ -273,6 +275,15 @@ def _copy_into(source: Path, folder: Path) -> None:
         folder.rename(previous)
     staging.rename(folder)
     shutil.rmtree(previous, ignore_errors=True)
+
+
+def _flat(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """A result's nested dicts as Tune names their entries: ``{"val": {"acc": 1}}`` is
+    ``val/acc``, the name an objective's ``metric`` gives (Tune's ``TuneConfig(metric=...)``)."""
+    from ray.tune.utils import flatten_dict
+
+    flat: dict[str, Any] = flatten_dict(dict(metrics), delimiter="/")
+    return flat
 
 
 def _is_number(value: Any) -> bool:

@@ -97,6 +97,26 @@ class Counter(tune.Trainable):
         Path(self.logdir, "cleanup").write_text("ran")
 
 
+def test_nested_metrics_are_named_as_tune_names_them_in_reports_stop_and_the_return(
+    tmp_path: Path,
+) -> None:
+    def nested_results(config: dict[str, Any]) -> dict[str, Any]:
+        for epoch in range(5):
+            tune.report({"val": {"acc": 0.25 * epoch, "set": "dev"}, "epoch": epoch})
+        return {"test": {"acc": 0.5}}
+
+    ctx = TrialContext.local(checkpoint_dir=str(tmp_path))
+    returned = tune_train(nested_results, stop={"val/acc": 0.5})({}, ctx)
+    assert returned is None  # stopped, completed, at the report that met val/acc 0.5
+    assert [(r.step, r.metrics) for r in ctx.history] == [
+        (0, {"val/acc": 0.0, "epoch": 0.0}),
+        (1, {"val/acc": 0.25, "epoch": 1.0}),
+        (2, {"val/acc": 0.5, "epoch": 2.0}),
+    ]
+    ended = TrialContext.local(checkpoint_dir=str(tmp_path / "ended"))
+    assert tune_train(nested_results)({}, ended) == {"test/acc": 0.5}
+
+
 def test_a_class_trainable_steps_until_stop_checkpoints_and_a_rerun_resumes_it(
     tmp_path: Path,
 ) -> None:
