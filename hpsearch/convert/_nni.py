@@ -9,11 +9,15 @@ NNI ``{"_type": ..., "_value": ...}``                  hpsearch
 ``uniform [low, high]``                                ``{type: float, low, high}``
 ``quniform [low, high, q]``                            ``{type: float, low, high, step: q}``
 ``loguniform [low, high]``                             ``{type: float, low, high, log: true}``
+``qloguniform [low, high, q]``                         ``log: true`` without the step (a note)
 =====================================================  ======================================
 
 A nested choice's parameters reach the trial flat, beside the choice (NNI gives a
-nested dict). ``normal``, ``lognormal``, their ``q`` forms and ``qloguniform``
-have no Optuna distribution: a one-line error naming the entry. The search space
+nested dict). Optuna takes no step on a log scale: ``qloguniform`` is searched on its
+log range without ``q`` (whole numbers where its bounds and ``q`` are), as Ray Tune's
+``OptunaSearch`` searches ``qloguniform``, and a note says so. ``normal``,
+``lognormal`` and their ``q`` forms have no Optuna distribution: a one-line error
+naming the entry. The search space
 names no trial and no metric: ``hpsearch convert --train ... --metric ...`` adds
 them, or the written file says what is still to add.
 """
@@ -26,7 +30,7 @@ from typing import Any
 
 from hpsearch.convert._base import Converted, Source, checked_space
 
-_NO_DISTRIBUTION = {"normal", "qnormal", "lognormal", "qlognormal", "qloguniform"}
+_NO_DISTRIBUTION = {"normal", "qnormal", "lognormal", "qlognormal"}
 Key = tuple[str | int, ...]
 
 
@@ -46,47 +50,53 @@ def from_nni(path: Path) -> Converted:
     if not isinstance(document, dict) or not document:
         raise source.error((), "not an NNI search space (a JSON object of parameters)")
     key_of: dict[str, Key] = {}
-    space = _entries(source, document, (), key_of)
+    notes = ["NNI's tuner, trial code and budget are in its experiment config: name them here."]
+    space = _entries(source, document, (), key_of, notes)
     checked_space(source, space, key_of)
     folder = path.resolve().parent.name
     name = folder if path.stem == "search_space" and folder else path.stem
-    notes = ["NNI's tuner, trial code and budget are in its experiment config: name them here."]
     study = {"name": name or "nni-search"}
     return Converted({"study": study, "space": space}, "an NNI search space", notes)
 
 
 def _entries(
-    source: Source, entries: dict[str, Any], prefix: Key, key_of: dict[str, Key]
+    source: Source,
+    entries: dict[str, Any],
+    prefix: Key,
+    key_of: dict[str, Key],
+    notes: list[str],
 ) -> dict[str, Any]:
     space: dict[str, Any] = {}
     for name, entry in entries.items():
         key = (*prefix, name)
-        space[name] = _entry(source, key, entry, key_of)
+        space[name] = _entry(source, key, entry, key_of, notes)
         key_of.setdefault(name, key)
     return space
 
 
-def _entry(source: Source, key: Key, entry: Any, key_of: dict[str, Key]) -> Any:
+def _entry(source: Source, key: Key, entry: Any, key_of: dict[str, Key], notes: list[str]) -> Any:
     if not isinstance(entry, dict) or "_type" not in entry or "_value" not in entry:
         raise source.error(key, 'must be {"_type": ..., "_value": [...]}')
     kind, value = entry["_type"], entry["_value"]
     if not isinstance(value, list) or not value:
         raise source.error((*key, "_value"), "must be a non-empty list")
     if kind == "choice":
-        return _choice(source, key, value, key_of)
+        return _choice(source, key, value, key_of, notes)
     if kind in _NO_DISTRIBUTION:
         raise source.error(
             (*key, "_type"),
             f"'{kind}' has no Optuna distribution",
             "use uniform, quniform, loguniform, randint or choice",
         )
-    bounds = {"randint": 2, "uniform": 2, "loguniform": 2, "quniform": 3}
+    bounds = {"randint": 2, "uniform": 2, "loguniform": 2, "quniform": 3, "qloguniform": 3}
     if kind not in bounds:
         raise source.error((*key, "_type"), f"'{kind}' is not an NNI type")
     if len(value) != bounds[kind] or not all(_number(v) for v in value):
         raise source.error((*key, "_value"), f"{kind} takes {bounds[kind]} numbers")
     if kind == "randint":  # NNI's upper bound is excluded
         return {"type": "int", "low": int(value[0]), "high": int(value[1]) - 1}
+    if kind == "qloguniform":
+        return _log_stepped(key, value, notes)
     low, high = float(value[0]), float(value[1])
     if kind == "quniform":
         return {"type": "float", "low": low, "high": high, "step": value[2]}
@@ -98,7 +108,22 @@ def _entry(source: Source, key: Key, entry: Any, key_of: dict[str, Key]) -> Any:
     }
 
 
-def _choice(source: Source, key: Key, values: list[Any], key_of: dict[str, Key]) -> Any:
+def _log_stepped(key: Key, value: list[Any], notes: list[str]) -> dict[str, Any]:
+    """``qloguniform`` on its log range, without its step (see the module)."""
+    low, high, step = value
+    whole = all(isinstance(v, int) for v in value)  # _number: no bool among them
+    notes.append(
+        f"{'.'.join(map(str, key))}: qloguniform is searched on its log range without its "
+        f"step q={step}: Optuna takes no step on a log scale (as Ray Tune's OptunaSearch)."
+    )
+    if whole:
+        return {"type": "int", "low": low, "high": high, "log": True}
+    return {"type": "float", "low": float(low), "high": float(high), "log": True}
+
+
+def _choice(
+    source: Source, key: Key, values: list[Any], key_of: dict[str, Key], notes: list[str]
+) -> Any:
     nested = [isinstance(v, dict) for v in values]
     if not any(nested):
         return list(values)
@@ -110,7 +135,7 @@ def _choice(source: Source, key: Key, values: list[Any], key_of: dict[str, Key])
     branches: dict[str, Any] = {}
     for index, value in enumerate(values):
         params = {k: v for k, v in value.items() if k != "_name"}
-        inner = _entries(source, params, (*key, "_value", index), key_of)
+        inner = _entries(source, params, (*key, "_value", index), key_of, notes)
         branches[str(value["_name"])] = inner or None
     return branches
 

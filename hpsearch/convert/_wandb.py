@@ -15,12 +15,18 @@ W&B                                                  hpsearch
 ``min``/``max`` (``int_uniform``, ``uniform``,       ``{type: int | float, low, high}``,
 ``q_uniform``, ``log_uniform_values``,               ``step: q``, ``log: true``
 ``log_uniform``: bounds are exponents of e)
+``q_log_uniform_values``, ``q_log_uniform``          ``log: true`` without the step (a note)
 ===================================================  ==========================================
+
+Optuna takes no step on a log scale: a quantized log distribution (W&B's own example
+searches its batch size so) is searched on its log range without ``q``, whole numbers
+where its bounds and ``q`` are, as Ray Tune's ``OptunaSearch`` searches ``qloguniform``,
+and a note says so.
 
 W&B's bayes is Bayesian optimisation with a Gaussian process; it becomes TPE,
 Optuna's (and hpsearch's) default Bayesian sampler (``gp`` is Optuna's GP one).
-Anything else (``probabilities``, normal, beta and inverse-log distributions, a
-step on a log scale, nested ``parameters``, ``metric.target``, ``${args_json}``) is
+Anything else (``probabilities``, normal, beta and inverse-log distributions,
+nested ``parameters``, ``metric.target``, ``${args_json}``) is
 a one-line error naming its key: hpsearch has no equivalent, so a silent drop
 would search something else.
 """
@@ -51,7 +57,7 @@ _NOT_CONVERTED = {
     "b": "beta distributions have no Optuna equivalent",
 }
 _NO_DISTRIBUTION = {
-    "q_log_uniform", "q_log_uniform_values", "inv_log_uniform", "inv_log_uniform_values",
+    "inv_log_uniform", "inv_log_uniform_values",
     "normal", "q_normal", "log_normal", "q_log_normal", "beta", "q_beta",
 }  # fmt: skip
 
@@ -74,7 +80,7 @@ def from_wandb(path: Path) -> Converted:
     method = sweep.get("method", "random")
     if method not in _SAMPLERS:
         raise source.error(("method",), f"'{method}' is not a W&B method", "bayes, random or grid")
-    space, key_of = _space(source, sweep["parameters"], grid=method == "grid")
+    space, key_of = _space(source, sweep["parameters"], notes, grid=method == "grid")
     checked_space(source, space, key_of)
 
     study = _study(source, sweep, space, notes)
@@ -117,7 +123,7 @@ def _study(
 
 
 def _space(
-    source: Source, parameters: Any, *, grid: bool
+    source: Source, parameters: Any, notes: list[str], *, grid: bool
 ) -> tuple[dict[str, Any], dict[str, tuple[str | int, ...]]]:
     if not isinstance(parameters, dict) or not parameters:
         raise source.error(("parameters",), "must map each parameter to its values or range")
@@ -127,14 +133,16 @@ def _space(
         key: tuple[str | int, ...] = ("parameters", name)
         if not isinstance(spec, dict):
             raise source.error(key, "must be a mapping (value, values, or min and max)")
-        space[str(name)] = _parameter(source, key, spec)
+        space[str(name)] = _parameter(source, key, spec, notes)
         key_of[str(name)] = key
         if grid and not isinstance(space[str(name)], list) and "value" not in spec:
             raise source.error(key, "method grid takes values only", "list its values")
     return space, key_of
 
 
-def _parameter(source: Source, key: tuple[str | int, ...], spec: dict[str, Any]) -> Any:
+def _parameter(
+    source: Source, key: tuple[str | int, ...], spec: dict[str, Any], notes: list[str]
+) -> Any:
     distribution = spec.get("distribution") or _inferred(spec)
     if distribution in _NO_DISTRIBUTION:
         raise source.error(
@@ -145,6 +153,8 @@ def _parameter(source: Source, key: tuple[str | int, ...], spec: dict[str, Any])
     _check_keys(source, key, spec)
     if distribution is None:
         raise source.error(key, "has no value, values, or min and max")
+    if distribution in _LOG_STEPPED and "min" in spec and "max" in spec:
+        return _log_stepped(key, spec, distribution, notes)
     if "q" in spec and distribution != "q_uniform":
         raise source.error((*key, "q"), f"a step of {distribution}", "use distribution: q_uniform")
     if distribution == "constant":
@@ -191,6 +201,30 @@ def _stepped(low: float, high: float, step: float) -> dict[str, Any]:
     if all(isinstance(v, int) and not isinstance(v, bool) for v in (low, high, step)):
         return {"type": "int", "low": low, "high": high, "step": step}
     return {"type": "float", "low": float(low), "high": float(high), "step": step}
+
+
+_LOG_STEPPED = {"q_log_uniform_values": False, "q_log_uniform": True}
+"""W&B's quantized log distributions, and whether their bounds are exponents of e."""
+
+
+def _log_stepped(
+    key: tuple[str | int, ...], spec: dict[str, Any], distribution: str, notes: list[str]
+) -> dict[str, Any]:
+    """A quantized log distribution on its log range, without its step (see the module)."""
+    exponents = _LOG_STEPPED[distribution]
+    low, high = (math.exp(spec[k]) if exponents else spec[k] for k in ("min", "max"))
+    step = spec.get("q", 1)
+    whole = all(isinstance(v, int) and not isinstance(v, bool) for v in (low, high, step))
+    entry: dict[str, Any] = (
+        {"type": "int", "low": low, "high": high, "log": True}
+        if whole
+        else {"type": "float", "low": float(low), "high": float(high), "log": True}
+    )
+    notes.append(
+        f"{'.'.join(map(str, key))}: {distribution} is searched on its log range without "
+        f"its step q={step}: Optuna takes no step on a log scale (as Ray Tune's OptunaSearch)."
+    )
+    return entry
 
 
 def _inferred(spec: dict[str, Any]) -> str | None:

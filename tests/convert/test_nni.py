@@ -58,13 +58,27 @@ def test_a_search_space_becomes_a_space_with_its_branches(tmp_path: Path) -> Non
     assert space.params["momentum"].when == {"optimizer": "sgd"}
 
 
+def test_a_quantized_log_range_is_searched_on_its_log_range_with_a_note(tmp_path: Path) -> None:
+    source = _space_file(
+        tmp_path,
+        {
+            "batch_size": {"_type": "qloguniform", "_value": [16, 512, 16]},
+            "lr": {"_type": "qloguniform", "_value": [0.001, 0.1, 0.001]},
+        },
+    )
+    converted = convert(source, train="python mnist.py {args}", metric="accuracy", n_trials=4)
+    assert converted.config["space"] == {
+        "batch_size": {"type": "int", "low": 16, "high": 512, "log": True},
+        "lr": {"type": "float", "low": 0.001, "high": 0.1, "log": True},
+    }
+    stepless = [note for note in converted.notes if "without its step" in note]
+    assert [note.split(":")[0] for note in stepless] == ["batch_size", "lr"]
+
+
 @pytest.mark.parametrize(
     ("space", "where"),
     [
-        (
-            {"lr": {"_type": "qloguniform", "_value": [0.001, 0.1, 0.001]}},
-            "lr._type: 'qloguniform'",
-        ),
+        ({"lr": {"_type": "qlognormal", "_value": [0, 1, 1]}}, "lr._type: 'qlognormal'"),
         ({"lr": {"_type": "normal", "_value": [0, 1]}}, "lr._type: 'normal'"),
         ({"lr": {"_type": "uniform", "_value": [0.1]}}, "lr._value: uniform takes 2 numbers"),
         ({"lr": {"_value": [0.1, 1]}}, 'lr: must be {"_type"'),

@@ -71,6 +71,30 @@ def test_a_sweep_becomes_a_config_hpsearch_runs(tmp_path: Path) -> None:
     assert dists["batch_size"] == IntDistribution(16, 128, step=16)  # q_uniform of integers
 
 
+def test_a_quantized_log_range_is_searched_on_its_log_range_with_a_note(tmp_path: Path) -> None:
+    # W&B's own sweep example: a batch size, quantized log uniform.
+    source = _sweep(
+        tmp_path,
+        "parameters:\n"
+        "  batch_size: {distribution: q_log_uniform_values, q: 8, min: 32, max: 256}\n"
+        "  lr: {distribution: q_log_uniform_values, q: 0.001, min: 0.001, max: 0.1}\n"
+        "  decay: {distribution: q_log_uniform, min: -9, max: -2}\n",
+    )
+    converted = convert(source)
+    assert converted.config["space"] == {
+        "batch_size": {"type": "int", "low": 32, "high": 256, "log": True},
+        "lr": {"type": "float", "low": 0.001, "high": 0.1, "log": True},
+        "decay": {"type": "float", "low": math.exp(-9), "high": math.exp(-2), "log": True},
+    }
+    stepless = [note for note in converted.notes if "without its step" in note]
+    assert [note.split(":")[0] for note in stepless] == [
+        "parameters.batch_size",
+        "parameters.lr",
+        "parameters.decay",
+    ]
+    assert "q=8" in stepless[0]
+
+
 def test_a_grid_sweeps_whole_grid(tmp_path: Path) -> None:
     source = _sweep(
         tmp_path,
@@ -99,8 +123,8 @@ def test_a_grid_sweeps_whole_grid(tmp_path: Path) -> None:
             "parameters.lr.probabilities",
         ),
         (
-            "parameters: {lr: {min: 0.1, max: 1.0, distribution: q_log_uniform_values}}",
-            "q_log_uniform_values",
+            "parameters: {lr: {min: 0.1, max: 1.0, distribution: inv_log_uniform_values}}",
+            "parameters.lr.distribution: 'inv_log_uniform_values'",
         ),
         ("parameters: {a: {parameters: {b: {value: 1}}}}", "parameters.a.parameters: nested"),
         ("metric: {name: acc, target: 0.9}\nparameters: {a: {value: 1}}", "metric.target"),
