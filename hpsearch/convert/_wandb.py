@@ -115,8 +115,8 @@ def _study(
         study["n_trials"] = sweep["run_cap"]
     elif method == "grid":
         study["n_trials"] = math.prod(len(v) for v in space.values() if isinstance(v, list))
-    else:
-        notes.append("No run_cap: the search runs until stopped; set study.n_trials or timeout.")
+    # Else the file's head says study.n_trials is still to add (Converted.missing), unless
+    # hpsearch convert --n-trials gave it.
     if "early_terminate" in sweep:
         study["pruner"] = _pruner(source, sweep["early_terminate"])
     return study

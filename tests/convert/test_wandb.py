@@ -166,3 +166,14 @@ def test_a_sweep_without_a_program_or_budget_says_what_to_add(tmp_path: Path) ->
     assert whole.missing == []
     assert whole.config["train"] == "mod:train"
     assert whole.config["objective"] == {"metric": "loss", "direction": "minimize"}
+
+
+def test_a_sweep_without_run_cap_asks_for_n_trials_unless_given(tmp_path: Path) -> None:
+    source = _sweep(tmp_path, "method: random\nparameters: {a: {min: 0.0, max: 1.0}}\n")
+    assert convert(source).missing == ["train", "objective", "study.n_trials"]
+    given = convert(source, train="python t.py {args}", metric="acc", n_trials=5)
+    assert given.missing == []
+    assert given.config["study"]["n_trials"] == 5
+    text = given.text(source)
+    assert "run_cap" not in text  # no note that the search runs until stopped
+    assert "Still to add" not in text
