@@ -132,7 +132,7 @@ def build_search(
     ledger = TrialLedger(
         handle,
         space=config.search_space,
-        objectives=ObjectiveValues(config.objective_list, config.source),
+        objectives=ObjectiveValues(config.objective_list, config.source, config.how_to_report),
         launches=launches,
         judge=judge,
         listeners=search_listeners(config, handle.name, parent, beside, session.clock),

@@ -500,6 +500,16 @@ class RunConfig(Settings):
             return f"{self.train.tune} (a Ray Tune trainable)"
         return self.train
 
+    def how_to_report(self, metric: str) -> str:
+        """How this config's trials report ``metric``: the fix when a trial never did."""
+        if isinstance(self.train, CommandSpec):
+            return self.train.how_to_report(metric)
+        if isinstance(self.train, TuneTrainableSpec):
+            return f'report it with tune.report({{"{metric}": ...}})'
+        if isinstance(self.train, OptunaObjectiveSpec):
+            return "return its value from the objective"
+        return f"report it with ctx.report(step, {metric}=...)"
+
     @property
     def tune_trainable(self) -> str | None:
         """The Ray Tune trainable of ``train: {tune: ...}``; ``None`` for anything else."""

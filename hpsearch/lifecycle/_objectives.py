@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from hpsearch.config import ObjectiveSpec
 from hpsearch.telemetry import objective_reading
@@ -15,11 +15,19 @@ class ObjectiveValues:
     Args:
         objectives: the config's objectives, in order.
         source: the config file, for the message when an objective is missing.
+        how_to_report: how the trials report a metric, for that message
+            (``RunConfig.how_to_report``: a function's ``ctx.report``, a script's line).
     """
 
-    def __init__(self, objectives: Sequence[ObjectiveSpec], source: str) -> None:
+    def __init__(
+        self,
+        objectives: Sequence[ObjectiveSpec],
+        source: str,
+        how_to_report: Callable[[str], str],
+    ) -> None:
         self.objectives = list(objectives)
         self._source = source
+        self._how_to_report = how_to_report
 
     def note_targets(self, metrics: Mapping[str, float], reached: dict[int, float]) -> None:
         """Keep each ``until`` objective's value at the first report that reached its target."""
@@ -47,8 +55,8 @@ class ObjectiveValues:
                 reported = ", ".join(sorted(metrics)) or "nothing"
                 return None, (
                     f"train finished without reporting the objective metric '{objective.metric}' "
-                    f"(reported: {reported}); report it with ctx.report(step, "
-                    f"{objective.metric}=...) or fix the objective in {self._source}"
+                    f"(reported: {reported}); {self._how_to_report(objective.metric)}, "
+                    f"or fix the objective in {self._source}"
                 )
             if not math.isfinite(value):
                 return None, f"the objective metric '{objective.metric}' is {value}"

@@ -75,6 +75,24 @@ class CommandSpec(Settings):
             raise ValueError("the command is empty; e.g. command: python train.py --lr {lr}")
         return command
 
+    def how_to_report(self, metric: str) -> str:
+        """How the script reports ``metric``: the fix when a trial of it never did."""
+        line = f'{{"step": 0, "{metric}": ...}}'
+        if self.metrics == "file-jsonl":
+            return (
+                f"append it as a JSON line, {line}, to {self.metrics_file} (HPSEARCH_METRICS_FILE)"
+            )
+        if self.metrics == "stdout-jsonl":
+            return (
+                "print it on stdout (stderr, where logging writes, is not read) as a JSON line, "
+                f"{line}, or read the text it prints with train.metrics (patterns, or "
+                "scalars: true)"
+            )
+        return (
+            f"print it on stdout (stderr, where logging writes, is not read) as {metric}=... "
+            f"with train.metrics.scalars: true, or name it in a pattern: (?P<{metric}>...)"
+        )
+
     @property
     def arguments(self) -> list[str]:
         """The command's arguments, placeholders unfilled."""

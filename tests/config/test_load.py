@@ -239,6 +239,24 @@ def test_a_training_script_is_a_command_whose_placeholders_are_parameters(
     assert "did you mean 'command'?" in str(error)
 
 
+@pytest.mark.parametrize(
+    ("train", "fix"),
+    [
+        ("tests.train_functions:quick", "report it with ctx.report(step, val_loss=...)"),
+        ({"tune": "tests.tune_trainables:with_data"}, 'tune.report({"val_loss": ...})'),
+        ({"command": "python t.py"}, "print it on stdout (stderr, where logging writes, is not"),
+        ({"command": "python t.py"}, '{"step": 0, "val_loss": ...}'),
+        ({"command": "python t.py", "metrics": "file-jsonl"}, "to metrics.jsonl"),
+        ({"command": "python t.py", "metrics": {"scalars": True}}, "as val_loss=..."),
+    ],
+)
+def test_a_trial_that_never_reported_the_metric_is_told_how_its_form_reports(
+    write_config: ConfigWriter, train: object, fix: str
+) -> None:
+    loaded = load_config(write_config({"train": train}))
+    assert fix in loaded.how_to_report("val_loss")
+
+
 def test_a_command_that_names_a_branchs_parameter_is_refused_naming_the_branches_without_it(
     write_config: ConfigWriter,
 ) -> None:
