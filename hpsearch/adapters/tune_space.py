@@ -103,7 +103,7 @@ def converted(space: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     for key, value in space.items():
         name = f"{prefix}{key}"
         if isinstance(value, Mapping) and set(value) == {"grid_search"}:
-            entries[name] = list(value["grid_search"])
+            entries[name] = _choices(name, "grid_search", value["grid_search"])
         elif isinstance(value, Mapping):
             entries.update(converted(value, prefix=f"{name}."))
         elif isinstance(value, sample.Domain):
@@ -120,7 +120,7 @@ def _domain(name: str, domain: Any, sample: Any) -> Any:
         quantum, sampler = sampler.q, sampler.get_sampler()
     log = isinstance(sampler, sample.LogUniform)
     if isinstance(domain, sample.Categorical):
-        return list(domain.categories)
+        return _choices(name, "choice", domain.categories)
     uniform = isinstance(sampler, sample.Uniform | sample.LogUniform)
     if isinstance(domain, sample.Float) and uniform:
         if quantum is not None and log:
@@ -146,6 +146,24 @@ def _domain(name: str, domain: Any, sample: Any) -> Any:
     if isinstance(sampler, sample.Normal):
         kind = "randn"
     raise _unknown(name, kind, "tune.uniform, loguniform, quniform, randint, choice or grid_search")
+
+
+def _choices(name: str, kind: str, values: Any) -> list[Any]:
+    """A choice's values, each one Optuna stores: a number, a string, a boolean or None.
+
+    Raises:
+        TuneSpaceError: a value of another type (a list, a dict, a class), naming it.
+    """
+    choices = list(values)
+    for value in choices:
+        if value is not None and not isinstance(value, bool | int | float | str):
+            raise TuneSpaceError(
+                f"param_space['{name}'] is tune.{kind} of a {type(value).__name__} "
+                f"({value!r:.60}); Optuna's choices are numbers, strings, booleans or None: "
+                f"choose among names (tune.{kind}(['small', 'large'])) and look the value up "
+                "in the trainable"
+            )
+    return choices
 
 
 def _unstepped(name: str, kind: str, quantum: float) -> None:

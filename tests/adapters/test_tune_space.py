@@ -59,6 +59,25 @@ def test_a_domain_with_no_distribution_is_named(domain: object, words: str) -> N
         converted({"x": domain})
 
 
+@pytest.mark.parametrize(
+    ("space", "words"),
+    [
+        ({"sizes": tune.choice([[16, 32], [32, 64]])}, "'sizes'] is tune.choice of a list"),
+        ({"m": {"cfg": tune.choice([{"layers": 2}])}}, "'m.cfg'] is tune.choice of a dict"),
+        ({"act": {"grid_search": ["relu", (1, 2)]}}, "'act'] is tune.grid_search of a tuple"),
+    ],
+)
+def test_a_choice_of_values_optuna_does_not_store_is_named_with_the_fix(
+    space: dict[str, object], words: str
+) -> None:
+    with pytest.raises(TuneSpaceError, match="look the value up in the trainable") as info:
+        converted(space)
+    assert words in str(info.value)
+    assert converted({"ok": tune.choice([None, True, 1, 0.5, "x"])}) == {
+        "ok": [None, True, 1, 0.5, "x"]
+    }
+
+
 def test_a_quantized_log_domain_is_searched_without_its_step_and_says_so() -> None:
     # Optuna takes no step on a log scale; Ray Tune's own OptunaSearch drops it too.
     space = {"lr": tune.qloguniform(1e-4, 1e-1, 5e-5), "width": tune.qlograndint(8, 512, 8)}
