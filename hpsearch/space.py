@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 if TYPE_CHECKING:  # Optuna is imported where a distribution is made: a config loads without it
@@ -185,6 +185,20 @@ class CategoricalParam(_ParamModel):
 
     type: Literal["categorical"]
     choices: list[CategoricalChoice]
+
+    @field_validator("choices", mode="before")
+    @classmethod
+    def _plain(cls, choices: Any) -> Any:
+        # Before pydantic tries each type of the union on a list or a mapping, and says so.
+        for choice in choices if isinstance(choices, list) else ():
+            if choice is not None and not isinstance(choice, bool | int | float | str):
+                kind = {dict: "mapping", list: "list"}.get(type(choice), type(choice).__name__)
+                raise _invalid(
+                    f"choice {choice!r:.60} is a {kind}",
+                    "a choice is a number, a string, a boolean or null: choose among names "
+                    "and look the value up in train",
+                )
+        return choices
 
     @model_validator(mode="after")
     def _check(self) -> CategoricalParam:

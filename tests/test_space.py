@@ -59,6 +59,8 @@ def test_distributions_match_the_syntax() -> None:
         ({"type": "float", "low": 0.0, "high": 1.0, "step": -0.1}, "step must be > 0"),
         ({"type": "categorical", "choices": []}, "choices is empty"),
         ({"type": "categorical", "choices": [1, 2, 1]}, "listed twice"),
+        ([[16, 32], [32, 64]], r"choice \[16, 32\] is a list; a choice is a number"),
+        ({"type": "categorical", "choices": [1, {"a": 1}]}, "choice {'a': 1} is a mapping"),
         ({"type": "float", "high": 1.0}, "Field required"),
     ],
 )
