@@ -192,7 +192,8 @@ class CategoricalParam(_ParamModel):
         # Before pydantic tries each type of the union on a list or a mapping, and says so.
         for choice in choices if isinstance(choices, list) else ():
             if choice is not None and not isinstance(choice, bool | int | float | str):
-                kind = {dict: "mapping", list: "list"}.get(type(choice), type(choice).__name__)
+                kind = type(choice).__name__
+                kind = "mapping" if isinstance(choice, Mapping) else kind
                 raise _invalid(
                     f"choice {choice!r:.60} is a {kind}",
                     "a choice is a number, a string, a boolean or null: choose among names "

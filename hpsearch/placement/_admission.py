@@ -294,6 +294,7 @@ class PackingAdmission(ResourcePolicy):
             memory_used_mb=summary.memory_used.max if summary and summary.memory_used else None,
             telemetry=read,
             recent=device_reading(history, spans, now, oldest_evidence) if read else None,
+            utilization_withheld=_withheld(history),
         )
 
     def _spans_now(self, key: GpuKey, trials: list[RunningTrial]) -> list[TrialSpan]:
@@ -470,3 +471,9 @@ def _key(trial: RunningTrial) -> GpuKey | None:
     if trial.gpu_index is None or trial.node is None:
         return None
     return GpuKey(trial.node, trial.gpu_index)
+
+
+def _withheld(history: Sequence[GpuSample]) -> bool:
+    """Whether the GPU's samples came in, read without error, yet none held its utilisation."""
+    read = [s for s in history if not s.error]
+    return bool(read) and all(s.utilization_pct is None for s in read)

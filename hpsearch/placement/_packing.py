@@ -206,12 +206,7 @@ class PackingPolicy:
             return 1, "no GPU monitor reads this GPU: one trial per GPU"
         estimate, provisional = self._evidence(gpu)
         if estimate is None:
-            if current > 1:
-                return current, state.reason
-            return 1, (
-                "no trial of this search measured yet: one per GPU until its GPU has been "
-                f"read {MIN_SAMPLES} times with it running"
-            )
+            return (current, state.reason) if current > 1 else (1, _unmeasured(gpu))
         by_util, hard, arithmetic = self._room.ceiling(gpu, view, estimate, gpus_on_node)
         fall = self._room.fall(gpu, view.now, current, estimate)
         if fall is not None:
@@ -317,3 +312,17 @@ class PackingPolicy:
         """The GPU a new trial goes to, or ``None`` when none has room now (see
         :func:`hpsearch.placement._place.place`)."""
         return place(view, decisions, whole_gpu=whole_gpu)
+
+
+def _unmeasured(gpu: GpuView) -> str:
+    """Why a GPU with no estimate yet holds one trial."""
+    if gpu.utilization_withheld:
+        return (
+            "its GPU does not report its utilisation (NVML: not supported, as for a "
+            "MIG-enabled GPU), which auto packs by: one per GPU; packing.mode: fixed "
+            "with trials_per_gpu packs the count you choose"
+        )
+    return (
+        "no trial of this search measured yet: one per GPU until its GPU has been "
+        f"read {MIN_SAMPLES} times with it running"
+    )

@@ -70,6 +70,8 @@ class GpuView:
         telemetry: whether a monitor reads this GPU at all (none: a node whose monitor is lost).
         recent: its last few samples per trial process running then, whatever trials
             came and went (``None``: too few yet).
+        utilization_withheld: its monitor reads it, but no recent sample held its
+            utilisation (NVML: not supported, as for a MIG-enabled GPU).
     """
 
     key: GpuKey
@@ -80,6 +82,7 @@ class GpuView:
     memory_used_mb: float | None = None
     telemetry: bool = True
     recent: DeviceReading | None = None
+    utilization_withheld: bool = False
 
 
 @dataclass(frozen=True)

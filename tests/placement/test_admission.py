@@ -17,20 +17,36 @@ from hpsearch.placement import (
 )
 from hpsearch.runner import VirtualClock
 from hpsearch.simulation import LoadModelBackend
-from hpsearch.telemetry import ClusterReadings, GpuInfo, GpuLoad, GpuMonitor, TrialLoad
+from hpsearch.telemetry import (
+    ClusterReadings,
+    GpuInfo,
+    GpuLoad,
+    GpuMonitor,
+    GpuSample,
+    TrialLoad,
+)
 
 NODE = "3f2a9c0d1e"  # a Ray node id
 ADDRESS = "127.0.0.1"
 CAPACITY = ClusterCapacity(cpus=16, gpus=2)
 
 
+class WithheldUtilization(LoadModelBackend):
+    """GPUs whose driver withholds their utilisation (NVML: not supported, as under MIG)."""
+
+    def sample(self, now: float) -> list[GpuSample]:
+        return [replace(s, utilization_pct=None) for s in super().sample(now)]
+
+
 class Rig:
     """Two simulated 6 GB GPUs, their monitor, and the admission policy reading them."""
 
-    def __init__(self, settings: PackingSpec) -> None:
+    def __init__(
+        self, settings: PackingSpec, backend: type[LoadModelBackend] = LoadModelBackend
+    ) -> None:
         self.clock = VirtualClock(1000.0)
         gpus = [GpuInfo(i, "Simulated RTX 4050", 6141.0, 115.0) for i in (0, 1)]
-        self.backend = LoadModelBackend(gpus)
+        self.backend = backend(gpus)
         self.monitor = GpuMonitor(self.backend, interval_s=0.5, clock=self.clock)
         self.changes: list[tuple[str, int, int | None]] = []
         self.series_points: list[dict[str, float]] = []
@@ -107,6 +123,22 @@ def test_trials_are_spread_then_packed_from_what_the_monitor_measured() -> None:
     assert rig.series_points[-1]["packing_gpu0_trials"] == 1.0  # the third is not counted yet
     assert rig.series_points[-1]["packing_gpu0_trials_allowed"] == 8.0
     assert rig.series_points[-1]["packing_gpu0_utilization_pct"] == 11.0
+
+
+def test_a_gpu_that_withholds_its_utilisation_holds_one_trial_and_says_why() -> None:
+    rig = Rig(PackingSpec(probe_seconds=2, cooldown_seconds=10), backend=WithheldUtilization)
+    first, second = rig.admit(), rig.admit()
+    assert first is not None
+    assert second is not None
+    for trial in (first, second):
+        rig.warm(trial, util=11.0, memory=167.0)
+    rig.wait(3)
+
+    assert rig.admit() is None
+    decision = rig.admission.policy.decide(rig.admission.view(rig.running))
+    reason = decision[next(iter(decision))].reason
+    assert reason.startswith("its GPU does not report its utilisation (NVML: not supported")
+    assert "packing.mode: fixed" in reason
 
 
 def test_an_oom_told_by_the_recorder_lowers_that_gpu_only() -> None:
