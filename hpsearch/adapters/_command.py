@@ -178,7 +178,7 @@ def run_command(
     text = TextReader(spec.metrics) if isinstance(spec.metrics, TextMetrics) else None
     readers = [
         _thread(_read_stdout, process.stdout, lines, spec.metrics != "file-jsonl", text),
-        _thread(_read_stderr, process.stderr, lines),
+        _thread(_read_stderr, process.stderr, lines, text if text and text.spec.stderr else None),
     ]
     try:
         final = _follow(process, lines, ctx, metrics_file if spec.metrics == "file-jsonl" else None)
@@ -300,10 +300,14 @@ def _read_stdout(
     lines.reports.put(None)
 
 
-def _read_stderr(stream: IO[bytes], lines: _Lines) -> None:
+def _read_stderr(stream: IO[bytes], lines: _Lines, text: TextReader | None = None) -> None:
     for raw in iter(stream.readline, b""):
         os.write(2, raw)
-        lines.stderr_tail.append(raw.decode(errors="replace").rstrip())
+        line = raw.decode(errors="replace")
+        lines.stderr_tail.append(line.rstrip())
+        read = text.read(line) if text is not None else None
+        if read is not None:
+            lines.reports.put(_Report(*read))
 
 
 class _FileTail:

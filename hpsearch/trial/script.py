@@ -86,11 +86,12 @@ class CommandSpec(Settings):
             return (
                 "print it on stdout (stderr, where logging writes, is not read) as a JSON line, "
                 f"{line}, or read the text it prints with train.metrics (patterns, or "
-                "scalars: true)"
+                "scalars: true; stderr: true reads stderr too)"
             )
+        where = "stdout or stderr" if self.metrics.stderr else "stdout (or set stderr: true)"
         return (
-            f"print it on stdout (stderr, where logging writes, is not read) as {metric}=... "
-            f"with train.metrics.scalars: true, or name it in a pattern: (?P<{metric}>...)"
+            f"print it on {where} as {metric}=... with train.metrics.scalars: true, or name "
+            f"it in a pattern: (?P<{metric}>...)"
         )
 
     @property

@@ -14,6 +14,7 @@ pairs (as some tools read them)::
         patterns:
           - 'Accuracy: \\d+/\\d+ \\((?P<val_accuracy>[\\d.]+)%\\)'
         scalars: false
+        stderr: false     # true: read stderr's lines too (Python's logging writes there)
 
 A line that a pattern matches (or that holds scalars) is one report. Its step is
 the group (or the scalar) named ``step`` (``metrics.step`` renames it), else how
@@ -26,6 +27,7 @@ silent gap.
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import dataclass, field
 
 from pydantic import Field, field_validator, model_validator
@@ -46,11 +48,13 @@ class TextMetrics(Settings):
         patterns: regular expressions; each named group is a metric (its text a number).
         scalars: also read ``key=value`` / ``key: value`` numbers from every line.
         step: the group or scalar that holds a report's step (else the count of matches).
+        stderr: also read the script's stderr, where Python's ``logging`` writes by default.
     """
 
     patterns: list[str] = Field(default_factory=list)
     scalars: bool = False
     step: str = Field(default="step", min_length=1)
+    stderr: bool = False
 
     @field_validator("patterns")
     @classmethod
@@ -89,13 +93,19 @@ class TextReader:
     matched: list[int] = field(default_factory=list)
     _compiled: list[re.Pattern[str]] = field(default_factory=list)
     _scalar_lines: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         self._compiled = [re.compile(p) for p in self.spec.patterns]
         self.matched = [0] * len(self._compiled)
 
     def read(self, line: str) -> tuple[int, dict[str, float]] | None:
-        """The report a line makes (its step and metrics), or ``None``."""
+        """The report a line makes (its step and metrics), or ``None``. Thread-safe: the
+        stdout and stderr readers may both read lines."""
+        with self._lock:
+            return self._read(line)
+
+    def _read(self, line: str) -> tuple[int, dict[str, float]] | None:
         metrics: dict[str, float] = {}
         step: int | None = None
         counted: int | None = None

@@ -309,6 +309,30 @@ def test_a_script_that_prints_text_reports_through_patterns(
     assert "Test set: Average loss: 0.0339" in capfd.readouterr().out  # still its output
 
 
+def test_a_script_that_logs_to_stderr_reports_where_stderr_is_read(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # Python's logging writes to stderr by default, in its own format.
+    body = """
+        import logging
+        logging.basicConfig(level=logging.INFO)
+        print("starting", flush=True)
+        for epoch in range(3):
+            logging.info("epoch=%d val_loss=%.2f", epoch, 1.0 / (epoch + 1))
+        """
+    read = TrialContext.local()
+    _run(tmp_path, body, {"x": 1}, read, metrics={"scalars": True, "stderr": True, "step": "epoch"})
+    assert [(r.step, r.metrics["val_loss"]) for r in read.history] == [
+        (0, 1.0),
+        (1, 0.5),
+        (2, 0.33),
+    ]
+    assert "INFO:root:epoch=2 val_loss=0.33" in capfd.readouterr().err  # still its stderr
+    unread = TrialContext.local()
+    _run(tmp_path, body, {"x": 1}, unread, metrics={"scalars": True})
+    assert unread.history == []  # stdout only, unless told
+
+
 def test_a_pattern_that_never_matched_fails_the_trial_naming_it(tmp_path: Path) -> None:
     with pytest.raises(CommandFailed, match=r"patterns\[1\] .* never matched the script's output"):
         _run(
