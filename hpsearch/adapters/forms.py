@@ -150,6 +150,67 @@ def _one_parameter(first: ast.arg, calls: list[str]) -> Form | None:
     return None
 
 
+def search_run_on_import(module_name: str) -> str | None:
+    """The search a module runs at its top level, where an import reaches it (``line 9:
+    study.optimize(...)``): Optuna's ``optimize``, Ray Tune's ``tune.run`` or a ``Tuner``'s
+    ``fit``, outside ``if __name__ == "__main__":``. ``None``: none, or no source to read.
+
+    hpsearch imports the module that ``train`` names in the driver and in every trial's
+    worker: such a call would run a whole search of its own in each.
+    """
+    tree = module_source(module_name)
+    if tree is None:
+        return None
+    imported = _imported_modules(tree)
+    tuners: set[str] = set()  # names the module binds to a Tuner
+    for node in tree.body:
+        value = node.value if isinstance(node, ast.Expr | ast.Assign) else None
+        if not isinstance(value, ast.Call):
+            continue
+        if isinstance(node, ast.Assign) and _last(value.func) == "Tuner":
+            tuners.update(t.id for t in node.targets if isinstance(t, ast.Name))
+            continue
+        shown = _search_call(value.func, imported, tuners)
+        if shown:
+            return f"line {node.lineno}: {shown}"
+    return None
+
+
+def _search_call(func: ast.expr, imported: set[str], tuners: set[str]) -> str:
+    """The search a top-level call runs, in words (``study.optimize(...)``); ``""``: none."""
+    if not isinstance(func, ast.Attribute):
+        return ""
+    receiver = func.value
+    named = _dotted(receiver) or (
+        f"{_dotted(receiver.func)}(...)" if isinstance(receiver, ast.Call) else "..."
+    )
+    if func.attr == "fit":
+        built = isinstance(receiver, ast.Call) and _last(receiver.func) == "Tuner"
+        bound = isinstance(receiver, ast.Name) and receiver.id in tuners
+        return f"{named}.fit()" if built or bound else ""
+    if func.attr == "optimize" and "optuna" in imported:
+        return f"{named}.optimize(...)"
+    if func.attr == "run" and named in {"tune", "ray.tune"} and "ray" in imported:
+        return f"{named}.run(...)"
+    return ""
+
+
+def _last(node: ast.expr) -> str:
+    """The last name of what is called: ``Tuner`` for ``tune.Tuner``."""
+    return _dotted(node).rpartition(".")[2]
+
+
+def _imported_modules(tree: ast.Module) -> set[str]:
+    """The top-level packages a module imports (``optuna``, ``ray``)."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name.partition(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module.partition(".")[0])
+    return names
+
+
 def _dotted(node: ast.expr) -> str:
     """``a.b.c`` for an attribute chain or a name; ``""`` for anything else called."""
     if isinstance(node, ast.Name):

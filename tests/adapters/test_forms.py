@@ -212,3 +212,50 @@ def test_a_train_string_that_names_no_function_says_what_to_write(
     code, err = _validate(user_code, f"train: {train}\n{SPACE}")
     assert code == 2, err
     assert "is not of the form package.module:function; " + fix in err
+
+
+@pytest.mark.parametrize(
+    ("top_level", "call"),
+    [
+        (
+            "study = optuna.create_study()\nstudy.optimize(objective, n_trials=100)\n",
+            "line 9: study.optimize(...)",
+        ),
+        (
+            "optuna.create_study().optimize(objective)\n",
+            "line 8: optuna.create_study(...).optimize(...)",
+        ),
+        (
+            "tuner = tune.Tuner(objective, param_space={})\nresults = tuner.fit()\n",
+            "line 9: tuner.fit()",
+        ),
+        ("tune.Tuner(objective).fit()\n", "line 8: tune.Tuner(...).fit()"),
+        ("tune.run(objective, num_samples=4)\n", "line 8: tune.run(...)"),
+    ],
+)
+def test_a_module_that_runs_a_search_when_imported_is_refused_before_it_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, top_level: str, call: str
+) -> None:
+    name = f"searches_{abs(hash(top_level))}"
+    (tmp_path / f"{name}.py").write_text(
+        "import optuna\nfrom ray import tune\n\n\ndef objective(trial):\n    return 1.0\n\n"
+        + top_level
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ConfigError) as raised:
+        check_train("", None, "c.yaml", objective=f"{name}:objective")
+    assert f"'{name}' runs a search when imported ({call})" in str(raised.value)
+    assert 'put that under if __name__ == "__main__":' in str(raised.value)
+    assert name not in sys.modules  # refused from its source: nothing of it ran
+
+
+def test_a_search_under_main_or_a_models_fit_is_no_search_on_import(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "guarded_search.py").write_text(
+        "import optuna\n\n\ndef objective(trial):\n    return 1.0\n\n\nclass Model:\n"
+        "    def fit(self):\n        return self\n\n\nModel().fit()\n"
+        'if __name__ == "__main__":\n    optuna.create_study().optimize(objective)\n'
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    check_train("", None, "c.yaml", objective="guarded_search:objective")
