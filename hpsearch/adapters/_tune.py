@@ -36,6 +36,7 @@ report in which one of its metrics reaches its value.
 from __future__ import annotations
 
 import json
+import numbers
 import shutil
 import tempfile
 import warnings
@@ -287,4 +288,6 @@ def _flat(metrics: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    """A real number, NumPy's included (``np.float32``, ``np.int64``: what a mean or a count
+    of an array is), as Tune takes them; not a boolean."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)

@@ -97,6 +97,24 @@ class Counter(tune.Trainable):
         Path(self.logdir, "cleanup").write_text("ran")
 
 
+def test_numpy_numbers_are_metrics_and_steps_as_tune_takes_them(tmp_path: Path) -> None:
+    import numpy as np
+
+    def numpy_results(config: dict[str, Any]) -> dict[str, Any]:
+        losses = np.array([0.5, 0.25], dtype=np.float32)
+        for epoch in range(2):
+            tune.report({"loss": losses[: epoch + 1].mean(), "epoch": np.int64(epoch + 3)})
+        return {"loss": np.float32(0.125), "flag": np.bool_(True)}
+
+    ctx = TrialContext.local(checkpoint_dir=str(tmp_path))
+    returned = tune_train(numpy_results)({}, ctx)
+    assert [(r.step, r.metrics) for r in ctx.history] == [
+        (3, {"loss": 0.5, "epoch": 3.0}),
+        (4, {"loss": 0.375, "epoch": 4.0}),
+    ]
+    assert returned == {"loss": 0.125}  # a boolean is no metric
+
+
 def test_nested_metrics_are_named_as_tune_names_them_in_reports_stop_and_the_return(
     tmp_path: Path,
 ) -> None:
