@@ -35,8 +35,8 @@ report in which one of its metrics reaches its value.
 
 from __future__ import annotations
 
+import contextlib
 import json
-import numbers
 import shutil
 import tempfile
 import warnings
@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from hpsearch.adapters.forms import is_class_trainable
-from hpsearch.trial.context import TrialContext, TrialPruned
+from hpsearch.trial.context import TrialContext, TrialPruned, as_metric_value
 from hpsearch.trial.protocol import EVENT_KEY
 
 _STEP_KEYS = ("training_iteration", "step", "epoch")
@@ -57,8 +57,9 @@ _PROGRESS_FILE = ".hpsearch_trainable.json"
 """Beside a class trainable's checkpoint: the iteration and time it was saved at."""
 
 
-_BOOKKEEPING = frozenset({"pid", "timestamp"})
-"""Numbers ``Trainable.train()`` adds to a result that say nothing of the training."""
+_BOOKKEEPING = frozenset({"pid", "timestamp", "config"})
+"""What ``Trainable.train()`` adds to a result that says nothing of the training: numbers,
+and the trial's config (its parameters, already the run's params, not metrics)."""
 
 
 class _StopMet(BaseException):
@@ -97,7 +98,7 @@ def tune_train(
             return None
         if not isinstance(returned, Mapping):
             return None
-        return {k: float(v) for k, v in _flat(returned).items() if _is_number(v)}
+        return _numbers(_flat(returned))
 
     return train
 
@@ -116,7 +117,8 @@ def _say_unreported(stop: Mapping[str, float], reported: Mapping[str, Any]) -> N
 
 def _met(stop: Mapping[str, float], metrics: Mapping[str, Any]) -> bool:
     """Whether one of Tune's dict criteria is met: a metric at least its value."""
-    return any(_is_number(metrics.get(k)) and metrics[k] >= v for k, v in stop.items())
+    numbers = _numbers(metrics)
+    return any(k in numbers and numbers[k] >= v for k, v in stop.items())
 
 
 def _class_run(
@@ -237,8 +239,8 @@ class _Session:
         if checkpoint is not None:
             _copy_into(Path(checkpoint.path), Path(self._ctx.checkpoint_dir))
         metrics = _flat(metrics)
-        step = next((int(metrics[k]) for k in _STEP_KEYS if _is_number(metrics.get(k))), None)
-        values = {k: float(v) for k, v in metrics.items() if _is_number(v)}
+        values = _numbers(metrics)
+        step = next((int(values[k]) for k in _STEP_KEYS if k in values), None)
         self._ctx.report(self._reports if step is None else step, **values)
         self._reports += 1
         reported = {"training_iteration": self._reports, **metrics}
@@ -287,7 +289,12 @@ def _flat(metrics: Mapping[str, Any]) -> dict[str, Any]:
     return flat
 
 
-def _is_number(value: Any) -> bool:
-    """A real number, NumPy's included (``np.float32``, ``np.int64``: what a mean or a count
-    of an array is), as Tune takes them; not a boolean."""
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+def _numbers(metrics: Mapping[str, Any]) -> dict[str, float]:
+    """A result's numbers, as ``ctx.report`` takes them: NumPy's (``np.float32``, ``np.int64``:
+    what a mean or a count of an array is) and a 0-d tensor's included, not a boolean; the
+    rest (text, lists) is Tune's to keep, not a metric."""
+    values: dict[str, float] = {}
+    for name, value in metrics.items():
+        with contextlib.suppress(TypeError):
+            values[name] = as_metric_value(name, value)
+    return values

@@ -97,20 +97,30 @@ class Counter(tune.Trainable):
         Path(self.logdir, "cleanup").write_text("ran")
 
 
-def test_numpy_numbers_are_metrics_and_steps_as_tune_takes_them(tmp_path: Path) -> None:
+def test_numpy_numbers_and_0d_tensors_are_metrics_and_steps_as_ctx_report_takes_them(
+    tmp_path: Path,
+) -> None:
     import numpy as np
+    import torch
 
     def numpy_results(config: dict[str, Any]) -> dict[str, Any]:
         losses = np.array([0.5, 0.25], dtype=np.float32)
         for epoch in range(2):
-            tune.report({"loss": losses[: epoch + 1].mean(), "epoch": np.int64(epoch + 3)})
-        return {"loss": np.float32(0.125), "flag": np.bool_(True)}
+            tune.report(
+                {
+                    "loss": losses[: epoch + 1].mean(),
+                    "epoch": np.int64(epoch + 3),
+                    "acc": torch.tensor(0.75),
+                    "sizes": [1, 2],
+                }
+            )
+        return {"loss": np.float32(0.125), "flag": np.bool_(True), "done": True}
 
     ctx = TrialContext.local(checkpoint_dir=str(tmp_path))
     returned = tune_train(numpy_results)({}, ctx)
     assert [(r.step, r.metrics) for r in ctx.history] == [
-        (3, {"loss": 0.5, "epoch": 3.0}),
-        (4, {"loss": 0.375, "epoch": 4.0}),
+        (3, {"loss": 0.5, "epoch": 3.0, "acc": 0.75}),
+        (4, {"loss": 0.375, "epoch": 4.0, "acc": 0.75}),
     ]
     assert returned == {"loss": 0.125}  # a boolean is no metric
 
@@ -146,12 +156,13 @@ def test_a_class_trainable_steps_until_stop_checkpoints_and_a_rerun_resumes_it(
     Counter.saved_at.clear()
     assert run({"model.rate": 1.5}, first) is None  # completed, at the stop
     # One report a step, at Tune's training_iteration, with what step() returned; Tune's
-    # auto-filled times too, not its pid and timestamp.
+    # auto-filled times too, not its pid, timestamp and config (the params: model/rate).
     assert [(r.step, r.metrics["total"], r.metrics["seen"]) for r in first.history] == [
         (1, 1.5, 0), (2, 3.0, 1), (3, 4.5, 2), (4, 6.0, 3),
     ]  # fmt: skip
     assert {"time_this_iter_s", "time_total_s"} <= set(first.history[0].metrics)
     assert not {"pid", "timestamp", "done"} & set(first.history[0].metrics)
+    assert not [name for name in first.history[0].metrics if name.startswith("config")]
     # Saved at step 3 (the frequency) and at its end; setup and cleanup ran in its logdir,
     # which is in the trial's own folder.
     assert Counter.saved_at == [3, 4]
