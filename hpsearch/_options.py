@@ -26,6 +26,14 @@ def construct_checked(
                 f"{name} takes no option '{option}'",
                 f"valid options: {', '.join(accepted)}",
             )
+    needed = [n for n in required(factory) if n not in kwargs]
+    if needed:
+        raise ConfigError(
+            source,
+            f"{key}.options",
+            f"{name} needs the option(s) {', '.join(needed)}",
+            f"give them, e.g. options: {{{needed[0]}: ...}}",
+        )
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ExperimentalWarning)
@@ -35,7 +43,12 @@ def construct_checked(
             source, key, f"{name} needs a package that is not installed: {exc}", "pip install it"
         ) from None
     except (TypeError, ValueError) as exc:
-        raise ConfigError(source, f"{key}.options", f"{name} rejected the options: {exc}") from None
+        raise ConfigError(
+            source,
+            f"{key}.options",
+            f"{name} rejected the options: {exc}",
+            f"check each against {name}'s documentation",
+        ) from None
 
 
 def parameters(factory: Callable[..., Any]) -> list[str]:
@@ -44,4 +57,13 @@ def parameters(factory: Callable[..., Any]) -> list[str]:
         p.name
         for p in inspect.signature(factory).parameters.values()
         if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+
+
+def required(factory: Callable[..., Any]) -> list[str]:
+    """The names ``factory`` needs by keyword: those without a default."""
+    return [
+        p.name
+        for p in inspect.signature(factory).parameters.values()
+        if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
     ]

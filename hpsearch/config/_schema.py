@@ -131,8 +131,9 @@ class SamplerSpec(Settings):
 class PrunerSpec(Settings):
     """What stops unpromising trials early. ``options`` go to the pruner's constructor.
 
-    ``median``, ``percentile``, ``successive_halving`` and ``hyperband`` are Optuna's
-    pruners; with several objectives they judge the first (the primary) objective.
+    ``median``, ``percentile``, ``successive_halving``, ``hyperband``, ``threshold``
+    (``lower``/``upper`` bounds) and ``wilcoxon`` are Optuna's pruners; with several
+    objectives they judge the first (the primary) objective.
     ``dominated`` prunes a trial that another trial beats on every objective at the
     same step (options ``n_startup_trials``, ``n_warmup_steps``, ``min_dominating``).
 
@@ -143,7 +144,14 @@ class PrunerSpec(Settings):
     """
 
     type: Literal[
-        "none", "median", "percentile", "successive_halving", "hyperband", "dominated"
+        "none",
+        "median",
+        "percentile",
+        "successive_halving",
+        "hyperband",
+        "threshold",
+        "wilcoxon",
+        "dominated",
     ] = "none"
     options: dict[str, Any] = Field(default_factory=dict)
 

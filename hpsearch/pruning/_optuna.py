@@ -143,4 +143,9 @@ def explain(
         return (
             f"{metric} is not in the top 1/{factor} of the trials that reached this rung ({name})"
         )
+    if spec.type == "threshold":
+        low, high = spec.options.get("lower"), spec.options.get("upper")
+        lower = f"{low:g}" if low is not None else "-inf"
+        upper = f"{high:g}" if high is not None else "inf"
+        return f"{metric} is outside [{lower}, {upper}] ({name})"
     return f"{metric}: {name} said to prune"

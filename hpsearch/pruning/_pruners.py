@@ -15,6 +15,8 @@ _PRUNERS: dict[str, Callable[..., optuna.pruners.BasePruner]] = {
     "percentile": optuna.pruners.PercentilePruner,
     "successive_halving": optuna.pruners.SuccessiveHalvingPruner,
     "hyperband": optuna.pruners.HyperbandPruner,
+    "threshold": optuna.pruners.ThresholdPruner,
+    "wilcoxon": optuna.pruners.WilcoxonPruner,
 }
 
 

@@ -14,6 +14,7 @@ from hpsearch.pruning import (
     PrimaryObjectiveJudge,
     check_pruner,
     make_judge,
+    make_pruner,
     stored_intermediate,
 )
 
@@ -165,3 +166,17 @@ def test_successive_halving_explains_its_rung() -> None:
         "acc 0.2 at step 1 is not in the top 1/2 of the trials that reached this rung "
         "(SuccessiveHalvingPruner)"
     )
+
+
+def test_optunas_threshold_pruner_stops_a_diverging_trial_and_explains() -> None:
+    spec = PrunerSpec(type="threshold", options={"upper": 10.0})
+    study = optuna.create_study(direction="minimize", pruner=make_pruner(spec, "c.yaml"))
+    judge = make_judge(spec, [LOSS], study)
+    assert judge is not None
+    trial = study.ask()
+    assert not judge.judge(trial, 0, {"loss": 2.0}).prune
+    verdict = judge.judge(trial, 1, {"loss": 12.5})
+    assert verdict.prune
+    assert verdict.reason == "loss 12.5 at step 1 is outside [-inf, 10] (ThresholdPruner)"
+    wilcoxon = make_pruner(PrunerSpec(type="wilcoxon", options={"p_threshold": 0.05}), "c.yaml")
+    assert isinstance(wilcoxon, optuna.pruners.WilcoxonPruner)

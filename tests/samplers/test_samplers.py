@@ -47,7 +47,7 @@ def test_sampler_options_are_checked() -> None:
         ("tpee", "did you mean 'tpe'?"),
         ("no_such_module.Sampler", "cannot import 'no_such_module'"),
         ("optuna.samplers:NoSuchSampler", "has no class 'NoSuchSampler'"),
-        ("optuna.distributions:FloatDistribution", "rejected the options"),
+        ("optuna.distributions:FloatDistribution", "FloatDistribution needs the option(s) low"),
     ],
 )
 def test_a_wrong_sampler_is_one_line_naming_the_key(kind: str, words: str) -> None:

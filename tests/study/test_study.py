@@ -106,8 +106,14 @@ def test_tables_created_by_another_program_at_the_same_moment_are_opened(
 
 
 def test_pruner_missing_argument_is_a_config_error() -> None:
-    with pytest.raises(ConfigError, match="PercentilePruner rejected the options"):
+    with pytest.raises(ConfigError) as info:
         make_pruner(PrunerSpec(type="percentile"), "c.yaml")
+    assert str(info.value) == (
+        "c.yaml: study.pruner.options: PercentilePruner needs the option(s) percentile; "
+        "give them, e.g. options: {percentile: ...}"
+    )
+    with pytest.raises(ConfigError, match=r"PercentilePruner rejected the options: .*; check"):
+        make_pruner(PrunerSpec(type="percentile", options={"percentile": 250.0}), "c.yaml")
     assert isinstance(
         make_pruner(PrunerSpec(type="percentile", options={"percentile": 25.0})),
         optuna.pruners.PercentilePruner,
