@@ -226,6 +226,12 @@ def _marked_if_it_starts_a_process(
     if not request.config.getoption("--no-processes"):
         return
     import multiprocessing.util
+    import platform
+
+    # Python runs `uname -p` once for the processor's name, and keeps it: MLflow's first
+    # import asks (its telemetry schema), so a test that imports MLflow first in its
+    # process would otherwise be taken for one that starts a process.
+    platform.processor()
 
     def refuse(*args: object, **kwargs: object) -> NoReturn:
         raise AssertionError(

@@ -97,11 +97,10 @@ class Counter(tune.Trainable):
         Path(self.logdir, "cleanup").write_text("ran")
 
 
-def test_numpy_numbers_and_0d_tensors_are_metrics_and_steps_as_ctx_report_takes_them(
+def test_numpy_numbers_and_0d_arrays_are_metrics_and_steps_as_ctx_report_takes_them(
     tmp_path: Path,
 ) -> None:
     import numpy as np
-    import torch
 
     def numpy_results(config: dict[str, Any]) -> dict[str, Any]:
         losses = np.array([0.5, 0.25], dtype=np.float32)
@@ -110,7 +109,7 @@ def test_numpy_numbers_and_0d_tensors_are_metrics_and_steps_as_ctx_report_takes_
                 {
                     "loss": losses[: epoch + 1].mean(),
                     "epoch": np.int64(epoch + 3),
-                    "acc": torch.tensor(0.75),
+                    "acc": np.array(0.75),  # 0-d: read by its item(), as a 0-d tensor is
                     "sizes": [1, 2],
                 }
             )
