@@ -637,6 +637,13 @@ def ui(config: Path | None, host: str, port: int, allowed_hosts: str | None) -> 
         "--port",
         str(port),
     ]
+    taken = _port_taken(host, port)
+    if taken is not None:
+        # MLflow would say "Address already in use" and exit 0 after our line said it ran.
+        raise HpsearchError(
+            f"port {port} on {host} is taken ({taken}): another MLflow UI, or another "
+            f"program; pass --port {port + 1}, or stop what holds it"
+        )
     if allowed_hosts is None and not _loopback(host):
         allowed_hosts = ",".join(_this_machines_hosts())
     if allowed_hosts is not None:
@@ -652,6 +659,26 @@ def ui(config: Path | None, host: str, port: int, allowed_hosts: str | None) -> 
 
 JOB_EXECUTION = "MLFLOW_SERVER_ENABLE_JOB_EXECUTION"
 """MLflow's switch for its server's job runner (off in ``hpsearch ui`` unless set)."""
+
+
+def _port_taken(host: str, port: int) -> str | None:
+    """Why ``host:port`` cannot be listened on, or ``None`` when it can (as MLflow's server
+    binds it: a listening socket)."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError:
+        return None  # a name it cannot resolve: MLflow's server says so itself
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        # As the server sets it: a port a stopped UI's connections still wait on is free.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            return exc.strerror or str(exc)
+    return None
 
 
 def _loopback(host: str) -> bool:

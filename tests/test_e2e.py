@@ -286,6 +286,24 @@ def test_ui_serves_the_store_to_loopback_and_to_the_machines_name(project: Path)
     assert "Warning" not in log.read_text()  # the UI's dependency warnings are silenced
 
 
+def test_ui_on_a_port_another_program_holds_says_so_and_exits_2(project: Path) -> None:
+    import socket
+
+    (project / "mlruns").mkdir()
+    (project / "mlruns" / "mlflow.db").touch()
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        result = cli("ui", "--port", str(port))
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        f"error: port {port} on 127.0.0.1 is taken (Address already in use): another MLflow "
+        f"UI, or another program; pass --port {port + 1}, or stop what holds it"
+    )
+    assert "MLflow UI on" not in result.stdout  # not said to run
+
+
 def test_ui_on_a_store_that_is_not_there_names_the_path(project: Path) -> None:
     result = cli("ui", "--port", "5999")
     assert result.returncode == 2
