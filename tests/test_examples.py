@@ -20,6 +20,7 @@ from pathlib import Path
 import optuna
 import pytest
 from mlflow.tracking import MlflowClient
+from optuna.trial import FrozenTrial
 
 from hpsearch import attrs
 from tests.conftest import REPO_ROOT, cli, mlflow_client, wait_for
@@ -208,17 +209,23 @@ def test_a_tune_trainable_and_its_param_space_are_searched_unchanged(
     assert json.loads((folder / "epoch.json").read_text()) == {"epoch": 3}
 
 
-@pytest.mark.usefixtures("ray_one_gpu", "seeded_store")
-def test_a_with_parameters_trainable_gets_its_data_from_rays_object_store(project: Path) -> None:
-    (project / "wp.yaml").write_text(
-        "study: {name: wp, n_trials: 2, sampler: {type: random, seed: 1}}\n"
+def _search_tune_trainable(project: Path, name: str, trainable: str) -> list[FrozenTrial]:
+    """Two trials of ``tests.tune_trainables:<trainable>`` over ``x`` in [0, 1], scored by
+    ``score``; the study's trials once the search ended without an error."""
+    (project / f"{name}.yaml").write_text(
+        f"study: {{name: {name}, n_trials: 2, sampler: {{type: random, seed: 1}}}}\n"
         "objective: {metric: score, direction: maximize}\n"
-        "train: {tune: tests.tune_trainables:trainable}\n"
+        f"train: {{tune: tests.tune_trainables:{trainable}}}\n"
         "space: {x: {type: float, low: 0.0, high: 1.0}}\n"
     )
-    done = cli("run", "wp.yaml")
+    done = cli("run", f"{name}.yaml")
     assert done.returncode == 0, done.stderr[-3000:]
-    for trial in optuna.load_study(study_name="wp", storage=STORAGE).trials:
+    return optuna.load_study(study_name=name, storage=STORAGE).trials
+
+
+@pytest.mark.usefixtures("ray_one_gpu", "seeded_store")
+def test_a_with_parameters_trainable_gets_its_data_from_rays_object_store(project: Path) -> None:
+    for trial in _search_tune_trainable(project, "wp", "trainable"):
         assert trial.value == pytest.approx(2.0 * trial.params["x"])
 
 
@@ -226,16 +233,8 @@ def test_a_with_parameters_trainable_gets_its_data_from_rays_object_store(projec
 def test_a_trainable_written_before_train_v2_reports_through_ray_train(project: Path) -> None:
     # Ray's own Tune refuses ray.train.report in a Tune function under Train V2, its
     # default; the workers of a search run Ray Train's first API unless told otherwise.
-    (project / "v1.yaml").write_text(
-        "study: {name: v1, n_trials: 2, sampler: {type: random, seed: 1}}\n"
-        "objective: {metric: score, direction: maximize}\n"
-        "train: {tune: tests.tune_trainables:before_train_v2}\n"
-        "space: {x: {type: float, low: 0.0, high: 1.0}}\n"
-    )
-    done = cli("run", "v1.yaml")
-    assert done.returncode == 0, done.stderr[-3000:]
+    trials = _search_tune_trainable(project, "v1", "before_train_v2")
     client = mlflow_client(project)
-    trials = optuna.load_study(study_name="v1", storage=STORAGE).trials
     for trial in trials:
         assert trial.state.name == "COMPLETE"
         assert trial.value == pytest.approx(3.0 * trial.params["x"])

@@ -20,7 +20,7 @@ from hpsearch.adapters.forms import (
     form_of,
     is_class_trainable,
     module_source,
-    search_run_on_import,
+    refused_on_import,
     wrong_form,
 )
 from hpsearch.errors import ConfigError
@@ -115,22 +115,14 @@ def resolve_train_function(
 
 
 def _refuse_search_on_import(module_name: str, source: str, key: str) -> None:
-    """Refuse a module that runs a search of its own when imported, before importing it.
+    """Refuse, before it is imported, a module that runs a search of its own when imported.
 
     Raises:
         ConfigError: naming the call and its line, with the fix.
     """
-    if module_name in sys.modules:
-        return  # imported already: whatever it runs has run
-    call = search_run_on_import(module_name)
-    if call is not None:
-        raise ConfigError(
-            source,
-            key,
-            f"'{module_name}' runs a search when imported ({call}), and hpsearch imports it "
-            "in the driver and in every trial's worker",
-            'put that under if __name__ == "__main__": (the config\'s study runs the search)',
-        )
+    refused = refused_on_import(module_name)
+    if refused is not None:
+        raise ConfigError(source, key, *refused)
 
 
 def _refuse_class_trainable(function: Callable[..., Any], spec: str, source: str, key: str) -> None:

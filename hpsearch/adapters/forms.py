@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import inspect
+import sys
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -148,6 +149,20 @@ def _one_parameter(first: ast.arg, calls: list[str]) -> Form | None:
     if kind == "tune":
         return Form("tune", "its one parameter is named config")
     return None
+
+
+def refused_on_import(module_name: str) -> tuple[str, str] | None:
+    """Why ``module_name`` may not be imported, and the fix: it runs a search of its own at
+    its top level (:func:`search_run_on_import`); ``None``: it may (or is imported already,
+    so whatever it runs has run)."""
+    call = None if module_name in sys.modules else search_run_on_import(module_name)
+    if call is None:
+        return None
+    return (
+        f"'{module_name}' runs a search when imported ({call}), and hpsearch imports it "
+        "in the driver and in every trial's worker",
+        'put that under if __name__ == "__main__": (the config\'s study runs the search)',
+    )
 
 
 def search_run_on_import(module_name: str) -> str | None:

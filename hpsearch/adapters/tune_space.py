@@ -32,13 +32,12 @@ from __future__ import annotations
 
 import inspect
 import os
-import sys
 import warnings
 from collections.abc import Mapping
 from typing import Any
 
 from hpsearch._importable import ModuleExited, ensure_importable_from, import_user_module
-from hpsearch.adapters.forms import search_run_on_import
+from hpsearch.adapters.forms import refused_on_import
 
 
 class TuneSpaceError(ValueError):
@@ -62,12 +61,9 @@ def space_from_tune(target: str) -> dict[str, Any]:
     if not module_name or not attribute:
         raise TuneSpaceError(f"'{target}' is not of the form package.module:param_space")
     ensure_importable_from(os.getcwd())  # the user's project, as for train
-    call = search_run_on_import(module_name) if module_name not in sys.modules else None
-    if call is not None:
-        raise TuneSpaceError(
-            f"'{module_name}' runs a search when imported ({call}); put that under "
-            'if __name__ == "__main__": (the config\'s study runs the search)'
-        )
+    refused = refused_on_import(module_name)
+    if refused is not None:
+        raise TuneSpaceError("; ".join(refused))
     try:
         module = import_user_module(module_name)
     except ModuleExited as exc:

@@ -92,6 +92,21 @@ def checked_space(
             raise source.error(key_of.get(name, (name,)), problem, fix) from None
 
 
+def log_range_unstepped(
+    key: tuple[str | int, ...], kind: str, low: Any, high: Any, step: Any, *, notes: list[str]
+) -> dict[str, Any]:
+    """A quantized log distribution as a ``space`` entry on its log range, without its step
+    (Optuna takes none on a log scale, and Ray Tune's ``OptunaSearch`` drops it too), whole
+    numbers where the bounds and the step are; a note in ``notes`` says so."""
+    notes.append(
+        f"{'.'.join(map(str, key))}: {kind} is searched on its log range without its step "
+        f"q={step}: Optuna takes no step on a log scale (as Ray Tune's OptunaSearch)."
+    )
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in (low, high, step)):
+        return {"type": "int", "low": low, "high": high, "log": True}
+    return {"type": "float", "low": float(low), "high": float(high), "log": True}
+
+
 def command_line(arguments: list[str]) -> str:
     """``arguments`` as one command string that ``train.command`` splits back the same.
 

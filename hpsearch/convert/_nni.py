@@ -28,7 +28,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from hpsearch.convert._base import Converted, Source, checked_space
+from hpsearch.convert._base import Converted, Source, checked_space, log_range_unstepped
 
 _NO_DISTRIBUTION = {"normal", "qnormal", "lognormal", "qlognormal"}
 Key = tuple[str | int, ...]
@@ -96,7 +96,7 @@ def _entry(source: Source, key: Key, entry: Any, key_of: dict[str, Key], notes: 
     if kind == "randint":  # NNI's upper bound is excluded
         return {"type": "int", "low": int(value[0]), "high": int(value[1]) - 1}
     if kind == "qloguniform":
-        return _log_stepped(key, value, notes)
+        return log_range_unstepped(key, kind, *value, notes=notes)
     low, high = float(value[0]), float(value[1])
     if kind == "quniform":
         return {"type": "float", "low": low, "high": high, "step": value[2]}
@@ -106,19 +106,6 @@ def _entry(source: Source, key: Key, entry: Any, key_of: dict[str, Key], notes: 
         "high": high,
         **({"log": True} if kind == "loguniform" else {}),
     }
-
-
-def _log_stepped(key: Key, value: list[Any], notes: list[str]) -> dict[str, Any]:
-    """``qloguniform`` on its log range, without its step (see the module)."""
-    low, high, step = value
-    whole = all(isinstance(v, int) for v in value)  # _number: no bool among them
-    notes.append(
-        f"{'.'.join(map(str, key))}: qloguniform is searched on its log range without its "
-        f"step q={step}: Optuna takes no step on a log scale (as Ray Tune's OptunaSearch)."
-    )
-    if whole:
-        return {"type": "int", "low": low, "high": high, "log": True}
-    return {"type": "float", "low": float(low), "high": float(high), "log": True}
 
 
 def _choice(

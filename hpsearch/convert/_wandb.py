@@ -39,7 +39,13 @@ from pathlib import Path
 from typing import Any
 
 from hpsearch.config._yaml import read_yaml
-from hpsearch.convert._base import Converted, Source, checked_space, command_line
+from hpsearch.convert._base import (
+    Converted,
+    Source,
+    checked_space,
+    command_line,
+    log_range_unstepped,
+)
 
 _SAMPLERS = {"bayes": "tpe", "random": "random", "grid": "grid"}
 _TOP_KEYS = {
@@ -213,18 +219,7 @@ def _log_stepped(
     """A quantized log distribution on its log range, without its step (see the module)."""
     exponents = _LOG_STEPPED[distribution]
     low, high = (math.exp(spec[k]) if exponents else spec[k] for k in ("min", "max"))
-    step = spec.get("q", 1)
-    whole = all(isinstance(v, int) and not isinstance(v, bool) for v in (low, high, step))
-    entry: dict[str, Any] = (
-        {"type": "int", "low": low, "high": high, "log": True}
-        if whole
-        else {"type": "float", "low": float(low), "high": float(high), "log": True}
-    )
-    notes.append(
-        f"{'.'.join(map(str, key))}: {distribution} is searched on its log range without "
-        f"its step q={step}: Optuna takes no step on a log scale (as Ray Tune's OptunaSearch)."
-    )
-    return entry
+    return log_range_unstepped(key, distribution, low, high, spec.get("q", 1), notes=notes)
 
 
 def _inferred(spec: dict[str, Any]) -> str | None:
