@@ -238,14 +238,24 @@ class ProgressView(TrialListener):
             )
         elif summary.outcome is Outcome.PRUNED:
             step = f"at step {summary.pruned_at}: " if summary.pruned_at is not None else ""
-            detail = f"{step}{summary.prune_reason}"[:160]
+            detail = _clipped(f"{step}{summary.prune_reason}", 160)
         elif summary.error:
-            detail = summary.error.strip().splitlines()[-1][:120]
+            detail = _clipped(summary.error.strip().splitlines()[-1], 160)
         return Text.assemble(
             f"trial {summary.number} ",
             (summary.outcome.value.upper(), style),
             f" {detail} ({summary.duration_s:.1f}s)",
         )
+
+
+def _clipped(text: str, limit: int) -> str:
+    """``text`` whole, or its first words up to ``limit`` characters and an ellipsis: a
+    line cut mid-sentence ("return its value from the objective, ") reads as the whole."""
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    words = cut.rsplit(" ", 1)[0] if " " in cut else cut
+    return words.rstrip(" ,;:") + "…"
 
 
 def _clock_text(seconds: float) -> str:

@@ -8,12 +8,13 @@ from typing import Any
 from rich.console import Console
 
 from hpsearch.config import ObjectiveSpec
-from hpsearch.lifecycle import TrialReported, TrialStarted
+from hpsearch.lifecycle import TrialEnded, TrialReported, TrialStarted
 from hpsearch.placement import Admission
 from hpsearch.progress import RUNNING_SHOWN, ProgressView
 from hpsearch.pruning import KEEP
 from hpsearch.runner import VirtualClock
 from hpsearch.study import BudgetCount
+from hpsearch.trial.protocol import Outcome
 
 
 def _started(number: int, at: float) -> TrialStarted:
@@ -48,3 +49,30 @@ def test_the_status_line_times_each_running_trial_with_its_latest_step() -> None
     for number in range(2, 2 + RUNNING_SHOWN):  # a packed GPU: the longest few, and a count
         view.on_started(_started(number, clock.now))
     assert view.status_line().endswith("trial 2 0:00, trial 3 0:00 (+2 more)")
+
+
+def test_a_trials_line_gives_a_long_reason_whole_or_cut_at_a_word_with_an_ellipsis() -> None:
+    out = io.StringIO()
+    view = ProgressView(
+        "study",
+        [ObjectiveSpec(metric="score", direction="maximize")],
+        n_trials=2,
+        already=BudgetCount(0, 0),
+        console=Console(file=out, width=400),
+        clock=VirtualClock(1000.0),
+    )
+    short = "ValueError: x must be positive"
+    long = "train finished without reporting " + "the objective metric 'score', " * 8 + "or fix it"
+    for number, error in enumerate((short, long)):
+        view.on_ended(
+            TrialEnded(
+                number, Outcome.FAIL, None, {}, {}, {}, Admission(1, 0, ""), 0.5, error=error
+            )
+        )
+    first, second = out.getvalue().splitlines()[:2]
+    assert f"FAIL {short} (0.5s)" in first
+    assert "FAIL train finished without reporting the objective metric 'score'" in second
+    kept, _, after = second.partition("… (0.5s)")
+    assert after, second
+    assert kept[-1] not in " ,", kept  # cut at a word's end, its comma dropped
+    assert len(kept) < len(long) + len("trial 1 FAIL ")
