@@ -86,6 +86,17 @@ def ray_on_loopback_only() -> Iterator[None]:
             os.environ[_SINGLE_MACHINE_ENV] = saved_env
 
 
+def local_ray_cpus() -> int:
+    """The CPUs a local Ray started without ``num_cpus`` has: Ray's own count of this
+    machine's (a container's CPU quota and affinity included), or Python's where Ray no
+    longer has that private helper."""
+    try:
+        from ray._private.utils import get_num_cpus
+    except ImportError:
+        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+    return int(get_num_cpus())
+
+
 NO_IDLE_WORKERS: dict[str, Any] = {"prestart_worker_first_driver": False}
 """Ray's system setting (``RAY_prestart_worker_first_driver``) for the one idle worker per
 CPU its raylet starts when the first driver connects."""

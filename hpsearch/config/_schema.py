@@ -202,7 +202,10 @@ class ExecutionSpec(Settings):
         address: an existing Ray cluster to join (``auto``, ``ray://…`` or ``host:port``);
             none starts a local Ray bound to 127.0.0.1 for the duration of the run.
         max_concurrent: most trials at once; none lets the resources decide.
-        cpus_per_trial: CPUs Ray reserves for each trial.
+        cpus_per_trial: CPUs Ray reserves for each trial; at most what one node has (a
+            local Ray: ``num_cpus``, or this machine's CPUs), or no trial could start and
+            the run is refused. On a cluster joined by ``address``, trials asking more
+            than any node has wait for one to join (Ray's autoscaler), as under Tune.
         num_cpus, num_gpus: resources of the local Ray (ignored with ``address``);
             ``num_gpus`` declares logical GPUs, useful to test placement without one.
         reuse_workers: keep trial worker processes between trials of the same shape,
@@ -227,6 +230,17 @@ class ExecutionSpec(Settings):
     trial_timeout: Seconds | None = None
     trials_dir: str = Field(default="mlruns/trials", min_length=1)
     checkpoint_dir: str = Field(default="mlruns/checkpoints", min_length=1)
+
+    @model_validator(mode="after")
+    def _a_trial_fits_the_local_ray(self) -> ExecutionSpec:
+        # Ray would hold every trial back for ever (Tune only warns, after a minute).
+        if self.num_cpus is not None and not self.address and self.cpus_per_trial > self.num_cpus:
+            raise ValueError(
+                f"cpus_per_trial: a trial asks {self.cpus_per_trial:g} CPUs, but num_cpus gives "
+                f"the local Ray {self.num_cpus}, so no trial would ever start; lower "
+                f"cpus_per_trial to at most {self.num_cpus}, or raise num_cpus"
+            )
+        return self
 
     def max_pending(self, cpus: float) -> int:
         """The most trials that may be starting at once on a runner with ``cpus`` CPUs."""

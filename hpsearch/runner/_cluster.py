@@ -24,6 +24,7 @@ from hpsearch._compat import (
     RAY_ENV_DEFAULTS,
     RAY_WORKER_ENV,
     lean_local_ray,
+    local_ray_cpus,
     ray_on_loopback_only,
 )
 from hpsearch._procs import descendants
@@ -304,6 +305,23 @@ def _runtime_env(user_env: dict[str, Any], workdir: str, reaped: Path | None) ->
             env_vars.setdefault(name, os.environ[name])
     env["env_vars"] = env_vars
     return env
+
+
+def cpus_a_trial_can_have(spec: ExecutionSpec) -> tuple[float, str] | None:
+    """The most CPUs one trial can hold on the Ray a search of ``spec`` runs on, and whose
+    they are; ``None`` where that is not known before the search (a cluster joined by
+    address may gain nodes: Ray's autoscaler) or the config says it (``num_cpus``).
+
+    A trial is one bundle of Ray's: it runs on one node, so a Ray already running in
+    this process answers with its largest node.
+    """
+    if spec.address or spec.num_cpus is not None:
+        return None
+    if ray.is_initialized():
+        nodes = ray.nodes()  # type: ignore[no-untyped-call]
+        most = max((n["Resources"].get("CPU", 0.0) for n in nodes if n.get("Alive")), default=0)
+        return float(most), "the largest node of the Ray this process is connected to"
+    return float(local_ray_cpus()), "the local Ray (this machine's CPUs)"
 
 
 def current_capacity() -> ClusterCapacity:

@@ -18,7 +18,8 @@ from ray import tune
 from ray.tune.experiment import Trial
 
 from hpsearch._compat import tune_kills_stuck_workers_at_its_end_wait, tune_max_pending_trials
-from hpsearch.config import ExecutionSpec, TelemetrySpec
+from hpsearch.config import ExecutionSpec, RunConfig, TelemetrySpec
+from hpsearch.errors import ConfigError
 from hpsearch.interrupts import (
     note_interrupted,
     on_sigterm,
@@ -37,6 +38,7 @@ from hpsearch.runner._adapters import (
 from hpsearch.runner._base import RunnerSession, TrialEvents, TrialRunner, TrialSource
 from hpsearch.runner._cluster import (
     cluster_gpus,
+    cpus_a_trial_can_have,
     current_capacity,
     local_node_id,
     local_ray_died,
@@ -69,6 +71,21 @@ class RayTuneRunner(TrialRunner):
 
     def __init__(self, storage_path: Path = RAY_RESULTS_DIR) -> None:
         self._storage_path = storage_path
+
+    def check(self, config: RunConfig) -> None:
+        """Refuse trials that ask more CPUs than the Ray they would run on has: Ray would
+        hold each one back for ever, and the search would wait with nothing running."""
+        room = cpus_a_trial_can_have(config.execution)
+        asked = config.execution.cpus_per_trial
+        if room is None or asked <= room[0]:
+            return
+        most, whose = room
+        raise ConfigError(
+            config.source,
+            "execution.cpus_per_trial",
+            f"a trial asks {asked:g} CPUs, but {whose} has {most:g}, so no trial would ever start",
+            f"set it to at most {most:g}",
+        )
 
     @contextmanager
     def connect(

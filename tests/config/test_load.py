@@ -344,3 +344,17 @@ def test_the_tracking_writer_is_a_process_for_a_database_or_a_long_search_never_
     assert not in_process({}, n_trials=10_000)
     error = _error(write_config, {"tracking": {"uri": "http://host:5000", "writer": "process"}})
     assert "tracking: writer: process writes a database store, not a tracking server" in str(error)
+
+
+def test_cpus_per_trial_over_the_local_rays_num_cpus_is_refused_naming_both(
+    write_config: ConfigWriter,
+) -> None:
+    error = _error(write_config, {"execution": {"num_cpus": 2, "cpus_per_trial": 3}})
+    assert error.key == "execution"
+    assert "cpus_per_trial: a trial asks 3 CPUs, but num_cpus gives the local Ray 2" in str(error)
+    assert str(error).endswith("lower cpus_per_trial to at most 2, or raise num_cpus")
+    load_config(write_config({"execution": {"num_cpus": 2, "cpus_per_trial": 2}}))
+    # num_cpus is the local Ray's: a cluster joined by address has its own.
+    load_config(
+        write_config({"execution": {"num_cpus": 2, "cpus_per_trial": 3, "address": "auto"}})
+    )

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
 from ray.tune.execution.placement_groups import PlacementGroupFactory
 
+from hpsearch.errors import ConfigError
 from hpsearch.placement import Admission
 from hpsearch.runner._trainable import trial_resources
 from hpsearch.runner._tune_dicts import launch_of, tune_config
+from tests.conftest import ConfigWriter
 from tests.harness import make_launch
 
 
@@ -54,3 +57,25 @@ def test_trials_on_different_gpus_never_share_a_reused_worker() -> None:
     )
     assert on_gpu0 != on_gpu1
     assert on_gpu0 == again_gpu0
+
+
+def test_trials_that_ask_more_cpus_than_the_ray_they_would_run_on_are_refused_first(
+    write_config: ConfigWriter,
+) -> None:
+    from hpsearch.config import load_config
+    from hpsearch.runner import RayTuneRunner
+
+    runner = RayTuneRunner()
+    runner.check(load_config(write_config({"execution": {"cpus_per_trial": 1}})))
+    # Ray would hold each trial back for ever: the search would wait with nothing running.
+    greedy = load_config(write_config({"execution": {"cpus_per_trial": 4096}}))
+    with pytest.raises(ConfigError) as refused:
+        runner.check(greedy)
+    said = str(refused.value)
+    assert said.startswith(f"{greedy.source}: execution.cpus_per_trial: a trial asks 4096 CPUs")
+    assert "so no trial would ever start; set it to at most " in said
+    # A cluster joined by address may gain a node that fits (Ray's autoscaler).
+    runner.check(
+        load_config(write_config({"execution": {"cpus_per_trial": 4096, "address": "auto"}}))
+    )
+
