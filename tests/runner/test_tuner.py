@@ -78,4 +78,3 @@ def test_trials_that_ask_more_cpus_than_the_ray_they_would_run_on_are_refused_fi
     runner.check(
         load_config(write_config({"execution": {"cpus_per_trial": 4096, "address": "auto"}}))
     )
-
