@@ -147,6 +147,25 @@ def age_heartbeat(storage: str, number: int, seconds: float) -> None:
     engine.dispose()
 
 
+class RayAddressFile:
+    """The file ``ray start --head`` writes (``/tmp/ray/ray_current_cluster``): the cluster a
+    plain ``ray.init()`` on this machine joins. A test's head, killed, leaves it naming a
+    cluster that is gone, and a user's ``ray.init()`` here then fails ("When connecting to
+    an existing cluster, ..."); :meth:`restore` puts back what was there before."""
+
+    def __init__(self) -> None:
+        from ray._common.utils import get_ray_address_file
+
+        self.path = Path(get_ray_address_file(None))
+        self._before = self.path.read_text() if self.path.exists() else None
+
+    def restore(self) -> None:
+        if self._before is None:
+            self.path.unlink(missing_ok=True)
+        else:
+            self.path.write_text(self._before)
+
+
 def merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
     """Deep-merge ``update`` into a copy of ``base`` (a ``None`` value deletes the key)."""
     merged = copy.deepcopy(base)

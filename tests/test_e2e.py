@@ -28,7 +28,14 @@ import hpsearch
 from hpsearch import attrs
 from hpsearch.config import DEFAULT_ARTIFACT_LOCATION, DEFAULT_TRACKING_URI
 from hpsearch.tracking import MlflowTracker, RunStatus
-from tests.conftest import ConfigWriter, cli, hpsearch_cli, mlflow_client, wait_for
+from tests.conftest import (
+    ConfigWriter,
+    RayAddressFile,
+    cli,
+    hpsearch_cli,
+    mlflow_client,
+    wait_for,
+)
 
 pytestmark = pytest.mark.process
 
@@ -168,6 +175,7 @@ def ray_head(project: Path) -> Iterator[RayHead]:
         port = probe.getsockname()[1]
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": os.urandom(16).hex()}
     ray = str(Path(sys.executable).parent / "ray")
+    address_file = RayAddressFile()
     # --block keeps `ray start` as the parent of this cluster's processes: ending its
     # process group stops this cluster only (`ray stop` would stop every Ray here).
     head = subprocess.Popen(
@@ -201,6 +209,7 @@ def ray_head(project: Path) -> Iterator[RayHead]:
         # The whole group at once: `ray start` waits half a minute on SIGTERM.
         os.killpg(head.pid, signal.SIGKILL)
         head.wait(timeout=60)
+        address_file.restore()
 
 
 def test_joins_a_running_cluster_by_address(ray_head: RayHead, write_config: ConfigWriter) -> None:

@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 
 from hpsearch.cli import JOB_EXECUTION
+from tests.conftest import RayAddressFile
 from tests.faults.conftest import drivers  # noqa: F401  (the fixture, shared here)
 
 
@@ -43,6 +44,7 @@ class RayNodes:
         self.env = env
         self.started: list[subprocess.Popen[str]] = []
         self.port = free_port()
+        self._address_file = RayAddressFile()
 
     def start(self, *args: str) -> subprocess.Popen[str]:
         """``ray start ARGS`` on 127.0.0.1, blocking in the background."""
@@ -84,6 +86,7 @@ class RayNodes:
     def kill_all(self) -> None:
         for node in self.started:
             self.kill(node)
+        self._address_file.restore()
 
 
 def ray_node_env(**extra: str) -> dict[str, str]:
