@@ -63,6 +63,12 @@ def returns_value(params: dict[str, Any], ctx: TrialContext) -> float:
     return float(params["x"]) ** 2
 
 
+def exits(params: dict[str, Any], ctx: TrialContext) -> None:
+    """A script's ``main()`` made a function: reports, then ``sys.exit(params["code"])``."""
+    ctx.report(0, score=float(params["x"]))
+    sys.exit(params["code"])
+
+
 def forgets_metric(params: dict[str, Any], ctx: TrialContext) -> None:
     """Reports a metric that is not the objective."""
     ctx.report(0, other=1.0)
@@ -192,6 +198,10 @@ def members_quick(members: list[hpsearch.Member]) -> list[dict[str, float]] | No
     steps = int(members[0].params.get("steps", 3))
     if members[0].params.get("fail"):
         raise RuntimeError("the group broke")
+    if "exit" in members[0].params:
+        for member in members:
+            member.ctx.report(0, score=float(member.params["x"]))
+        sys.exit(members[0].params["exit"])
     if any(m.params.get("oom") for m in members) and (
         len(members) > 1 or members[0].params.get("oom_alone")
     ):

@@ -35,6 +35,7 @@ from hpsearch.trial.protocol import (
     WorkerEvent,
 )
 from hpsearch.trial.seeds import seed_everything
+from hpsearch.worker._exits import exit_failure
 from hpsearch.worker._trial import (
     Sender,
     WorkerChannel,
@@ -110,7 +111,15 @@ def _call(
     """
     try:
         seed_everything(specs[0].seed)
-        returned = train(members)
+        try:
+            returned = train(members)
+        except SystemExit as exited:
+            failure = exit_failure(exited, "fusion.train")
+            if failure is not None:
+                for member in members:
+                    member.fail(failure)
+                return
+            returned = None  # sys.exit(0): the function's end
     except TrialPruned as pruned:
         for member in members:
             member.prune(str(pruned))

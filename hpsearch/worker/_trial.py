@@ -51,6 +51,7 @@ from hpsearch.trial.protocol import (
     WorkerEvent,
 )
 from hpsearch.trial.seeds import seed_everything
+from hpsearch.worker._exits import exit_failure
 
 logger = logging.getLogger(__name__)
 
@@ -258,7 +259,13 @@ def _attempt(
     """
     try:
         seed_everything(seed)
-        returned = train(params, ctx)
+        try:
+            returned = train(params, ctx)
+        except SystemExit as exited:
+            failure = exit_failure(exited, "train")
+            if failure is not None:
+                return _Attempt(Outcome.FAIL, failure)
+            returned = None  # sys.exit(0): the function's end, what it reported kept
         final = final_metrics(returned, objectives)
     except TrialPruned as pruned:
         return _Attempt(Outcome.PRUNED, str(pruned))

@@ -97,3 +97,11 @@ def test_a_function_that_takes_no_members_fails_each_member_with_the_reason() ->
     [end] = execute_group(launch, assigned=HERE, send=lambda e: None)
     assert end.outcome is Outcome.FAIL
     assert "cannot be called as train(members)" in end.error
+
+
+def test_a_members_function_that_exits_0_returns_and_one_that_exits_1_fails_them_all() -> None:
+    _, ends = _run([{"x": 0.1, "exit": 0}, {"x": 0.2, "exit": 0}])
+    assert [e.outcome for e in ends.values()] == [Outcome.COMPLETE, Outcome.COMPLETE]
+    _, ends = _run([{"x": 0.1, "exit": 1}, {"x": 0.2, "exit": 1}])
+    assert [e.outcome for e in ends.values()] == [Outcome.FAIL, Outcome.FAIL]
+    assert all(e.error.startswith("fusion.train called sys.exit(1): ") for e in ends.values())

@@ -122,3 +122,17 @@ def test_a_returned_string_list_or_bad_dict_value_is_blamed_on_what_train_return
         assert end.outcome is Outcome.FAIL
         assert says in end.error
         assert "ctx.report" not in end.error
+
+
+def test_sys_exit_0_ends_the_function_as_a_return_and_another_code_fails_it_in_a_line() -> None:
+    # SystemExit is no Exception: let through, it ended the worker with Ray's words.
+    _, returned = _execute("tests.train_functions:exits", {"x": 0.5, "code": 0})
+    assert returned.outcome is Outcome.COMPLETE
+    assert returned.error == ""
+    _, plain = _execute("tests.train_functions:exits", {"x": 0.5, "code": None})
+    assert plain.outcome is Outcome.COMPLETE
+    for code in (3, "bad input"):
+        _, failed = _execute("tests.train_functions:exits", {"x": 0.5, "code": code})
+        assert failed.outcome is Outcome.FAIL
+        assert failed.error.startswith(f"train called sys.exit({code!r}): ")
+        assert "\n" not in failed.error
