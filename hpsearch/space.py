@@ -27,6 +27,7 @@ so a trial has, and is given, only the parameters of its branch.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from decimal import Decimal
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -384,6 +385,29 @@ class SearchSpace:
             chosen[name] = sampled[name] = value
         return sampled
 
+    def fixed(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        """A trial to run first (``study.enqueue``), as the parameter values Optuna fixes:
+        flat names (a nested mapping, as a Tune ``points_to_evaluate`` entry, is
+        ``outer.inner``), each a searched parameter and a value it can take.
+
+        Raises:
+            ValueError: naming the parameter, the value and what it may be.
+        """
+        flat = flat_names(given)
+        searched = {n: s for n, s in self._params.items() if not isinstance(s, ConstantParam)}
+        for name, value in flat.items():
+            spec = searched.get(name)
+            if spec is None:
+                kind = "a constant" if name in self._params else "not in space"
+                raise ValueError(
+                    f"'{name}' is {kind}; give values of searched parameters "
+                    f"({', '.join(searched)}), the rest are sampled"
+                )
+            allowed = _outside(spec, value)
+            if allowed:
+                raise ValueError(f"{name}: {value!r} is not {allowed}; give one that is")
+        return flat
+
     def trial_params(self, sampled: Mapping[str, Any]) -> dict[str, Any]:
         """The full parameter dict a trial receives: sampled values and the constants that
         apply, config order (a parameter whose ``when`` does not hold is left out)."""
@@ -395,6 +419,38 @@ class SearchSpace:
             elif name in sampled:
                 chosen[name] = sampled[name]
         return chosen
+
+
+def flat_names(given: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested mappings as dotted names: ``{"opt": {"lr": 0.1}}`` is ``{"opt.lr": 0.1}``."""
+    flat: dict[str, Any] = {}
+    for key, value in given.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(flat_names(value, f"{name}."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def _outside(spec: ParamSpec, value: Any) -> str:
+    """What ``value`` would have to be for ``spec`` to take it ("": it can take it)."""
+    if isinstance(spec, CategoricalParam):
+        if any(_same(value, choice) for choice in spec.choices):
+            return ""
+        return "one of its choices: " + ", ".join(repr(c) for c in spec.choices)
+    if not isinstance(spec, FloatParam | IntParam):
+        return ""
+    whole = isinstance(spec, IntParam)
+    number = isinstance(value, int if whole else int | float) and not isinstance(value, bool)
+    step = spec.step
+    if number and spec.low <= value <= spec.high:
+        if step is None or math.isclose((value - spec.low) / step % 1, 0, abs_tol=1e-9):
+            return ""
+        if math.isclose((value - spec.low) / step % 1, 1, abs_tol=1e-9):
+            return ""
+    grid = f" on its step {step} from {spec.low}" if step is not None else ""
+    return f"{'an integer' if whole else 'a number'} in [{spec.low}, {spec.high}]{grid}"
 
 
 def _possible_values(spec: ParamSpec) -> tuple[Any, ...] | None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 import optuna
 import pytest
 from optuna.distributions import (
@@ -12,7 +15,15 @@ from optuna.distributions import (
 )
 from pydantic import TypeAdapter, ValidationError
 
-from hpsearch.space import ConstantParam, ParamSpec, SearchSpace, expand_shorthand
+from hpsearch.space import (
+    CategoricalParam,
+    ConstantParam,
+    FloatParam,
+    IntParam,
+    ParamSpec,
+    SearchSpace,
+    expand_shorthand,
+)
 
 _ADAPTER: TypeAdapter[ParamSpec] = TypeAdapter(ParamSpec)
 
@@ -117,3 +128,31 @@ def test_a_conditional_space_suggests_only_the_active_branch() -> None:
         seen.add(sampled["optimizer"])
         study.tell(trial, 0.0)
     assert seen == {"sgd", "adam"}
+
+
+def test_a_trial_to_enqueue_is_flat_names_each_a_value_its_parameter_can_take() -> None:
+    space = SearchSpace(
+        {
+            "opt.lr": FloatParam(type="float", low=1e-4, high=1e-1, log=True),
+            "width": IntParam(type="int", low=16, high=64, step=16),
+            "act": CategoricalParam(type="categorical", choices=["relu", "gelu"]),
+            "epochs": ConstantParam(type="constant", value=3),
+        }
+    )
+    # A Tune points_to_evaluate entry is nested, as its param_space is.
+    assert space.fixed({"opt": {"lr": 0.01}, "width": 48}) == {"opt.lr": 0.01, "width": 48}
+    assert space.fixed({"act": "gelu"}) == {"act": "gelu"}
+    refused: dict[str, dict[str, Any]] = {
+        "'lrr' is not in space; give values of searched parameters (opt.lr, width, act)": {
+            "lrr": 1
+        },
+        "'epochs' is a constant": {"epochs": 3},
+        "opt.lr: 0.5 is not a number in [0.0001, 0.1]": {"opt": {"lr": 0.5}},
+        "width: 40 is not an integer in [16, 64] on its step 16 from 16": {"width": 40},
+        "width: 32.0 is not an integer": {"width": 32.0},
+        "width: True is not an integer": {"width": True},
+        "act: 'tanh' is not one of its choices: 'relu', 'gelu'": {"act": "tanh"},
+    }
+    for words, given in refused.items():
+        with pytest.raises(ValueError, match=re.escape(words)):
+            space.fixed(given)

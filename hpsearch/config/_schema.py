@@ -33,7 +33,7 @@ from hpsearch.adapters.forms import Form, form_in_source, wrong_form
 from hpsearch.oom.settings import OomSpec
 from hpsearch.placement.settings import FusionSpec, PackingSpec
 from hpsearch.simulation.spec import SimulatedSpec
-from hpsearch.space import SEARCHED_TYPES, ParamSpec, SearchSpace, expand_space
+from hpsearch.space import SEARCHED_TYPES, ParamSpec, SearchSpace, expand_space, flat_names
 from hpsearch.trial.other_tools import TARGET_PATTERN, OptunaObjectiveSpec, TuneTrainableSpec
 from hpsearch.trial.script import CommandSpec
 
@@ -181,6 +181,11 @@ class StudySpec(Settings):
             log scale and choices may never differ: Optuna cannot mix those.
         strict_space: a parameter added to, or removed from, the study's space stops
             the run instead of being noted.
+        enqueue: trials to run first, each a mapping of parameter values, e.g.
+            ``[{lr: 0.001, width: 256}]``: a configuration known to be good, or the
+            defaults to beat (Optuna's ``enqueue_trial``, Ray Tune's
+            ``points_to_evaluate``). Parameters left out are sampled. A run enqueues
+            only those the study has not run or queued already.
     """
 
     name: str = Field(min_length=1)
@@ -193,6 +198,7 @@ class StudySpec(Settings):
     heartbeat_grace: Seconds = Field(default=30.0, ge=3)
     allow_space_change: bool = False
     strict_space: bool = False
+    enqueue: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class ExecutionSpec(Settings):
@@ -486,6 +492,24 @@ class RunConfig(Settings):
                 "(the grace counts from it) or remove study.timeout_grace"
             )
         return self
+
+    @model_validator(mode="after")
+    def _enqueued_in_space(self) -> RunConfig:
+        if self.optuna_objective is not None:  # its parameters are its suggest calls
+            return self
+        for index, given in enumerate(self.study.enqueue):
+            try:
+                self.search_space.fixed(given)
+            except ValueError as exc:
+                raise ValueError(f"study.enqueue[{index}]: {exc}") from None
+        return self
+
+    @property
+    def enqueued(self) -> list[dict[str, Any]]:
+        """``study.enqueue``'s trials as the parameter values Optuna fixes (flat names)."""
+        if self.optuna_objective is not None:  # its parameters are its suggest calls
+            return [flat_names(given) for given in self.study.enqueue]
+        return [self.search_space.fixed(given) for given in self.study.enqueue]
 
     @property
     def source(self) -> str:

@@ -58,7 +58,7 @@ def trial_config(
     if trial.seed is not None:
         # Trial 0 of the new study gets the study's seed plus 0: the original trial's seed.
         study["sampler"] = {**study.get("sampler", {}), "seed": trial.seed}
-    for key in ("timeout", "timeout_grace"):
+    for key in ("timeout", "timeout_grace", "enqueue"):  # its one trial is this one
         study.pop(key, None)
     study["pruner"] = {"type": "none"}  # the trial runs to its end, as it did or would have
     data["study"] = study

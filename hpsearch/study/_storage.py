@@ -97,6 +97,8 @@ def open_study(
             study.set_user_attr(DRIVERS_ATTR, drivers + 1)
             for key, value in _described(config).items():
                 study.set_user_attr(key, value)
+            for params in config.enqueued:  # under the lock: a second driver finds them queued
+                study.enqueue_trial(params, skip_if_exists=True)
     existing = len(study.get_trials(deepcopy=False))
     if (existing or drivers) and spec.sampler.seed is not None:
         # A seeded sampler replays the same random stream in every new driver, so a

@@ -358,3 +358,11 @@ def test_cpus_per_trial_over_the_local_rays_num_cpus_is_refused_naming_both(
     load_config(
         write_config({"execution": {"num_cpus": 2, "cpus_per_trial": 3, "address": "auto"}})
     )
+
+
+def test_a_trial_to_enqueue_outside_the_space_is_refused_in_one_line(
+    write_config: ConfigWriter,
+) -> None:
+    error = _error(write_config, {"study": {"enqueue": [{"x": 0.5}, {"x": 2.0}]}})
+    assert "study.enqueue[1]: x: 2.0 is not a number in [0.0, 1.0]; give one that is" in str(error)
+    assert load_config(write_config({"study": {"enqueue": [{"x": 0.5}]}})).enqueued == [{"x": 0.5}]

@@ -15,7 +15,8 @@ def test_a_conditional_trial_exports_its_branch_and_its_seed(write_config: Confi
             "adam": {"beta1": [0.9, 0.99]},
         },
     }
-    config = load_config(write_config({"space": space}))
+    # The trials the search ran first are not the rerun's: its one trial is this one.
+    config = load_config(write_config({"space": space, "study": {"enqueue": [{"x": 0.75}]}}))
     trial = TrialResult(
         study="test-study",
         number=5,
@@ -35,6 +36,7 @@ def test_a_conditional_trial_exports_its_branch_and_its_seed(write_config: Confi
         "nesterov": {"type": "constant", "value": True},
     }
     assert data["study"]["sampler"] == {"type": "random", "seed": 5}
+    assert "enqueue" not in data["study"]
     again = RunConfig.model_validate(merge(data, {}))
     assert again.search_space.trial_params({"x": 0.25, "optimizer": "sgd", "momentum": 0.5}) == {
         "x": 0.25,

@@ -595,3 +595,21 @@ def test_the_simulated_runner_refuses_a_members_function_it_does_not_model(
     with pytest.raises(HpsearchError, match=r"fusion\.train") as raised:
         _run(path)
     assert MEMBERS_TRAIN in str(raised.value)
+
+
+def test_enqueued_trials_run_first_and_a_second_run_does_not_queue_them_again(
+    write_config: ConfigWriter,
+) -> None:
+    config = load_search(util=11, memory=167, trials=4, seconds=8)
+    config["space"]["width"] = [128, 256, 512]
+    config["study"]["enqueue"] = [{"lr": 0.00123, "width": 512}, {"width": 128}]
+    path = write_config(config)
+    first = _run(path).results.study.trials
+    assert first[0].params == {"lr": 0.00123, "width": 512}
+    assert first[1].params["width"] == 128  # its lr sampled
+    assert len({t.params["lr"] for t in first}) == 4
+    # The study has run them: the next run samples, whatever the config still lists.
+    config["study"]["n_trials"] = 6
+    again = _run(write_config(config)).results.study.trials
+    assert [t.state.name for t in again] == ["COMPLETE"] * 6
+    assert 0.00123 not in {t.params["lr"] for t in again[4:]}
