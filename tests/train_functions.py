@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -67,6 +68,13 @@ def exits(params: dict[str, Any], ctx: TrialContext) -> None:
     """A script's ``main()`` made a function: reports, then ``sys.exit(params["code"])``."""
     ctx.report(0, score=float(params["x"]))
     sys.exit(params["code"])
+
+
+def moves_away(params: dict[str, Any], ctx: TrialContext) -> float:
+    """Reads ``data.txt`` where it starts, then moves the process (as a library may)."""
+    value = float(Path("data.txt").read_text())
+    os.chdir(params["to"])
+    return value
 
 
 def forgets_metric(params: dict[str, Any], ctx: TrialContext) -> None:

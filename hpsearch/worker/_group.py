@@ -42,6 +42,7 @@ from hpsearch.worker._trial import (
     apply_memory_cap,
     device_of,
     final_metrics,
+    folder_kept,
     limit_torch_threads,
     release_memory,
 )
@@ -89,7 +90,8 @@ def execute_group(
         for spec in launch.members
     ]
     values: dict[int, Any] = {}
-    _call(train, members, list(launch.members), values, device)
+    with folder_kept():
+        _call(train, members, list(launch.members), values, device)
     return [
         _member_end(member, spec.number, values.get(spec.number), settings.objectives, assigned)
         for member, spec in zip(members, launch.members, strict=True)

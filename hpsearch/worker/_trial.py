@@ -145,7 +145,8 @@ def execute_trial(
         oracle: answers ``ctx.should_prune()`` for a step; ``None``: never prune.
     """
     channel = Sender(send, assigned)
-    outcome, error, final, end = _call_train(launch, assigned, channel, oracle)
+    with folder_kept():
+        outcome, error, final, end = _call_train(launch, assigned, channel, oracle)
     return WorkerEvent(
         kind=EventKind.END,
         outcome=outcome,
@@ -154,6 +155,19 @@ def execute_trial(
         assigned=assigned,
         end=replace(end, reason=error) if outcome is Outcome.PRUNED and error else end,
     )
+
+
+@contextmanager
+def folder_kept() -> Iterator[None]:
+    """Leave the process in the folder it was in, whatever the trial's code did: a reused
+    worker's next trial then starts where hpsearch ran, and opens the user's relative
+    paths there (a trial's ``os.chdir`` made every later trial of its worker fail)."""
+    folder = os.getcwd()
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):  # gone (the trial deleted it): nothing to go back to
+            os.chdir(folder)
 
 
 @dataclass(frozen=True)

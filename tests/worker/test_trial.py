@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from hpsearch.oom import BatchRetry, OomSpec, halved
 from hpsearch.trial.protocol import (
@@ -136,3 +139,15 @@ def test_sys_exit_0_ends_the_function_as_a_return_and_another_code_fails_it_in_a
         assert failed.outcome is Outcome.FAIL
         assert failed.error.startswith(f"train called sys.exit({code!r}): ")
         assert "\n" not in failed.error
+
+
+def test_a_trial_that_moves_its_process_leaves_the_next_one_where_hpsearch_ran(
+    project: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    (project / "data.txt").write_text("0.25")
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    for _ in range(2):  # one worker, two trials: the second reads the file where the first did
+        _, end = _execute("tests.train_functions:moves_away", {"to": str(elsewhere)})
+        assert end.outcome is Outcome.COMPLETE, end.error
+        assert end.metrics == {"score": 0.25}
+        assert Path.cwd() == project
