@@ -9,6 +9,7 @@ import importlib
 import importlib.util
 import inspect
 import os
+import re
 import shutil
 import sys
 from collections.abc import Callable, Collection, Sequence
@@ -236,6 +237,37 @@ def check_train(
             f"program '{program}' is not on PATH",
             "install it, or give its path",
         )
+    script = _python_script(command.arguments)
+    if script is not None and not os.path.isfile(script):
+        # Else every trial fails with Python's "can't open file", and the search with them.
+        raise ConfigError(
+            source,
+            "train.command",
+            f"Python's script '{script}' is not there (from {os.getcwd()})",
+            "give its path from the directory hpsearch runs in",
+        )
+
+
+_PYTHON = re.compile(r"python[\d.]*")
+"""A Python interpreter's name: ``python``, ``python3``, ``python3.11``."""
+_TAKES_A_VALUE = ("-W", "-X", "--check-hash-based-pycs")
+"""Python's options whose value is the next argument (``-W ignore``)."""
+
+
+def _python_script(arguments: Sequence[str]) -> str | None:
+    """The script a ``python [options] SCRIPT ...`` command runs (``None``: another program,
+    ``-m``/``-c``, or a script that is a parameter)."""
+    if not _PYTHON.fullmatch(os.path.basename(arguments[0])):
+        return None
+    rest = iter(arguments[1:])
+    for argument in rest:
+        if argument.startswith(("-m", "-c")) or argument == "-":
+            return None
+        if argument in _TAKES_A_VALUE:
+            next(rest, None)
+        elif not argument.startswith("-"):
+            return None if "{" in argument else argument
+    return None
 
 
 def _checked_from_source(spec: str, source: str) -> bool:

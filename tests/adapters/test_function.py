@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -143,3 +145,34 @@ def test_a_class_trainable_is_taken_as_tune_and_refused_as_a_function(project: P
         "c.yaml: train: 'classic:Quadratic' is a class trainable (tune.Trainable), which "
         "train calls as a function; write train: {tune: classic:Quadratic}"
     )
+
+
+def test_a_command_whose_program_or_python_script_is_missing_is_refused_first(
+    project: Path,
+) -> None:
+    from hpsearch.adapters import check_train
+    from hpsearch.trial.script import CommandSpec
+
+    def check(command: str) -> None:
+        check_train("", CommandSpec(command=command), "c.yaml")
+
+    (project / "train.py").write_text("print('loss=1')\n")
+    for present in (
+        "python train.py --lr {lr}",
+        "python3 -u -W ignore train.py",
+        f"{sys.executable} -X dev train.py",
+        "python -m http.server",  # a module: found by Python, not here
+        "python {script} --lr {lr}",  # the script is a parameter: known per trial
+        "bash -c 'echo loss=1'",
+    ):
+        check(present)
+    for command, words in (
+        ("pythn train.py", "program 'pythn' is not on PATH; install it, or give its path"),
+        (
+            "python -u trian.py --lr {lr}",
+            f"Python's script 'trian.py' is not there (from {project}); give its path from",
+        ),
+        ("python3.11 src/train.py", "Python's script 'src/train.py' is not there"),
+    ):
+        with pytest.raises(ConfigError, match=re.escape(words)):
+            check(command)
