@@ -36,6 +36,23 @@ _TYPE_WORDS = {
 }
 
 
+_OTHER_TOOLS_KEYS = {"min": "low", "max": "high", "values": "choices", "q": "step"}
+"""A range's words in W&B sweeps, NNI and Ray Tune, and this config's for them."""
+_OTHER_TOOLS_TYPES = {
+    "uniform": "{type: float, low: .., high: ..}",
+    "loguniform": "{type: float, low: .., high: .., log: true}",
+    "log_uniform": "{type: float, low: .., high: .., log: true}",
+    "log_uniform_values": "{type: float, low: .., high: .., log: true}",
+    "quniform": "{type: float, low: .., high: .., step: Q}",
+    "randint": "{type: int, low: .., high: ..}",
+    "int_uniform": "{type: int, low: .., high: ..}",
+    "qrandint": "{type: int, low: .., high: .., step: Q}",
+    "lograndint": "{type: int, low: .., high: .., log: true}",
+    "choice": "{type: categorical, choices: [...]}, or the list of choices alone",
+}
+"""Distribution names of W&B sweeps, NNI and Ray Tune, as this config writes them."""
+
+
 MOVED_KEYS: dict[KeyPath, tuple[str, str]] = {
     ("execution", "trials_per_gpu"): (
         "packing.trials_per_gpu",
@@ -120,7 +137,8 @@ def _describe(error: ErrorDetails, key_path: KeyPath) -> tuple[str, str]:  # noq
             return f"this key is now {moved[0]}", moved[1]
         name = str(key_path[-1]) if key_path else "?"
         valid = _valid_keys(error["loc"][:-1])
-        close = difflib.get_close_matches(name, valid, n=1, cutoff=0.5)
+        ours = _OTHER_TOOLS_KEYS.get(name)
+        close = [ours] if ours in valid else difflib.get_close_matches(name, valid, n=1, cutoff=0.5)
         if close:
             return f"unknown key '{name}'", f"did you mean '{close[0]}'?"
         return f"unknown key '{name}'", f"valid keys here: {', '.join(valid)}"
@@ -135,12 +153,16 @@ def _describe(error: ErrorDetails, key_path: KeyPath) -> tuple[str, str]:  # noq
         options = re.findall(r"'([^']*)'", str(ctx.get("expected_tags", "")))
         close = difflib.get_close_matches(str(ctx.get("tag")), options, n=1, cutoff=0.5)
         fix = f"did you mean '{close[0]}'?" if close else f"use one of: {', '.join(options)}"
+        theirs = _OTHER_TOOLS_TYPES.get(str(ctx.get("tag")))
+        if theirs is not None:
+            fix = f"write {theirs}"
         return f"unknown type '{ctx.get('tag')}'", fix
     if kind == "union_tag_not_found":
-        return (
-            "a range needs a 'type'",
-            "write {type: float|int|categorical, ...}, a list of choices, or a plain constant",
-        )
+        fix = "write {type: float|int|categorical, ...}, a list of choices, or a plain constant"
+        if isinstance(given, dict) and ({"distribution", "_type"} & set(given)):
+            # A parameter copied from a W&B sweep or an NNI search space.
+            fix += "; hpsearch convert FILE turns a W&B sweep or an NNI space into a config"
+        return "a range needs a 'type'", fix
     if kind == "invalid_space":
         return str(ctx.get("problem")), str(ctx.get("fix"))
     if kind == "string_pattern_mismatch" and key_path == ("train",):

@@ -46,6 +46,38 @@ def test_unknown_keys_name_the_closest_valid_key(
     assert error.line is not None
 
 
+@pytest.mark.parametrize(
+    ("param", "key", "fix"),
+    [
+        ({"type": "float", "min": 0.0, "high": 1.0}, "space.x.min", "did you mean 'low'?"),
+        ({"type": "float", "low": 0.0, "max": 1.0}, "space.x.max", "did you mean 'high'?"),
+        ({"type": "categorical", "values": [1, 2]}, "space.x.values", "did you mean 'choices'?"),
+        (
+            {"type": "loguniform", "low": 1e-4, "high": 0.1},
+            "space.x",
+            "write {type: float, low: .., high: .., log: true}",
+        ),
+        (
+            {"type": "choice", "choices": [1, 2]},
+            "space.x",
+            "write {type: categorical, choices: [...]}, or the list of choices alone",
+        ),
+        (
+            {"distribution": "uniform", "min": 0.0, "max": 1.0},
+            "space.x",
+            "hpsearch convert FILE turns a W&B sweep or an NNI space into a config",
+        ),
+    ],
+)
+def test_a_range_in_another_tools_words_is_told_this_configs(
+    write_config: ConfigWriter, param: dict[str, object], key: str, fix: str
+) -> None:
+    # W&B sweeps write min/max/values and distribution:, NNI _type:, Ray Tune loguniform.
+    error = _error(write_config, {"space": {"x": None, "y": param}})  # x: the base's, deleted
+    key = key.replace("space.x", "space.y")
+    assert any(f" {key}: " in line and line.endswith(fix) for line in error.every_problem())
+
+
 def test_misspelt_value_suggests_the_allowed_one(write_config: ConfigWriter) -> None:
     error = _error(write_config, {"objective": {"direction": "maximise"}})
     assert error.key == "objective.direction"
