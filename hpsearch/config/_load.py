@@ -171,6 +171,8 @@ def _describe(error: ErrorDetails, key_path: KeyPath) -> tuple[str, str]:  # noq
         wanted = _TYPE_WORDS[kind]
         if isinstance(given, str) and wanted in ("a number", "an integer"):
             fix = "write the number without quotes"
+        elif isinstance(given, str) and "type" in _valid_keys(error["loc"]):
+            fix = f"write {{type: {given}}}"  # sampler: tpe, pruner: median
         else:
             fix = f"write {wanted}"
         return f"expected {wanted}, got {_show(given)}", fix

@@ -78,6 +78,21 @@ def test_a_range_in_another_tools_words_is_told_this_configs(
     assert any(f" {key}: " in line and line.endswith(fix) for line in error.every_problem())
 
 
+def test_a_sampler_or_pruner_named_alone_is_told_the_mapping_to_write(
+    write_config: ConfigWriter,
+) -> None:
+    error = _error(write_config, {"study": {"sampler": "tpe", "pruner": "median"}})
+    said = error.every_problem()
+    assert any(
+        line.endswith(
+            "study.sampler: expected a mapping (key: value lines), got the "
+            "string 'tpe'; write {type: tpe}"
+        )
+        for line in said
+    )
+    assert any(line.endswith("; write {type: median}") for line in said)
+
+
 def test_misspelt_value_suggests_the_allowed_one(write_config: ConfigWriter) -> None:
     error = _error(write_config, {"objective": {"direction": "maximise"}})
     assert error.key == "objective.direction"
