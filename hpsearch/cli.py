@@ -133,6 +133,25 @@ def main() -> None:
 _CONFIG = click.argument("config", type=click.Path(dir_okay=False, path_type=Path))
 
 
+class _Duration(click.ParamType[float]):
+    """Seconds, written as the config writes them: ``600``, ``90s``, ``15m``, ``1h30m``."""
+
+    name = "duration"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        from hpsearch._settings import parse_duration
+
+        try:
+            seconds = float(parse_duration(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+        if seconds <= 0:
+            self.fail(f"{value!r} is not a duration above 0", param, ctx)
+        return seconds
+
+
 @main.command()
 @_CONFIG
 @click.option(
@@ -141,8 +160,8 @@ _CONFIG = click.argument("config", type=click.Path(dir_okay=False, path_type=Pat
 @click.option("--n-trials", type=click.IntRange(min=1), help="Total trials the study should reach.")
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    help="Seconds after which no trial starts.",
+    type=_Duration(),
+    help="How long after which no trial starts: seconds, or 90s, 15m, 1h30m.",
 )
 @click.option(
     "--simulate",

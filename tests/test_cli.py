@@ -348,3 +348,23 @@ def test_best_export_with_several_objectives_needs_a_trial_of_the_front(
     assert "pick one of its Pareto front with --trial N (trials 0, 1)" in err
     code, out, _ = _invoke("best", str(path), "--export", "best.yaml", "--trial", "0")
     assert code == 0, out
+
+
+def test_run_takes_its_timeout_as_the_config_writes_one() -> None:
+    import click
+
+    run = main.commands["run"]
+
+    def timeout(given: str) -> object:
+        return run.make_context("run", ["c.yaml", "--timeout", given]).params["timeout"]
+
+    assert [timeout(t) for t in ("600", "90s", "15m", "1h30m", "2.5")] == [
+        600.0,
+        90.0,
+        900.0,
+        5400.0,
+        2.5,
+    ]
+    for bad, words in (("abc", "cannot read 'abc' as a duration"), ("0", "above 0")):
+        with pytest.raises(click.BadParameter, match=words):
+            timeout(bad)
