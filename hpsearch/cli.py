@@ -542,8 +542,8 @@ _STATES = ("COMPLETE", "PRUNED", "FAIL", "RUNNING", "WAITING")
 def trials(config: Path, number: int | None, states: tuple[str, ...], as_json: bool) -> None:
     """List every trial of CONFIG's study, or show trial NUMBER with its traceback.
 
-    Each trial: its number, state, duration, objective values, why it was pruned or
-    failed, its GPUs and its MLflow run.
+    Each trial: its number, state, duration, objective values, parameters, why it was
+    pruned or failed, its GPUs and its MLflow run.
     """
     from rich.table import Table
 
@@ -566,7 +566,7 @@ def trials(config: Path, number: int | None, states: tuple[str, ...], as_json: b
         return
     table = Table(title=f"{results.name}: {len(shown)} trial(s)", title_justify="left")
     fused = any(t.fused_group is not None for t in shown)
-    columns = ("trial", "state", "duration", *names, "reason", "gpu", "mlflow run")
+    columns = ("trial", "state", "duration", *names, "params", "reason", "gpu", "mlflow run")
     for column in (*columns[:3], "group", *columns[3:]) if fused else columns:
         table.add_column(column, justify="right" if column in {"trial", "duration"} else "left")
     for trial in shown:
@@ -578,6 +578,7 @@ def trials(config: Path, number: int | None, states: tuple[str, ...], as_json: b
             f"{trial.duration_s:.1f}s" if trial.duration_s is not None else "-",
             *(group if fused else []),
             *([f"{v:.6g}" for v in values] or ["-"] * len(names)),
+            ", ".join(f"{k}={_short(v)}" for k, v in trial.params.items()) or "-",
             trial.reason or "-",
             ",".join(trial.gpus) or "-",
             trial.mlflow_run_id or "-",
