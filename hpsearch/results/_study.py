@@ -271,11 +271,16 @@ class StudyResults:
         )
 
     def _require_complete(self) -> None:
-        if not self._study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        why = self.why_none_completed()
+        if why is None:
+            return
+        if why.startswith("no trial of"):  # trials ended, none complete: say how they ended
             raise ResultsError(
-                f"study '{self.name}' has no completed trial yet; "
-                "wait for the first trial to finish, or check failures with trials_dataframe()"
+                f"{why}; see each with hpsearch trials CONFIG --state fail (or trials_dataframe())"
             )
+        raise ResultsError(
+            f"study '{self.name}' has no completed trial yet; wait for the first trial to finish"
+        )
 
 
 def _headline(error: str) -> str:

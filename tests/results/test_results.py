@@ -85,6 +85,18 @@ def test_no_completed_trial_yet(write_config: ConfigWriter) -> None:
     open_study(load_config(path))
     with pytest.raises(ResultsError, match="no completed trial yet"):
         _ = load(path).best_trial
+    # Trials that ended without completing: how they ended, and where to see each.
+    handle = open_study(load_config(path))
+    failed = handle.ask({"x": optuna.distributions.FloatDistribution(0.0, 1.0)})
+    failed.set_user_attr(attrs.ERROR, "Traceback (most recent call last):\nValueError: bad x")
+    handle.study.tell(failed, state=optuna.trial.TrialState.FAIL)
+    with pytest.raises(ResultsError) as none:
+        _ = load(path).best_trial
+    assert str(none.value) == (
+        "no trial of study 'test-study' completed (1 failed, 0 pruned); most common "
+        "(1 trial(s)): ValueError: bad x; see each with hpsearch trials CONFIG --state fail "
+        "(or trials_dataframe())"
+    )
 
 
 def test_missing_storage_and_missing_study(write_config: ConfigWriter, project: Path) -> None:
