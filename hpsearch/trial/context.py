@@ -267,6 +267,11 @@ class TrialContext:
         Raises:
             TypeError, ValueError: a step or metric the search cannot record.
         """
+        if isinstance(step, Mapping):  # tune.report's habit: the metrics as one dict
+            raise TypeError(
+                "ctx.report takes the step first and the metrics by name: "
+                "ctx.report(epoch, loss=0.3), or ctx.report(epoch, **metrics) for a dict"
+            )
         if isinstance(step, bool) or not isinstance(step, numbers.Integral) or step < 0:
             raise ValueError(f"ctx.report: step must be a non-negative integer, got {step!r}")
         if not metrics:

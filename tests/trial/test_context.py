@@ -34,6 +34,12 @@ def test_bad_steps(step: object) -> None:
         TrialContext.local().report(step, loss=1.0)  # type: ignore[arg-type]
 
 
+def test_metrics_given_as_one_dict_say_how_report_takes_them() -> None:
+    # As tune.report takes them: ctx.report takes the step first, the metrics by name.
+    with pytest.raises(TypeError, match=r"ctx.report\(epoch, \*\*metrics\) for a dict"):
+        TrialContext.local().report({"loss": 0.3})  # type: ignore[arg-type]
+
+
 def test_bad_metrics() -> None:
     ctx = TrialContext.local()
     with pytest.raises(TypeError, match="must be a real number"):
