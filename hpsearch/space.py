@@ -445,9 +445,8 @@ def _outside(spec: ParamSpec, value: Any) -> str:
     number = isinstance(value, int if whole else int | float) and not isinstance(value, bool)
     step = spec.step
     if number and spec.low <= value <= spec.high:
-        if step is None or math.isclose((value - spec.low) / step % 1, 0, abs_tol=1e-9):
-            return ""
-        if math.isclose((value - spec.low) / step % 1, 1, abs_tol=1e-9):
+        steps = 0.0 if step is None else (value - spec.low) / step
+        if math.isclose(steps, round(steps), abs_tol=1e-9):  # on the grid (none: anywhere)
             return ""
     grid = f" on its step {step} from {spec.low}" if step is not None else ""
     return f"{'an integer' if whole else 'a number'} in [{spec.low}, {spec.high}]{grid}"

@@ -249,6 +249,14 @@ class StudyResults:
 
         Trials interrupted and queued again are left out: they have not ended yet.
         """
+        endings = self._endings()
+        if endings is None:
+            return None
+        return endings or f"study '{self.name}' has no ended trial yet"
+
+    def _endings(self) -> str | None:
+        """How the study's ended trials ended, none complete ("": none ended; ``None``: one
+        completed)."""
         trials = self._study.get_trials(deepcopy=False)
         if any(t.state == TrialState.COMPLETE for t in trials):
             return None
@@ -263,7 +271,7 @@ class StudyResults:
             + [f"pruned: {t.user_attrs.get(attrs.PRUNE_REASON, 'by the pruner')}" for t in pruned]
         )
         if not causes:
-            return f"study '{self.name}' has no ended trial yet"
+            return ""
         cause, count = causes.most_common(1)[0]
         return (
             f"no trial of study '{self.name}' completed ({len(failed)} failed, {len(pruned)} "
@@ -271,12 +279,13 @@ class StudyResults:
         )
 
     def _require_complete(self) -> None:
-        why = self.why_none_completed()
-        if why is None:
+        endings = self._endings()
+        if endings is None:
             return
-        if why.startswith("no trial of"):  # trials ended, none complete: say how they ended
+        if endings:  # trials ended, none complete: how they ended, and where to see each
             raise ResultsError(
-                f"{why}; see each with hpsearch trials CONFIG --state fail (or trials_dataframe())"
+                f"{endings}; see each with hpsearch trials CONFIG --state fail "
+                "(or trials_dataframe())"
             )
         raise ResultsError(
             f"study '{self.name}' has no completed trial yet; wait for the first trial to finish"
