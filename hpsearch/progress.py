@@ -56,12 +56,15 @@ class ProgressView(TrialListener):
         before: BudgetCount | None,
         console: Console,
         clock: Callable[[], float],
+        *,
+        n_trials: int | None,
     ) -> ProgressView:
-        """The view of a search on ``study`` (an Optuna study), which had ``before`` trials."""
+        """The view of a search on ``study`` (an Optuna study), which had ``before`` trials
+        and reaches ``n_trials`` (its budget's: ``study.n_trials``, or a smaller grid's)."""
         return cls(
             study.study_name,
             config.objective_list,
-            n_trials=config.study.n_trials,
+            n_trials=n_trials,
             already=before or BudgetCount(0, 0),
             best_before=best_so_far(study),
             console=console,

@@ -198,8 +198,9 @@ def test_search_without_a_gpu_says_so_once_and_records_no_gpu_metrics(
 ) -> None:
     path = write_config(
         {
-            # A grid sampler over a finite space: each of its two points runs once.
-            "study": {"n_trials": 2, "sampler": {"type": "grid"}},
+            # A grid sampler over a finite space: each of its two points runs once, and
+            # the search ends there, as Optuna's grid ends its study (n_trials is more).
+            "study": {"n_trials": 10, "sampler": {"type": "grid"}},
             "space": {"x": {"type": "float", "low": 0.0, "high": 1.0, "step": 1.0}},
             "packing": {"mode": "fixed", "trials_per_gpu": 0},
         }
@@ -207,6 +208,7 @@ def test_search_without_a_gpu_says_so_once_and_records_no_gpu_metrics(
     console = Console(file=io.StringIO(), width=200)
     outcome = hpsearch.run(path, console=console)
     assert sorted(t.params["x"] for t in outcome.results.trials) == [0.0, 1.0]
+    assert len(outcome.results.trials) == 2
 
     output = console.file.getvalue()  # type: ignore[attr-defined]
     assert output.count("GPU telemetry off: no NVIDIA driver here") == 1

@@ -91,7 +91,7 @@ class SearchRecords:
         self._say = say
         # The study as it was before this search's first trial: read once.
         self.before: BudgetCount = count_budget(handle.study.get_trials(deepcopy=False))
-        self._budget = TrialBudget.from_settings(config.study)
+        self._budget = TrialBudget.of_search(config)
 
     @classmethod
     def open(
@@ -156,7 +156,7 @@ class SearchRecords:
         """
         handle = _open_study(config, say)
         count = count_budget(handle.study.get_trials(deepcopy=False))
-        if _at_budget(TrialBudget.from_settings(config.study), count):
+        if _at_budget(TrialBudget.of_search(config), count):
             records = cls._beside(config, handle, say, afresh, tracker)
             try:
                 yield OpeningRecords(lambda: records, has_work=False)
@@ -180,11 +180,19 @@ class SearchRecords:
         before = self.before
         if not _at_budget(self._budget, before):
             return None
-        self._say(
-            f"study '{self.handle.name}' already has {before.finished} finished trials "
-            f"(study.n_trials is {self.config.study.n_trials}): nothing to do; "
-            "raise study.n_trials or pass --n-trials to run more"
-        )
+        grid = self._budget.grid
+        if grid is not None and grid == self._budget.n_trials:
+            self._say(
+                f"study '{self.handle.name}' already has {before.finished} finished trials: "
+                f"every point of its grid ({grid}) has run, nothing to do; "
+                "add values to the space, or choose another study.sampler"
+            )
+        else:
+            self._say(
+                f"study '{self.handle.name}' already has {before.finished} finished trials "
+                f"(study.n_trials is {self.config.study.n_trials}): nothing to do; "
+                "raise study.n_trials or pass --n-trials to run more"
+            )
         return RunOutcome(StudyResults(self.handle.study), None, 0, 0)
 
     def run(self, search: Callable[[ParentRun], SearchEnd]) -> RunOutcome:

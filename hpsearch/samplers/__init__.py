@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from hpsearch._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from hpsearch.samplers._make import MOST_GRID_POINTS, grid_of, make_sampler
+    from hpsearch.samplers._make import MOST_GRID_POINTS, grid_of, grid_points, make_sampler
     from hpsearch.samplers._ordered_tpe import (
         OrderedChoicesParzenEstimator,
         numeric_choices,
@@ -20,6 +20,7 @@ __all__ = [
     "MOST_GRID_POINTS",
     "OrderedChoicesParzenEstimator",
     "grid_of",
+    "grid_points",
     "make_sampler",
     "numeric_choices",
     "order_numeric_choices",

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import math
 from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any
@@ -33,9 +34,8 @@ class _GridSampler(optuna.samplers.GridSampler):
     """Optuna's grid, without its end-of-grid ``study.stop()``.
 
     ``GridSampler.after_trial`` stops the study once every point ran, which
-    raises outside ``Study.optimize``: hpsearch tells trials itself. The budget
-    (``n_trials``, best set to the grid's size) ends the search instead; past the
-    grid, Optuna's grid suggests points again.
+    raises outside ``Study.optimize``: hpsearch tells trials itself. The search's
+    budget ends it there instead: at most the grid's points (:func:`grid_points`).
     """
 
     def after_trial(
@@ -93,6 +93,15 @@ def make_sampler(
         )
     order_numeric_choices(sampler)  # batch_size: [16, 32, 64] is a scale, not three names
     return sampler
+
+
+def grid_points(spec: SamplerSpec, space: SearchSpace, source: str = "<config>") -> int | None:
+    """How many points a ``grid`` sampler visits (``None``: another sampler). Optuna's grid
+    stops its study once each has run; a search ends there too, whatever its budget."""
+    if spec.type != "grid":
+        return None
+    grid = spec.options.get("search_space") or grid_of(space, source)
+    return math.prod(len(values) for values in grid.values())
 
 
 def grid_of(space: SearchSpace, source: str) -> dict[str, list[Any]]:

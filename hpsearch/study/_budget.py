@@ -13,7 +13,8 @@ from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import FrozenTrial, TrialState
 
 from hpsearch import attrs
-from hpsearch.config import StudySpec
+from hpsearch.config import RunConfig, StudySpec
+from hpsearch.samplers import grid_points
 
 
 class BudgetDecision(enum.Enum):
@@ -164,6 +165,8 @@ class TrialBudget:
         grace_s: float | None = None,
     ) -> None:
         self._n_trials = n_trials
+        self.grid: int | None = None
+        """The points of the search's grid sampler, where it is one (they bound ``n_trials``)."""
         self._clock = clock
         self._timeout_s = timeout_s
         self._deadline = None if timeout_s is None else clock() + timeout_s
@@ -171,10 +174,27 @@ class TrialBudget:
 
     @classmethod
     def from_settings(
-        cls, study: StudySpec, clock: Callable[[], float] = time.monotonic
+        cls, study: StudySpec, clock: Callable[[], float] = time.monotonic, grid: int | None = None
     ) -> TrialBudget:
-        """The budget ``study`` sets, on the runner's ``clock``."""
-        return cls(study.n_trials, study.timeout, clock=clock, grace_s=study.timeout_grace)
+        """The budget ``study`` sets, on the runner's ``clock``; with a ``grid`` sampler of
+        that many points, at most those: Optuna's grid ends its study once each has run."""
+        n_trials = study.n_trials if grid is None else min(study.n_trials or grid, grid)
+        budget = cls(n_trials, study.timeout, clock=clock, grace_s=study.timeout_grace)
+        budget.grid = grid
+        return budget
+
+    @property
+    def n_trials(self) -> int | None:
+        """The trials the study reaches: ``study.n_trials``, or a smaller grid's points."""
+        return self._n_trials
+
+    @classmethod
+    def of_search(
+        cls, config: RunConfig, clock: Callable[[], float] = time.monotonic
+    ) -> TrialBudget:
+        """The budget of ``config``'s search: its ``study`` section's, a grid's size included."""
+        grid = grid_points(config.study.sampler, config.search_space, config.source)
+        return cls.from_settings(config.study, clock, grid)
 
     def timed_out(self) -> bool:
         """Whether the wall-clock timeout has passed."""

@@ -10,7 +10,7 @@ import pytest
 
 from hpsearch.config import SamplerSpec
 from hpsearch.errors import ConfigError
-from hpsearch.samplers import grid_of, make_sampler
+from hpsearch.samplers import grid_of, grid_points, make_sampler
 from hpsearch.space import CategoricalParam, FloatParam, IntParam, SearchSpace
 
 
@@ -73,12 +73,25 @@ def test_grid_enumerates_a_finite_space_and_runs_it() -> None:
     }
     study = optuna.create_study(sampler=make_sampler(SamplerSpec(type="grid"), "c.yaml", space))
     seen = set()
-    for _ in range(18 + 1):  # one past the grid: the grid ends no study of hpsearch's
+    for _ in range(18 + 1):  # one past the grid: the sampler stops nothing (the budget does)
         trial = study.ask()
         seen.add(tuple(space.suggest(trial).values()))
         study.tell(trial, 0.0)
     assert len(seen) == 18
     assert len(study.trials) == 19
+
+
+def test_a_grid_has_the_points_of_its_space_or_of_its_options() -> None:
+    space = SearchSpace(
+        {
+            "act": CategoricalParam(type="categorical", choices=["relu", "gelu"]),
+            "width": IntParam(type="int", low=16, high=48, step=16),
+        }
+    )
+    assert grid_points(SamplerSpec(type="grid"), space) == 6
+    given = SamplerSpec(type="grid", options={"search_space": {"act": ["relu"], "width": [16]}})
+    assert grid_points(given, space) == 1
+    assert grid_points(SamplerSpec(type="tpe"), space) is None
 
 
 def test_grid_refuses_a_continuous_range() -> None:

@@ -11,7 +11,7 @@ from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState
 
 from hpsearch import attrs
-from hpsearch.config import PrunerSpec, RunConfig, load_config
+from hpsearch.config import PrunerSpec, RunConfig, StudySpec, load_config
 from hpsearch.errors import ConfigError, StudyError
 from hpsearch.pruning import make_pruner
 from hpsearch.study import (
@@ -134,6 +134,18 @@ def test_budget_decisions(
     n_trials: int | None, count: BudgetCount, decision: BudgetDecision
 ) -> None:
     assert TrialBudget(n_trials, None).decide(count) is decision
+
+
+@pytest.mark.parametrize(
+    ("n_trials", "grid", "reached"), [(20, 3, 3), (None, 4, 4), (2, 3, 2), (5, None, 5)]
+)
+def test_a_grid_sampler_ends_the_search_once_each_of_its_points_ran(
+    n_trials: int | None, grid: int | None, reached: int
+) -> None:
+    # As Optuna's grid stops its study, whatever study.optimize's n_trials.
+    budget = TrialBudget.from_settings(StudySpec(name="s", n_trials=n_trials), grid=grid)
+    assert (budget.n_trials, budget.grid) == (reached, grid)
+    assert budget.decide(BudgetCount(finished=reached, running=0)) is BudgetDecision.FINISHED
 
 
 def test_timeout_finishes_the_search() -> None:
