@@ -82,9 +82,9 @@ def read_yaml(path: Path) -> YamlDocument:
         ) from None
     except yaml.MarkedYAMLError as exc:
         line = exc.problem_mark.line + 1 if exc.problem_mark else None
-        raise ConfigError(
-            path, "", f"invalid YAML: {exc.problem}", "fix the syntax", line=line
-        ) from None
+        # YAML indents with spaces only; a tab (an editor's) reads as a stray character.
+        fix = "indent with spaces, not tabs" if "'\\t'" in str(exc.problem) else "fix the syntax"
+        raise ConfigError(path, "", f"invalid YAML: {exc.problem}", fix, line=line) from None
     except yaml.YAMLError as exc:
         raise ConfigError(path, "", f"invalid YAML: {exc}", "fix the syntax") from None
     finally:

@@ -78,3 +78,11 @@ def test_syntax_error_has_a_line(tmp_path: Path) -> None:
         read_yaml(_write(tmp_path, "a: [1, 2\nb: 3\n"))
     assert info.value.line is not None
     assert "invalid YAML" in str(info.value)
+    assert str(info.value).endswith("; fix the syntax")
+
+
+def test_a_tab_indent_is_told_to_be_spaces(tmp_path: Path) -> None:
+    # An editor's tab: YAML reads it as a stray character, which says little.
+    with pytest.raises(ConfigError) as info:
+        read_yaml(_write(tmp_path, "study:\n\tname: s\n"))
+    assert (info.value.line, info.value.fix) == (2, "indent with spaces, not tabs")
