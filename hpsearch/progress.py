@@ -17,7 +17,7 @@ from hpsearch.config import ObjectiveSpec, RunConfig
 from hpsearch.lifecycle import TrialEnded, TrialListener, TrialReported, TrialStarted
 from hpsearch.placement import GpuDecision
 from hpsearch.pruning import dominates
-from hpsearch.study import BudgetCount
+from hpsearch.study import BudgetCount, TrialBudget
 from hpsearch.trial.protocol import Outcome
 
 RUNNING_SHOWN = 4
@@ -56,15 +56,13 @@ class ProgressView(TrialListener):
         before: BudgetCount | None,
         console: Console,
         clock: Callable[[], float],
-        *,
-        n_trials: int | None,
     ) -> ProgressView:
-        """The view of a search on ``study`` (an Optuna study), which had ``before`` trials
-        and reaches ``n_trials`` (its budget's: ``study.n_trials``, or a smaller grid's)."""
+        """The view of a search on ``study`` (an Optuna study), which had ``before`` trials,
+        counted to its budget's end (``study.n_trials``, or a smaller grid's points)."""
         return cls(
             study.study_name,
             config.objective_list,
-            n_trials=n_trials,
+            n_trials=TrialBudget.of_search(config).n_trials,
             already=before or BudgetCount(0, 0),
             best_before=best_so_far(study),
             console=console,

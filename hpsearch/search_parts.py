@@ -99,10 +99,7 @@ def build_search(
     earlier = handle.study.get_trials(deepcopy=False)  # read once for every part below
     judge = make_judge(config.study.pruner, config.objective_list, handle.study, config.source)
     board = session.verdict_board() if judge is not None else None
-    budget = TrialBudget.of_search(config, session.clock)
-    view = ProgressView.for_search(
-        config, handle.study, before, console, session.clock, n_trials=budget.n_trials
-    )
+    view = ProgressView.for_search(config, handle.study, before, console, session.clock)
     placing = None
     if policy is None:
         policy, placing = resource_policy(
@@ -141,6 +138,7 @@ def build_search(
         listeners=search_listeners(config, handle.name, parent, beside, session.clock),
         clock=session.clock,
     )
+    budget = TrialBudget.of_search(config, session.clock)
     scheduler = Scheduler(
         ledger,
         running=running,
