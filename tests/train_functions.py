@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -75,6 +76,12 @@ def moves_away(params: dict[str, Any], ctx: TrialContext) -> float:
     value = float(Path("data.txt").read_text())
     os.chdir(params["to"])
     return value
+
+
+def handles_sigterm(params: dict[str, Any], ctx: TrialContext) -> float:
+    """Installs a SIGTERM handler, as a library that checkpoints on it does."""
+    signal.signal(signal.SIGTERM, signal.getsignal(signal.SIGTERM))
+    return float(params["x"])
 
 
 def forgets_metric(params: dict[str, Any], ctx: TrialContext) -> None:

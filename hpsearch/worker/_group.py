@@ -36,6 +36,7 @@ from hpsearch.trial.protocol import (
 )
 from hpsearch.trial.seeds import seed_everything
 from hpsearch.worker._exits import exit_failure
+from hpsearch.worker._threads import with_thread_hint
 from hpsearch.worker._trial import (
     Sender,
     WorkerChannel,
@@ -129,7 +130,7 @@ def _call(
     except Exception as exc:
         kind = device_oom(exc)
         if kind is None:
-            error = traceback.format_exc()
+            error = with_thread_hint(traceback.format_exc(), exc)
             for member in members:
                 member.fail(error)
             return

@@ -52,6 +52,7 @@ from hpsearch.trial.protocol import (
 )
 from hpsearch.trial.seeds import seed_everything
 from hpsearch.worker._exits import exit_failure
+from hpsearch.worker._threads import with_thread_hint
 
 logger = logging.getLogger(__name__)
 
@@ -286,7 +287,7 @@ def _attempt(
     except Exception as exc:
         kind = device_oom(exc)
         if kind is None:
-            return _Attempt(Outcome.FAIL, traceback.format_exc())
+            return _Attempt(Outcome.FAIL, with_thread_hint(traceback.format_exc(), exc))
         message = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
         return _Attempt(Outcome.PRUNED, oom=OomReport(kind, message, ctx.last_step))
     return _Attempt(Outcome.COMPLETE, final=final)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -151,3 +152,19 @@ def test_a_trial_that_moves_its_process_leaves_the_next_one_where_hpsearch_ran(
         assert end.outcome is Outcome.COMPLETE, end.error
         assert end.metrics == {"score": 0.25}
         assert Path.cwd() == project
+
+
+def test_a_signal_handler_installed_off_the_main_thread_says_why_it_failed() -> None:
+    # Ray Tune runs the function in a thread of its worker: here, a thread too.
+    ends: list[WorkerEvent] = []
+    thread = threading.Thread(
+        target=lambda: ends.append(_execute("tests.train_functions:handles_sigterm", {"x": 1})[1])
+    )
+    thread.start()
+    thread.join()
+    [end] = ends
+    assert end.outcome is Outcome.FAIL
+    last = end.error.strip().splitlines()[-1]  # the line the progress and the summary show
+    assert last.startswith("ValueError: signal only works in main thread")
+    assert "runs in a thread of its worker, as under Ray Tune" in last
+    assert "train: {command: ...}" in last
