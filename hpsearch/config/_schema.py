@@ -484,7 +484,8 @@ class RunConfig(Settings):
                 )
         if self.command is not None:
             self.command.check_placeholders(self.space)
-        if self.study.n_trials is None and self.study.timeout is None:
+        ends = self.study.n_trials or self.study.timeout or self.study.sampler.type == "grid"
+        if not ends:  # a grid ends once each of its points has run
             raise ValueError("the search has no end; set study.n_trials or study.timeout")
         if self.study.timeout_grace is not None and self.study.timeout is None:
             raise ValueError(

@@ -413,3 +413,11 @@ def test_a_trial_to_enqueue_outside_the_space_is_refused_in_one_line(
     error = _error(write_config, {"study": {"enqueue": [{"x": 0.5}, {"x": 2.0}]}})
     assert "study.enqueue[1]: x: 2.0 is not a number in [0.0, 1.0]; give one that is" in str(error)
     assert load_config(write_config({"study": {"enqueue": [{"x": 0.5}]}})).enqueued == [{"x": 0.5}]
+
+
+def test_a_search_needs_an_end_which_a_grid_is(write_config: ConfigWriter) -> None:
+    error = _error(write_config, {"study": {"n_trials": None}})
+    assert "the search has no end; set study.n_trials or study.timeout" in str(error)
+    # As Study.optimize with a GridSampler: the search ends once each point has run.
+    grid = {"study": {"n_trials": None, "sampler": {"type": "grid"}}, "space": {"x": [0.1, 0.2]}}
+    assert load_config(write_config(grid)).study.n_trials is None
