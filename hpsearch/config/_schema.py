@@ -167,7 +167,8 @@ class StudySpec(Settings):
             process: gone when it ends).
         sampler: how Optuna decides what to try next.
         pruner: what stops unpromising trials early.
-        n_trials: trials the study should reach, over every run.
+        n_trials: trials the study should reach, over every run (with the ``grid``
+            sampler, at most its points: it may then be left out).
         timeout: no trial starts after this long (seconds, or ``90s``, ``15m``, ``1h30m``);
             trials already running finish, as in ``Study.optimize``.
         timeout_grace: with ``timeout``, trials still running this long after it are
