@@ -155,6 +155,8 @@ class TrialBudget:
         timeout_s: seconds from now after which no trial starts.
         clock: the runner's clock.
         grace_s: seconds after the timeout at which running trials are stopped.
+        grid: the points of the search's grid sampler, where it is one (they bound
+            ``n_trials``, as Optuna's grid ends its study once each has run).
     """
 
     def __init__(
@@ -163,10 +165,10 @@ class TrialBudget:
         timeout_s: float | None,
         clock: Callable[[], float] = time.monotonic,
         grace_s: float | None = None,
+        grid: int | None = None,
     ) -> None:
-        self._n_trials = n_trials
-        self.grid: int | None = None
-        """The points of the search's grid sampler, where it is one (they bound ``n_trials``)."""
+        self._n_trials = n_trials if grid is None else min(n_trials or grid, grid)
+        self.grid = grid
         self._clock = clock
         self._timeout_s = timeout_s
         self._deadline = None if timeout_s is None else clock() + timeout_s
@@ -176,12 +178,8 @@ class TrialBudget:
     def from_settings(
         cls, study: StudySpec, clock: Callable[[], float] = time.monotonic, grid: int | None = None
     ) -> TrialBudget:
-        """The budget ``study`` sets, on the runner's ``clock``; with a ``grid`` sampler of
-        that many points, at most those: Optuna's grid ends its study once each has run."""
-        n_trials = study.n_trials if grid is None else min(study.n_trials or grid, grid)
-        budget = cls(n_trials, study.timeout, clock=clock, grace_s=study.timeout_grace)
-        budget.grid = grid
-        return budget
+        """The budget ``study`` sets, on the runner's ``clock``, bounded by a ``grid``."""
+        return cls(study.n_trials, study.timeout, clock, study.timeout_grace, grid)
 
     @property
     def n_trials(self) -> int | None:
