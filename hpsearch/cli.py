@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from hpsearch.errors import ConfigError, HpsearchError
+from hpsearch.errors import ConfigError, HpsearchError, one_line
 from hpsearch.interrupts import interrupted, terminated, terminated_by, terminated_exit_code
 from hpsearch.storage_faults import Stores, storage_fault
 
@@ -73,7 +73,7 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except HpsearchError as exc:
-            click.echo(f"error: {exc}", err=True)
+            click.echo(f"error: {one_line(str(exc))}", err=True)
             raise click.exceptions.Exit(EXIT_USER_ERROR) from None
         except Exception as exc:
             # A full disk, a read-only or corrupt store: one line, not a traceback.

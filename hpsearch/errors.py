@@ -39,13 +39,15 @@ class ConfigError(HpsearchError):
         self.others = others
         self.source = str(source)
         self.key = key
-        self.problem = problem
-        self.fix = fix
+        # One line, whatever the text quoted (an exception's message may span several:
+        # optuna.integration's starts with a line break, before what to install).
+        self.problem = one_line(problem)
+        self.fix = one_line(fix)
         self.line = line
         where = self.source if line is None else f"{self.source}:{line}"
-        text = f"{where}: {key}: {problem}" if key else f"{where}: {problem}"
-        if fix:
-            text = f"{text}; {fix}"
+        text = f"{where}: {key}: {self.problem}" if key else f"{where}: {self.problem}"
+        if self.fix:
+            text = f"{text}; {self.fix}"
         self.alone = text
         if others:
             text = f"{text} (and {len(others)} more problem{'s' if len(others) > 1 else ''})"
@@ -54,6 +56,11 @@ class ConfigError(HpsearchError):
     def every_problem(self) -> list[str]:
         """This problem and the others found with it, a line each."""
         return [self.alone, *(other.alone for other in self.others)]
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line: its lines joined by spaces, runs of blanks made one."""
+    return " ".join(text.split())
 
 
 class StudyError(HpsearchError):

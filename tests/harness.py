@@ -36,6 +36,7 @@ from hpsearch.trial.protocol import (
     Outcome,
     TrialLaunch,
     TrialSettings,
+    TrialTracking,
     WorkerEvent,
 )
 from hpsearch.trial.script import CommandSpec
@@ -169,9 +170,11 @@ def make_launch(
     admission: Admission = ON_A_CPU,
     members: list[dict[str, Any]] | None = None,
     fused_train: str = "",
+    tracking: TrialTracking | None = None,
 ) -> TrialLaunch:
     """A launch of one trial as a worker receives it (the settings of a small search); with
-    ``members``, a fused launch of trials ``number``, ``number + 1``, ... with those params."""
+    ``members``, a fused launch of trials ``number``, ``number + 1``, ... with those params;
+    ``tracking``: where its own MLflow calls go (``None``: MLflow's defaults)."""
     settings = TrialSettings(
         train=train,
         command=command,
@@ -187,6 +190,7 @@ def make_launch(
         fused_train=fused_train,
         study_access=None,
         tune_trainable=None,
+        tracking=tracking,
     )
     trials = tuple(
         MemberSpec(

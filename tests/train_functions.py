@@ -237,3 +237,20 @@ def members_quick(members: list[hpsearch.Member]) -> list[dict[str, float]] | No
     if members[0].params.get("wrong_return"):
         return [{"score": 1.0}]
     return [{"score": float(m.params["x"]) * 10} for m in members]
+
+
+def logs_to_mlflow(params: dict[str, Any], ctx: TrialContext) -> None:
+    """Code that logs to MLflow itself, as MLflow's users write it: calls with no run (MLflow
+    opens one), or, with ``experiment``, its own experiment and run; fails with ``fail``."""
+    import mlflow
+
+    if params.get("experiment"):
+        mlflow.set_experiment(params["experiment"])
+        with mlflow.start_run(run_name="own"):
+            mlflow.log_metric("user_loss", float(params["x"]))
+    else:
+        mlflow.log_param("user_param", 7)
+        mlflow.log_metric("user_loss", float(params["x"]), step=0)
+    if params.get("fail"):
+        raise RuntimeError("failed after logging")
+    ctx.report(0, score=float(params["x"]))

@@ -13,8 +13,9 @@ from hpsearch.config import RunConfig
 from hpsearch.lifecycle._launches import FusionPlan, Launches
 from hpsearch.placement import FusionSizer, PackingAdmission
 from hpsearch.study import StudyHandle, serve_study
+from hpsearch.tracking._uri import absolute_tracking_uri
 from hpsearch.trial.other_tools import StudyAccess
-from hpsearch.trial.protocol import TrialSettings
+from hpsearch.trial.protocol import TrialSettings, TrialTracking
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,11 @@ def launches_for(
         fused_train=fusion.train if fusion.fuses else "",
         study_access=side.study_access,
         tune_trainable=config.tune_settings,
+        tracking=TrialTracking(
+            uri=absolute_tracking_uri(config.tracking.uri),
+            experiment=config.experiment_name,
+            study=config.study.name,
+        ),
     )
     plan = None
     if code.fusion_shared is not None:

@@ -33,11 +33,11 @@ if TYPE_CHECKING:
         MODEL_DEVELOPMENT,
         MlflowTracker,
         resolve_artifact_location,
-        resolve_tracking_uri,
         runs_table_url,
     )
     from hpsearch.tracking._outage import OutageTracker, use_quick_http_settings
     from hpsearch.tracking._process import ProcessTracker
+    from hpsearch.tracking._uri import resolve_tracking_uri
     from hpsearch.tracking._writer_messages import TrackingWriteError
 
 __getattr__, __dir__ = lazy_exports(__name__)

@@ -37,6 +37,7 @@ from hpsearch.tracking._base import (
 )
 from hpsearch.tracking._outage import unreachable
 from hpsearch.tracking._store_template import seed_new_store
+from hpsearch.tracking._uri import resolve_tracking_uri
 
 _MAX_TAG = 5000
 _MAX_PARAM = 6000
@@ -54,15 +55,6 @@ class _Pending:
     params: dict[str, Param] = field(default_factory=dict)
     tags: dict[str, RunTag] = field(default_factory=dict)
     metrics: list[Metric] = field(default_factory=list)
-
-
-def resolve_tracking_uri(uri: str) -> str:
-    """Absolute form of a tracking URI; a relative SQLite path starts at the working directory."""
-    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
-        path = Path(uri.removeprefix("sqlite:///"))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return f"sqlite:///{path.resolve()}"
-    return uri
 
 
 def resolve_artifact_location(location: str) -> str:

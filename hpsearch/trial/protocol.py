@@ -11,7 +11,8 @@ Every class here is typed end to end; the plain dicts a runner must pass
 through (Ray Tune's config and results) exist only inside that runner, made
 and read by :func:`dump_launch`/:func:`load_launch` and
 :func:`dump_event`/:func:`load_event` (pydantic, not hand-written pairs). Only
-the driver writes to Optuna and MLflow.
+the driver writes the search's records to Optuna and MLflow; what a trial's own
+code logs to MLflow goes to runs of its own (:class:`TrialTracking`).
 """
 
 from __future__ import annotations
@@ -60,6 +61,21 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+class TrialTracking(_Frozen):
+    """Where the MLflow calls of a trial's own code go: the search's store and experiment,
+    in runs nested under the trial's run (:mod:`hpsearch.worker` sets them up).
+
+    Attributes:
+        uri: the search's tracking URI (``tracking.uri``, a SQLite file's path absolute).
+        experiment: the search's MLflow experiment.
+        study: the study's name (a trial's run is found by it and the trial's number).
+    """
+
+    uri: str
+    experiment: str
+    study: str
+
+
 class TrialSettings(_Frozen):
     """What every trial of a search runs with: the config's settings, and the root's parts.
 
@@ -91,6 +107,8 @@ class TrialSettings(_Frozen):
             a training function or script).
         tune_trainable: ``train: {tune: ...}``, where ``train`` names a Ray Tune trainable
             (``None``: anything else).
+        tracking: where the MLflow calls of the trial's own code go (``None``: where
+            MLflow's defaults send them).
     """
 
     train: str
@@ -107,6 +125,7 @@ class TrialSettings(_Frozen):
     fused_train: str
     study_access: StudyAccess | None
     tune_trainable: TuneTrainableSpec | None
+    tracking: TrialTracking | None
 
 
 class MemberSpec(_Frozen):

@@ -19,6 +19,7 @@ from typing import Any
 
 from hpsearch.adapters import Member, resolve_train_function
 from hpsearch.oom import OomReport, device_oom
+from hpsearch.tracking._user_runs import end_open_runs
 from hpsearch.trial.context import (
     DeviceMemory,
     PruneOracle,
@@ -38,6 +39,7 @@ from hpsearch.trial.seeds import seed_everything
 from hpsearch.worker._exits import exit_failure
 from hpsearch.worker._threads import with_thread_hint
 from hpsearch.worker._trial import (
+    RUN_STATUS,
     Sender,
     WorkerChannel,
     apply_memory_cap,
@@ -45,6 +47,7 @@ from hpsearch.worker._trial import (
     final_metrics,
     folder_kept,
     limit_torch_threads,
+    own_mlflow_runs,
     release_memory,
 )
 
@@ -91,12 +94,16 @@ def execute_group(
         for spec in launch.members
     ]
     values: dict[int, Any] = {}
-    with folder_kept():
+    with folder_kept(), own_mlflow_runs(launch):
         _call(train, members, list(launch.members), values, device)
-    return [
-        _member_end(member, spec.number, values.get(spec.number), settings.objectives, assigned)
-        for member, spec in zip(members, launch.members, strict=True)
-    ]
+        ends = [
+            _member_end(member, spec.number, values.get(spec.number), settings.objectives, assigned)
+            for member, spec in zip(members, launch.members, strict=True)
+        ]
+        # One process, one set of runs for the group: failed only where every member failed.
+        failed = all(end.outcome is Outcome.FAIL for end in ends)
+        end_open_runs(RUN_STATUS[Outcome.FAIL if failed else Outcome.COMPLETE])
+    return ends
 
 
 def _call(

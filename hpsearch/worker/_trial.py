@@ -20,7 +20,7 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from hpsearch.adapters import resolve_train_function
 from hpsearch.oom import BatchRetry, OomReport, device_oom, retry_smaller
 from hpsearch.simulation import PaceReader
 from hpsearch.telemetry import GpuLoad
+from hpsearch.tracking._user_runs import TrialOf, end_open_runs, trial_runs
 from hpsearch.trial.context import (
     DeviceMemory,
     PruneOracle,
@@ -146,8 +147,9 @@ def execute_trial(
         oracle: answers ``ctx.should_prune()`` for a step; ``None``: never prune.
     """
     channel = Sender(send, assigned)
-    with folder_kept():
+    with folder_kept(), own_mlflow_runs(launch):
         outcome, error, final, end = _call_train(launch, assigned, channel, oracle)
+        end_open_runs(RUN_STATUS[outcome])
     return WorkerEvent(
         kind=EventKind.END,
         outcome=outcome,
@@ -169,6 +171,25 @@ def folder_kept() -> Iterator[None]:
     finally:
         with contextlib.suppress(OSError):  # gone (the trial deleted it): nothing to go back to
             os.chdir(folder)
+
+
+RUN_STATUS = {
+    Outcome.COMPLETE: "FINISHED",
+    Outcome.PRUNED: "FINISHED",
+    Outcome.FAIL: "FAILED",
+    Outcome.INTERRUPTED: "KILLED",
+}
+"""The MLflow status a trial's own runs end with, by its outcome (as the driver ends its run)."""
+
+
+def own_mlflow_runs(launch: TrialLaunch) -> AbstractContextManager[None]:
+    """Where the MLflow calls of the launch's code go while it runs: the search's store and
+    experiment, in runs nested under its (first) trial's run."""
+    tracking = launch.settings.tracking
+    if tracking is None:
+        return contextlib.nullcontext()
+    trial = TrialOf(tracking.experiment, tracking.study, launch.members[0].number)
+    return trial_runs(tracking.uri, trial)
 
 
 @dataclass(frozen=True)

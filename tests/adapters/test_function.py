@@ -47,6 +47,22 @@ def test_import_errors_inside_the_module_are_reported(project: Path) -> None:
         resolve_train_function("raising:train")
 
 
+def test_a_message_of_several_lines_is_one_line_of_the_error(project: Path) -> None:
+    # As optuna.integration's modules say a missing optuna-integration: a line break first.
+    (project / "integrated.py").write_text(
+        "raise ModuleNotFoundError('\\nCould not find `optuna-integration` for `mlflow`.\\n'\n"
+        "                          'Please run `pip install optuna-integration[mlflow]`.')\n"
+    )
+    ensure_importable_from(str(project))
+    with pytest.raises(ConfigError) as info:
+        resolve_train_function("integrated:objective")
+    assert str(info.value) == (
+        "<config>: train: importing 'integrated' failed: ModuleNotFoundError: Could not find "
+        "`optuna-integration` for `mlflow`. Please run `pip install optuna-integration[mlflow]`.; "
+        "install the missing dependency"
+    )
+
+
 _FLAGS_AT_THE_TOP = """
 import argparse
 parser = argparse.ArgumentParser()
