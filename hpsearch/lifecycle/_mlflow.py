@@ -41,15 +41,6 @@ from hpsearch.tracking import (
 from hpsearch.trial.death import output_file, output_tail
 from hpsearch.trial.protocol import Assignment, Outcome
 
-# A pruned trial is a finished answer (the search chose to stop it), told apart by
-# its hpsearch.state tag; KILLED, red in the UI, is kept for interrupted trials.
-_STATUS = {
-    Outcome.COMPLETE: RunStatus.FINISHED,
-    Outcome.FAIL: RunStatus.FAILED,
-    Outcome.PRUNED: RunStatus.FINISHED,
-    Outcome.INTERRUPTED: RunStatus.KILLED,
-}
-
 
 class MlflowMirror(TrialListener):
     """Mirrors each trial into a child run of the search's parent run.
@@ -183,7 +174,7 @@ class MlflowMirror(TrialListener):
             tags["hpsearch.prune_reason"] = event.prune_reason
             if event.pruned_at is not None:
                 tags["hpsearch.pruned_at_step"] = event.pruned_at
-        status = _STATUS[event.outcome]
+        status = RunStatus(event.outcome.run_status)
         if event.oom is not None:
             tags["hpsearch.prune_kind"] = event.oom.prune_kind
             tags.update({f"hpsearch.oom.{k}": v for k, v in event.oom.to_dict().items()})

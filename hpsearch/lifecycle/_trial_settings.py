@@ -13,7 +13,7 @@ from hpsearch.config import RunConfig
 from hpsearch.lifecycle._launches import FusionPlan, Launches
 from hpsearch.placement import FusionSizer, PackingAdmission
 from hpsearch.study import StudyHandle, serve_study
-from hpsearch.tracking._uri import absolute_tracking_uri
+from hpsearch.tracking import absolute_tracking_uri
 from hpsearch.trial.other_tools import StudyAccess
 from hpsearch.trial.protocol import TrialSettings, TrialTracking
 

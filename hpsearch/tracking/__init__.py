@@ -5,7 +5,10 @@ hpsearch sets), ``_mlflow`` (:class:`MlflowTracker`: MLflow, for every search a
 user runs), ``_outage`` (:class:`OutageTracker`: a tracking server's writes kept
 through an outage), ``_process`` (:class:`ProcessTracker`: the writes made by a
 process of its own, ``_writer``, with ``_writer_messages`` between them) and
-``_memory`` (:class:`MemoryTracker`: in memory, for the packing lab).
+``_memory`` (:class:`MemoryTracker`: in memory, for the packing lab); beside them,
+``_user_runs`` (:func:`trial_runs`: where the MLflow calls of a trial's own code go,
+with ``_user_runs_context``, the MLflow run context provider that nests their runs)
+and ``_uri`` (tracking URIs made absolute).
 """
 
 from typing import TYPE_CHECKING
@@ -37,7 +40,8 @@ if TYPE_CHECKING:
     )
     from hpsearch.tracking._outage import OutageTracker, use_quick_http_settings
     from hpsearch.tracking._process import ProcessTracker
-    from hpsearch.tracking._uri import resolve_tracking_uri
+    from hpsearch.tracking._uri import absolute_tracking_uri, resolve_tracking_uri
+    from hpsearch.tracking._user_runs import TrialOf, end_open_runs, trial_runs
     from hpsearch.tracking._writer_messages import TrackingWriteError
 
 __getattr__, __dir__ = lazy_exports(__name__)
@@ -60,8 +64,12 @@ __all__ = [
     "RunStatus",
     "Tracker",
     "TrackingWriteError",
+    "TrialOf",
+    "absolute_tracking_uri",
+    "end_open_runs",
     "resolve_artifact_location",
     "resolve_tracking_uri",
     "runs_table_url",
+    "trial_runs",
     "use_quick_http_settings",
 ]

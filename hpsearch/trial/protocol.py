@@ -41,6 +41,22 @@ class Outcome(StrEnum):
     PRUNED = "pruned"
     INTERRUPTED = "interrupted"
 
+    @property
+    def run_status(self) -> str:
+        """The MLflow status of the runs of a trial that ended so: the driver's run of it,
+        and the runs its own code opened."""
+        return _RUN_STATUS[self]
+
+
+# A pruned trial is a finished answer (the search chose to stop it), told apart by
+# its hpsearch.state tag; KILLED, red in the UI, is kept for interrupted trials.
+_RUN_STATUS = {
+    Outcome.COMPLETE: "FINISHED",
+    Outcome.FAIL: "FAILED",
+    Outcome.PRUNED: "FINISHED",
+    Outcome.INTERRUPTED: "KILLED",
+}
+
 
 class EventKind(StrEnum):
     """The kind of a result a worker sends."""

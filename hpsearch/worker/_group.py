@@ -19,7 +19,7 @@ from typing import Any
 
 from hpsearch.adapters import Member, resolve_train_function
 from hpsearch.oom import OomReport, device_oom
-from hpsearch.tracking._user_runs import end_open_runs
+from hpsearch.tracking import end_open_runs
 from hpsearch.trial.context import (
     DeviceMemory,
     PruneOracle,
@@ -39,7 +39,6 @@ from hpsearch.trial.seeds import seed_everything
 from hpsearch.worker._exits import exit_failure
 from hpsearch.worker._threads import with_thread_hint
 from hpsearch.worker._trial import (
-    RUN_STATUS,
     Sender,
     WorkerChannel,
     apply_memory_cap,
@@ -102,7 +101,7 @@ def execute_group(
         ]
         # One process, one set of runs for the group: failed only where every member failed.
         failed = all(end.outcome is Outcome.FAIL for end in ends)
-        end_open_runs(RUN_STATUS[Outcome.FAIL if failed else Outcome.COMPLETE])
+        end_open_runs((Outcome.FAIL if failed else Outcome.COMPLETE).run_status)
     return ends
 
 

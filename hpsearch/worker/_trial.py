@@ -30,7 +30,7 @@ from hpsearch.adapters import resolve_train_function
 from hpsearch.oom import BatchRetry, OomReport, device_oom, retry_smaller
 from hpsearch.simulation import PaceReader
 from hpsearch.telemetry import GpuLoad
-from hpsearch.tracking._user_runs import TrialOf, end_open_runs, trial_runs
+from hpsearch.tracking import TrialOf, end_open_runs, trial_runs
 from hpsearch.trial.context import (
     DeviceMemory,
     PruneOracle,
@@ -149,7 +149,7 @@ def execute_trial(
     channel = Sender(send, assigned)
     with folder_kept(), own_mlflow_runs(launch):
         outcome, error, final, end = _call_train(launch, assigned, channel, oracle)
-        end_open_runs(RUN_STATUS[outcome])
+        end_open_runs(outcome.run_status)
     return WorkerEvent(
         kind=EventKind.END,
         outcome=outcome,
@@ -171,15 +171,6 @@ def folder_kept() -> Iterator[None]:
     finally:
         with contextlib.suppress(OSError):  # gone (the trial deleted it): nothing to go back to
             os.chdir(folder)
-
-
-RUN_STATUS = {
-    Outcome.COMPLETE: "FINISHED",
-    Outcome.PRUNED: "FINISHED",
-    Outcome.FAIL: "FAILED",
-    Outcome.INTERRUPTED: "KILLED",
-}
-"""The MLflow status a trial's own runs end with, by its outcome (as the driver ends its run)."""
 
 
 def own_mlflow_runs(launch: TrialLaunch) -> AbstractContextManager[None]:
