@@ -13,6 +13,7 @@ import re
 import shutil
 import sys
 from collections.abc import Callable, Collection, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hpsearch._importable import ModuleExited, import_user_module
@@ -64,6 +65,8 @@ def resolve_train_function(
             f"'{spec}' is not of the form package.module:function",
             "e.g. mypkg.train:train",
         )
+    if module_name == "__main__":
+        raise ConfigError(source, key, *_not_main(attribute))
     _refuse_search_on_import(module_name, source, key)
     try:
         module = import_user_module(module_name)
@@ -113,6 +116,24 @@ def resolve_train_function(
     )
     train: TrainFunction = function
     return train
+
+
+def _not_main(attribute: str) -> tuple[str, str]:
+    """The problem and fix of a function named in ``__main__``: the program that was started
+    (a script that calls ``hpsearch.run``, or the ``hpsearch`` command), which each trial's
+    worker (Ray's) is not."""
+    started = getattr(sys.modules.get("__main__"), "__file__", None)
+    script = Path(started) if started and started.endswith(".py") else None
+    if script is not None and script.stem == "__main__":
+        script = None  # python -m a package (hpsearch, pytest): no script of the user's
+    problem = (
+        f"'__main__:{attribute}' names the program that was started"
+        + (f" ({script})" if script is not None else "")
+        + ", which each trial's worker does not run (its __main__ is Ray's)"
+    )
+    if script is not None:
+        return problem, f"name the script's module: '{script.stem}:{attribute}'"
+    return problem, f"name the module that defines '{attribute}', e.g. 'mymodule:{attribute}'"
 
 
 def _refuse_search_on_import(module_name: str, source: str, key: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,26 @@ def test_import_errors_inside_the_module_are_reported(project: Path) -> None:
         resolve_train_function("brokenmod:train")
     with pytest.raises(ConfigError, match="importing 'raising' raised RuntimeError: bad module"):
         resolve_train_function("raising:train")
+
+
+def test_a_function_of_the_started_program_is_refused_with_its_modules_name(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A script that defines train and calls hpsearch.run with `train: __main__:train`: the
+    # driver has it, each trial's worker (Ray's __main__) does not, and every trial failed.
+    script = types.ModuleType("__main__")
+    script.__file__ = str(project / "search.py")
+    monkeypatch.setitem(sys.modules, "__main__", script)
+    with pytest.raises(ConfigError) as info:
+        resolve_train_function("__main__:train", source="c.yaml")
+    assert str(info.value) == (
+        f"c.yaml: train: '__main__:train' names the program that was started "
+        f"({project / 'search.py'}), which each trial's worker does not run (its __main__ "
+        "is Ray's); name the script's module: 'search:train'"
+    )
+    del script.__file__  # a notebook's
+    with pytest.raises(ConfigError, match="name the module that defines 'train'"):
+        resolve_train_function("__main__:train", source="c.yaml")
 
 
 def test_a_message_of_several_lines_is_one_line_of_the_error(project: Path) -> None:
