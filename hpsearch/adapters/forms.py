@@ -168,7 +168,8 @@ def refused_on_import(module_name: str) -> tuple[str, str] | None:
 def search_run_on_import(module_name: str) -> str | None:
     """The search a module runs at its top level, where an import reaches it (``line 9:
     study.optimize(...)``): Optuna's ``optimize``, Ray Tune's ``tune.run`` or a ``Tuner``'s
-    ``fit``, outside ``if __name__ == "__main__":``. ``None``: none, or no source to read.
+    ``fit``, or ``hpsearch.run`` (a script that defines ``train`` and starts its own
+    search), outside ``if __name__ == "__main__":``. ``None``: none, or no source to read.
 
     hpsearch imports the module that ``train`` names in the driver and in every trial's
     worker: such a call would run a whole search of its own in each.
@@ -178,10 +179,13 @@ def search_run_on_import(module_name: str) -> str | None:
         return None
     imported = _imported_modules(tree)
     tuners: set[str] = set()  # names the module binds to a Tuner
+    runs = _hpsearch_runs(tree)  # names it binds to hpsearch.run (from hpsearch import run)
     for node in tree.body:
         value = node.value if isinstance(node, ast.Expr | ast.Assign) else None
         if not isinstance(value, ast.Call):
             continue
+        if isinstance(value.func, ast.Name) and value.func.id in runs:
+            return f"line {node.lineno}: {value.func.id}(...)"
         if isinstance(node, ast.Assign) and _last(value.func) == "Tuner":
             tuners.update(t.id for t in node.targets if isinstance(t, ast.Name))
             continue
@@ -207,7 +211,20 @@ def _search_call(func: ast.expr, imported: set[str], tuners: set[str]) -> str:
         return f"{named}.optimize(...)"
     if func.attr == "run" and named in {"tune", "ray.tune"} and "ray" in imported:
         return f"{named}.run(...)"
+    if func.attr == "run" and named == "hpsearch" and "hpsearch" in imported:
+        return "hpsearch.run(...)"
     return ""
+
+
+def _hpsearch_runs(tree: ast.Module) -> set[str]:
+    """The names a module binds to ``hpsearch.run`` (``from hpsearch import run as go``)."""
+    return {
+        alias.asname or alias.name
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom) and node.module == "hpsearch"
+        for alias in node.names
+        if alias.name == "run"
+    }
 
 
 def _last(node: ast.expr) -> str:

@@ -231,6 +231,9 @@ def test_a_train_string_that_names_no_function_says_what_to_write(
         ),
         ("tune.Tuner(objective).fit()\n", "line 8: tune.Tuner(...).fit()"),
         ("tune.run(objective, num_samples=4)\n", "line 8: tune.run(...)"),
+        # A script that defines its function and starts its own search, unguarded.
+        ("import hpsearch\noutcome = hpsearch.run('s.yaml')\n", "line 9: hpsearch.run(...)"),
+        ("from hpsearch import run as go\ngo('s.yaml')\n", "line 9: go(...)"),
     ],
 )
 def test_a_module_that_runs_a_search_when_imported_is_refused_before_it_runs(
