@@ -6,7 +6,7 @@ Many scripts print their results for people, not as JSON::
 
 ``train.metrics`` then takes regular expressions whose named groups are the
 metrics, and/or ``scalars: true`` for lines of ``key=value`` or ``key: value``
-pairs (as some tools read them)::
+pairs (as some tools read them; a printed dict's ``'key': value`` too)::
 
     train:
       command: python main.py --lr {lr}
@@ -35,10 +35,12 @@ from pydantic import Field, field_validator, model_validator
 from hpsearch._settings import Settings
 
 _SCALAR = re.compile(
-    r"(?P<key>[A-Za-z_][\w./-]*)\s*[:=]\s*(?P<value>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
-    r"(?![\w.])"
+    r"(?P<key>[A-Za-z_][\w./-]*)['\"]?\s*[:=]\s*"
+    r"(?P<value>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)(?![\w.])"
 )
-"""``key=value`` or ``key: value``, the value a number (not a date, a path, a version)."""
+"""``key=value`` or ``key: value``, the value a number (not a date, a path, a version); the
+key may be quoted, as in a printed dict (Hugging Face's Trainer logs ``{'loss': 0.69,
+'epoch': 0.5}``)."""
 
 
 class TextMetrics(Settings):

@@ -41,6 +41,18 @@ def test_scalars_read_key_value_pairs_and_a_named_step() -> None:
     assert reader.read("loss: 0.2") == (1, {"loss": 0.2})  # no step: the count of lines
 
 
+def test_scalars_read_a_printed_dict_as_hugging_faces_trainer_logs() -> None:
+    reader = TextReader(TextMetrics(scalars=True))
+    train = "{'loss': 0.6931, 'grad_norm': 1.23, 'learning_rate': 4.5e-05, 'epoch': 0.5}"
+    assert reader.read(train) == (
+        0,
+        {"loss": 0.6931, "grad_norm": 1.23, "learning_rate": 4.5e-05, "epoch": 0.5},
+    )
+    evaluated = '{"eval_loss": 0.65, "eval_accuracy": 0.61, "epoch": 1.0}'  # double quotes too
+    assert reader.read(evaluated) == (1, {"eval_loss": 0.65, "eval_accuracy": 0.61, "epoch": 1.0})
+    assert reader.read("{'model': 'bert-base', 'revision': '3.1'}") is None  # no numbers
+
+
 def test_a_pattern_that_never_matched_is_named() -> None:
     reader = TextReader(TextMetrics(patterns=[MNIST, r"speed (?P<samples_per_sec>\d+)"]))
     reader.read("speed 1200 samples/s")
