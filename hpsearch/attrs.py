@@ -1,5 +1,10 @@
 """Names of what hpsearch stores on each Optuna trial (user attrs), shared by writer and readers."""
 
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
 MLFLOW_RUN = "mlflow_run_id"
 """The trial's MLflow child run."""
 MLFLOW_UNWRITTEN = "hpsearch.mlflow_unwritten"
@@ -50,3 +55,13 @@ RESUMES_RUN = "hpsearch.resumes_run"
 """On a re-run of an interrupted trial: the MLflow run of the interrupted attempt."""
 FUSED_GROUP = "hpsearch.fused_group"
 """On a fused trial: ``{group, members}``, its group's first trial number and its size."""
+
+
+def code_attrs(user_attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """The user attrs a trial's own code set (an Optuna objective's ``set_user_attr``):
+    all but hpsearch's."""
+    return {
+        key: value
+        for key, value in user_attrs.items()
+        if not key.startswith("hpsearch.") and key not in (MLFLOW_RUN, METRICS)
+    }

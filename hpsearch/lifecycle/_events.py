@@ -264,6 +264,7 @@ class TrialEnded:
         metrics: the final value of every metric it reported.
         end_metrics: the metrics its training function returned.
         params: the training function's parameters.
+        user_attrs: what its own code set on it (an Optuna objective's ``set_user_attr``).
         duration_s: seconds from its start to its end.
         error: why it failed.
         last_step: its last reported step.
@@ -292,6 +293,7 @@ class TrialEnded:
     retries: tuple[BatchRetry, ...] = ()
     peak_memory_mb: float | None = None
     checkpoint_dir: str = ""
+    user_attrs: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ trial's outcome.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -40,6 +41,9 @@ from hpsearch.tracking import (
 )
 from hpsearch.trial.death import output_file, output_tail
 from hpsearch.trial.protocol import Assignment, Outcome
+
+_TAG_NAME = re.compile(r"(?!mlflow\.)[\w./ -]{1,250}")
+"""A user attr's name that may name a tag: what MLflow takes, none of MLflow's own."""
 
 
 class MlflowMirror(TrialListener):
@@ -146,6 +150,9 @@ class MlflowMirror(TrialListener):
             step = event.last_step + 1 if event.last_step is not None else 0
             self._tracker.log_metrics(run_id, event.end_metrics, step)
         tags: dict[str, Any] = {
+            # What an objective set on its trial, as Optuna's MLflowCallback tags it (by
+            # name); a name MLflow would refuse, or one of its own, is left to the study.
+            **{k: v for k, v in event.user_attrs.items() if _TAG_NAME.fullmatch(k)},
             "hpsearch.outcome": event.outcome.value,
             # The Optuna state, since MLflow's run statuses have no PRUNED.
             "hpsearch.state": OPTUNA_STATE[event.outcome].name,

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import optuna
+from optuna.trial import FrozenTrial
 
 from hpsearch import attrs
 from hpsearch.lifecycle._deadline import KILL_GRACE_S, past_limit, timeout_error
@@ -89,12 +90,21 @@ class OpenTrial:
             define_by_run=launches.settings.study_access is not None,
         )
 
-    def _all_params(self) -> dict[str, Any]:
-        """Its parameters, with those its objective suggested in the worker (define-by-run)."""
+    def _all_params(self, stored: FrozenTrial | None = None) -> dict[str, Any]:
+        """Its parameters, with those its objective suggested in the worker (define-by-run;
+        ``stored``: the trial as read from storage already)."""
         if not self.define_by_run:
             return dict(self.params)
-        stored = self.trial.storage.get_trial(self.trial._trial_id)  # what the worker wrote
+        stored = stored if stored is not None else self._stored()
         return {**self.params, **stored.params}
+
+    def _stored(self) -> FrozenTrial:
+        """The trial as storage holds it: what an objective's worker wrote (define-by-run)."""
+        return self.trial.storage.get_trial(self.trial._trial_id)
+
+    def _code_attrs(self, stored: FrozenTrial | None) -> dict[str, Any]:
+        """What its own code set on it (an objective's ``set_user_attr``, made in the worker)."""
+        return attrs.code_attrs(stored.user_attrs) if stored is not None else {}
 
     @property
     def inherits_seed(self) -> bool:
@@ -193,13 +203,15 @@ class OpenTrial:
     ) -> TrialEnded:
         """The event of its end, once Optuna has been told."""
         outcome = ending.outcome
+        stored = self._stored() if self.define_by_run else None  # read once, for both
         return TrialEnded(
             number=self.number,
             outcome=outcome,
             values=values,
             metrics=dict(self.metrics),
             end_metrics=dict(self.end.metrics) if self.end is not None else {},
-            params=self._all_params(),
+            params=self._all_params(stored),
+            user_attrs=self._code_attrs(stored),
             admission=self.admission,
             duration_s=duration_s,
             error=ending.error,

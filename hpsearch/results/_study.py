@@ -46,6 +46,7 @@ class TrialResult:
             kept (the best trial's are; others' are removed when they end).
         fused_group: the fused group it trained in (its first trial's number; ``None``:
             it trained alone).
+        user_attrs: what its own code set on it (an Optuna objective's ``set_user_attr``).
     """
 
     study: str
@@ -63,6 +64,7 @@ class TrialResult:
     seed: int | None = None
     checkpoint_dir: str | None = None
     fused_group: int | None = None
+    user_attrs: dict[str, Any] = field(default_factory=dict)
 
     @property
     def reason(self) -> str:
@@ -93,6 +95,7 @@ class TrialResult:
             seed=user.get(attrs.SEED),
             checkpoint_dir=_kept_checkpoint(user.get(attrs.CHECKPOINT_DIR)),
             fused_group=(user.get(attrs.FUSED_GROUP) or {}).get("group"),
+            user_attrs=attrs.code_attrs(user),
         )
 
     def to_dict(self, metric_names: list[str] | None = None) -> dict[str, Any]:
@@ -111,6 +114,8 @@ class TrialResult:
         }
         if self.fused_group is not None:
             payload["fused_group"] = self.fused_group
+        if self.user_attrs:
+            payload["user_attrs"] = self.user_attrs
         if metric_names is not None and self.values is not None:
             payload["values"] = dict(zip(metric_names, self.values, strict=True))
         return payload
@@ -131,6 +136,7 @@ class TrialResult:
             "prune_reason": self.prune_reason,
             "oom": self.oom,
             "gpus": self.gpus,
+            "user_attrs": self.user_attrs,
         }
 
 
@@ -231,7 +237,8 @@ class StudyResults:
         return TrialResult.from_frozen(self.name, trials[number])
 
     def trials_dataframe(self) -> pd.DataFrame:
-        """One row per trial: Optuna's columns plus ``mlflow_run_id`` and the final metrics."""
+        """One row per trial: Optuna's columns plus ``mlflow_run_id``, the final metrics, and
+        the user attrs the trials' own code set (``user_attrs_<name>``, as Optuna names them)."""
         frame = self._study.trials_dataframe(
             attrs=("number", "state", "values", "params", "duration")
         )
@@ -242,6 +249,9 @@ class StudyResults:
             frame[f"metrics_{metric}"] = [
                 t.user_attrs.get(attrs.METRICS, {}).get(metric) for t in trials
             ]
+        own = [attrs.code_attrs(t.user_attrs) for t in trials]
+        for name in sorted({name for found in own for name in found}):
+            frame[f"user_attrs_{name}"] = [found.get(name) for found in own]
         return frame
 
     def why_none_completed(self) -> str | None:

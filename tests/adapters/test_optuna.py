@@ -79,6 +79,10 @@ def test_an_optuna_objective_suggests_reports_and_prunes_as_it_does_under_optuna
         if trial.state.name == "COMPLETE":
             assert trial.value == trial.params["x"]
             assert trial.user_attrs["kind_seen"] == trial.params["kind"]  # set_user_attr
+            # ... a tag of its run, as Optuna's MLflowCallback tags it.
+            assert run.data.tags["kind_seen"] == trial.params["kind"]
+    shown = cli("trials", str(path), str(trials[0].number))
+    assert f"user_attrs: {{'kind_seen': '{trials[0].params['kind']}'}}" in shown.stdout
     best = cli("best", str(path), "--json")
     assert best.returncode == 0
     assert '"x"' in best.stdout

@@ -67,6 +67,32 @@ def test_best_trial_and_dataframe(write_config: ConfigWriter) -> None:
     assert load(study).best_trial == best
 
 
+def test_what_a_trials_own_code_set_on_it_is_shown_apart_from_hpsearchs(
+    write_config: ConfigWriter,
+) -> None:
+    path = write_config()
+    handle = open_study(load_config(path))
+    _finish(handle, 0.2, [0.2], {"score": 0.2})
+    best = handle.ask({"x": optuna.distributions.FloatDistribution(0.0, 1.0)})
+    best.set_user_attr("note", "an objective's")  # in its worker, through the study
+    best.set_user_attr(attrs.DURATION, 1.5)  # and hpsearch's own
+    handle.study.tell(best, [0.9])
+
+    results = load(path)
+    assert results.best_trial.user_attrs == {"note": "an objective's"}  # not hpsearch's
+    assert results.best_trial.to_dict()["user_attrs"] == {"note": "an objective's"}
+    assert "user_attrs" not in results.trials[0].to_dict()  # none set: as before
+    assert [t.record(["score"])["user_attrs"] for t in results.trials] == [
+        {},
+        {"note": "an objective's"},
+    ]
+    frame = results.trials_dataframe()
+    note = frame["user_attrs_note"]  # Optuna's column name; missing where none was set
+    assert note.isna().tolist() == [True, False]
+    assert note[1] == "an objective's"
+    assert not [c for c in frame.columns if c.startswith("user_attrs_hpsearch")]
+
+
 def test_pareto_front(write_config: ConfigWriter) -> None:
     path = write_config(TWO_OBJECTIVES)
     handle = open_study(load_config(path))
