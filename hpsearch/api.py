@@ -174,6 +174,8 @@ def _run(  # noqa: PLR0917 - the public entry's arguments, handed on
     telemetry = open_backend(config.telemetry)  # opening a backend is the root's job
     try:
         opened = _Opened(config, console, runner, telemetry, code, workdir, given)
+        for note in code.notes:
+            opened.say(note)
         return _search(opened, afresh, tracker)
     finally:
         if telemetry.backend is not None:

@@ -34,3 +34,19 @@ def before_train_v2(config: dict[str, Any]) -> None:
                 {"score": config["x"] * (step + 1), "named": float(named)},
                 checkpoint=Checkpoint.from_directory(folder),
             )
+
+
+def resourceful(config: dict[str, Any]) -> None:
+    """A trainable that asks Tune for its resources, as its script would give them."""
+    tune.report({"score": config["x"]})
+
+
+asks_resources = tune.with_resources(resourceful, {"cpu": 2, "gpu": 1})
+
+
+def one_cpu(config: dict[str, Any]) -> None:
+    """A trainable that asks for what every trial gets anyway: one CPU."""
+    tune.report({"score": config["x"]})
+
+
+asks_one_cpu = tune.with_resources(one_cpu, {"cpu": 1})

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from hpsearch.adapters._function import check_fusion, check_train, resolve_train_function
     from hpsearch.adapters._members import SHARED_ATTRIBUTE, Member, fused, shared_of
     from hpsearch.adapters._optuna import objective_train, pickled_sampler
-    from hpsearch.adapters._tune import nested, tune_train
+    from hpsearch.adapters._tune import asked_resources, nested, tune_train
     from hpsearch.adapters.forms import REPORTS, Form, form_in_source, form_of, wrong_form
     from hpsearch.adapters.tune_space import (
         TuneSpaceError,
@@ -49,6 +49,7 @@ __all__ = [
     "Member",
     "TuneSpaceError",
     "TuneSpaceWarning",
+    "asked_resources",
     "check_fusion",
     "check_train",
     "command_line",

@@ -298,3 +298,24 @@ def _numbers(metrics: Mapping[str, Any]) -> dict[str, float]:
         with contextlib.suppress(TypeError):
             values[name] = as_metric_value(name, value)
     return values
+
+
+def asked_resources(trainable: Any) -> dict[str, float]:
+    """What a trainable asks of Tune through ``tune.with_resources`` (``CPU``, ``GPU``, ...,
+    summed over its bundles); empty: nothing.
+
+    Tune keeps a function's request on the function (``_resources``, private), and a class
+    trainable's in its public ``default_resource_request``.
+    """
+    request = getattr(trainable, "_resources", None)
+    if request is None and is_class_trainable(trainable):
+        cls: Any = trainable
+        try:
+            request = cls.default_resource_request({})
+        except Exception:  # a request built from config keys: not known here
+            request = None
+    asked: dict[str, float] = {}
+    for bundle in getattr(request, "bundles", None) or []:
+        for name, amount in bundle.items():
+            asked[name] = asked.get(name, 0.0) + float(amount)
+    return asked

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from hpsearch.adapters import check_fusion, check_train
+from hpsearch.adapters import asked_resources, check_fusion, check_train, resolve_train_function
 from hpsearch.config import RunConfig
 from hpsearch.lifecycle._launches import FusionPlan, Launches
 from hpsearch.placement import FusionSizer, PackingAdmission
@@ -24,9 +24,11 @@ class CheckedCode:
 
     Attributes:
         fusion_shared: the parameters a fused group's members share (``None``: no fusion).
+        notes: what the search says of the code before it starts (a line each).
     """
 
     fusion_shared: tuple[str, ...] | None = None
+    notes: tuple[str, ...] = ()
 
 
 def check_user_code(config: RunConfig) -> CheckedCode:
@@ -43,10 +45,34 @@ def check_user_code(config: RunConfig) -> CheckedCode:
         objective=config.optuna_objective,
         trainable=config.tune_trainable,
     )
+    notes = _resources_note(config)
     fusion = config.fusion
     if not fusion.fuses:
-        return CheckedCode()
-    return CheckedCode(check_fusion(fusion.train, fusion.shared, config.space, config.source))
+        return CheckedCode(notes=notes)
+    shared = check_fusion(fusion.train, fusion.shared, config.space, config.source)
+    return CheckedCode(shared, notes)
+
+
+def _resources_note(config: RunConfig) -> tuple[str, ...]:
+    """A Ray Tune trainable's ``tune.with_resources`` request, which hpsearch does not take:
+    what each trial gets instead, and the setting that gives it what it asked."""
+    if config.tune_trainable is None:
+        return ()
+    trainable = resolve_train_function(config.tune_trainable, trainable=True)
+    asked = asked_resources(trainable)
+    cpus = config.execution.cpus_per_trial
+    if not asked or (asked.get("CPU", cpus) == cpus and not asked.get("GPU")):
+        return ()
+    wants = ", ".join(f"{amount:g} {name}" for name, amount in asked.items())
+    line = (
+        f"{config.source}: train.tune: '{config.tune_trainable}' asks Tune for {wants} "
+        f"(tune.with_resources); each trial gets execution.cpus_per_trial CPUs ({cpus:g})"
+    )
+    if asked.get("GPU"):
+        line += " and its GPU share from packing (packing.mode: off for a whole GPU each)"
+    if asked.get("CPU", cpus) != cpus:
+        line += f"; set execution.cpus_per_trial: {asked['CPU']:g} for its CPUs"
+    return (line,)
 
 
 @dataclass(frozen=True)

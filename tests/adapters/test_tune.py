@@ -12,7 +12,7 @@ from ray import tune
 from ray.tune import Checkpoint
 
 from hpsearch import TrialContext, TrialPruned
-from hpsearch.adapters import nested, tune_train
+from hpsearch.adapters import asked_resources, nested, tune_train
 
 
 def trainable(config: dict[str, Any]) -> None:
@@ -214,3 +214,9 @@ def test_stop_ends_a_function_trainable_completed_at_the_report_that_meets_it(
         tune_train(endless, stop={"epoch": 5, "never": 1e9})({}, by_metric)
     assert [r.step for r in by_metric.history] == [0, 1, 2, 3, 4, 5]
     assert len(said) == 1
+
+
+def test_what_a_class_trainable_asks_through_with_resources_is_read() -> None:
+    assert asked_resources(Counter) == {}
+    asked = tune.with_resources(Counter, {"cpu": 3, "gpu": 0.5})
+    assert asked_resources(asked) == {"CPU": 3.0, "GPU": 0.5}

@@ -1,0 +1,34 @@
+"""The user's code checked once before a search: what the search says of it first."""
+
+from __future__ import annotations
+
+from hpsearch.config import load_config
+from hpsearch.lifecycle import check_user_code
+from tests.conftest import ConfigWriter
+
+
+def test_a_trainables_with_resources_is_said_with_the_setting_that_gives_it(
+    write_config: ConfigWriter,
+) -> None:
+    path = write_config({"train": {"tune": "tests.tune_trainables:asks_resources"}})
+    assert check_user_code(load_config(path)).notes == (
+        f"{path}: train.tune: 'tests.tune_trainables:asks_resources' asks Tune for 2 CPU, "
+        "1 GPU (tune.with_resources); each trial gets execution.cpus_per_trial CPUs (1) and "
+        "its GPU share from packing (packing.mode: off for a whole GPU each); set "
+        "execution.cpus_per_trial: 2 for its CPUs",
+    )
+    given = write_config(
+        {
+            "train": {"tune": "tests.tune_trainables:asks_resources"},
+            "execution": {"cpus_per_trial": 2},
+        }
+    )
+    [note] = check_user_code(load_config(given)).notes
+    assert "(tune.with_resources); each trial gets execution.cpus_per_trial CPUs (2)" in note
+    assert "set execution.cpus_per_trial" not in note  # its CPUs given: the GPU is said
+
+
+def test_nothing_is_said_of_a_trainable_that_gets_what_it_asks(write_config: ConfigWriter) -> None:
+    for trainable in ("asks_one_cpu", "trainable"):  # one CPU; tune.with_parameters only
+        path = write_config({"train": {"tune": f"tests.tune_trainables:{trainable}"}})
+        assert check_user_code(load_config(path)).notes == ()
