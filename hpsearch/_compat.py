@@ -18,7 +18,7 @@ given once per connection instead of once per session
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -388,3 +388,22 @@ def create_mlflow_tables(url: str) -> None:
         _initialize_tables(engine)  # type: ignore[no-untyped-call]
     finally:
         engine.dispose()
+
+
+@contextmanager
+def study_stops(study: optuna.Study, stop: Callable[[str], None]) -> Iterator[None]:
+    """While an objective runs on ``study`` in a worker: its ``study.stop()`` works as in
+    ``optimize`` (which alone lets it), and, once it returns, asks ``stop`` to end the search.
+
+    Private names: the study's ``_thread_local.in_optimize_loop``, which ``stop`` checks,
+    and ``_stop_flag``, which it sets.
+    """
+    local = study._thread_local
+    was = getattr(local, "in_optimize_loop", False)
+    local.in_optimize_loop = True
+    try:
+        yield
+    finally:
+        local.in_optimize_loop = was
+        if getattr(study, "_stop_flag", False):
+            stop("study.stop()")

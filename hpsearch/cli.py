@@ -235,6 +235,12 @@ def run(  # noqa: PLR0917 - click passes one parameter per option
     failed = results.why_none_completed() if outcome.finished else None
     if failed is None:
         _print_best(console, results, str(config))
+    if outcome.stopped:
+        console.print(
+            f"the search stopped: {outcome.stopped}; `hpsearch run {config}` goes on with "
+            "the study",
+            highlight=False,
+        )
     if outcome.interrupted:
         console.print(
             f"{outcome.interrupted} trial(s) were interrupted and will run again on the next "

@@ -128,7 +128,7 @@ class Scheduler:
 
     def suggest(self, launch_id: str) -> TrialLaunch | Hold:
         """What the runner launches next under its id ``launch_id``, or why nothing now."""
-        if self._budget.timed_out():
+        if self._budget.timed_out() or self._budget.stopped:
             return Hold.FINISHED
         running = self._running.running()
         capacity = self._current_capacity()

@@ -127,7 +127,8 @@ def build_search(
     if readings is not None:
         sink = pace or telemetry.load_sink
         gpu = ClusterGpuMetrics(readings, local_sink=sink, sharing=telemetry.sharing)
-    beside = Beside(oom, running, view, gpu, board, side.worker_dir, tuple(listeners))
+    budget = TrialBudget.of_search(config, session.clock)
+    beside = Beside(oom, running, view, gpu, board, side.worker_dir, tuple(listeners), budget.stop)
     launches = launches_for(config, code, side, session.clock, evidence=placing)
     ledger = TrialLedger(
         handle,
@@ -138,7 +139,6 @@ def build_search(
         listeners=search_listeners(config, handle.name, parent, beside, session.clock),
         clock=session.clock,
     )
-    budget = TrialBudget.of_search(config, session.clock)
     scheduler = Scheduler(
         ledger,
         running=running,
@@ -176,7 +176,8 @@ def run_parts(
         interrupted = close_out(parts, parent, readings, reason)
         timed_out = budget is not None and budget.timed_out()
         overdue = budget is not None and budget.overdue()
-    return SearchEnd(parts.ledger.finished, interrupted, elapsed, timed_out, overdue)
+        stopped = budget.stopped if budget is not None else ""
+    return SearchEnd(parts.ledger.finished, interrupted, elapsed, timed_out, overdue, stopped)
 
 
 def _close_without_runner(

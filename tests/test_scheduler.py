@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from dataclasses import replace
 
 from optuna.trial import FrozenTrial, TrialState
 
@@ -23,9 +24,9 @@ from hpsearch.placement import (
 from hpsearch.scheduler import RECOUNT_MARGIN, RECOUNT_S, Hold
 from hpsearch.simulation import LoadModelBackend
 from hpsearch.telemetry import GpuInfo
-from hpsearch.trial.protocol import TrialLaunch
+from hpsearch.trial.protocol import EndReport, Outcome, TrialLaunch
 from tests.conftest import ConfigWriter
-from tests.harness import Driver, DriverFactory
+from tests.harness import Driver, DriverFactory, end
 
 
 class Recording(ResourcePolicy):
@@ -105,6 +106,26 @@ def test_the_budget_waits_for_running_trials_then_finishes(
     d.complete("b", 0.6)
     assert d.parts.scheduler.suggest("c") is Hold.FINISHED
     assert len(d.handle.study.trials) == 2
+
+
+def test_a_trial_that_asks_the_search_to_stop_ends_it_once_the_running_ones_end(
+    write_config: ConfigWriter, driver: DriverFactory
+) -> None:
+    d = driver(
+        load_config(write_config({"study": {"n_trials": 6}})),
+        policy=StaticPolicy(cpus_per_trial=1, trials_per_gpu=0),
+    )
+    for launch in ("a", "b"):
+        assert isinstance(d.parts.scheduler.suggest(launch), TrialLaunch)
+        d.ledger.started(launch)
+    stopping = replace(end(Outcome.COMPLETE, score=0.9), end=EndReport(stop_search="0.9 is enough"))
+    d.ledger.event("a", stopping)
+    assert d.ledger.ended("a") is Outcome.COMPLETE
+    assert d.parts.scheduler.suggest("c") is Hold.FINISHED  # no trial starts after it
+    assert d.parts.budget is not None
+    assert d.parts.budget.stopped == "trial 0 asked it to (0.9 is enough)"
+    d.complete("b", 0.5)  # the one running finishes, as under Optuna's optimize
+    assert [t.state for t in d.handle.study.trials] == [TrialState.COMPLETE] * 2
 
 
 def test_a_waiting_rerun_alone_is_asked_for_a_whole_gpu(

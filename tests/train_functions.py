@@ -254,3 +254,9 @@ def logs_to_mlflow(params: dict[str, Any], ctx: TrialContext) -> None:
     if params.get("fail"):
         raise RuntimeError("failed after logging")
     ctx.report(0, score=float(params["x"]))
+
+
+def stops_search(params: dict[str, Any], ctx: TrialContext) -> None:
+    """Reports, then asks the search to start no more trials."""
+    ctx.report(0, score=float(params["x"]))
+    ctx.stop_search(f"x reached {params['x']}")

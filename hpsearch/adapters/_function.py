@@ -57,16 +57,7 @@ def resolve_train_function(
     Raises:
         ConfigError: naming ``key``, what went wrong and how to fix it.
     """
-    module_name, _, attribute = spec.partition(":")
-    if not module_name or not attribute:
-        raise ConfigError(
-            source,
-            key,
-            f"'{spec}' is not of the form package.module:function",
-            "e.g. mypkg.train:train",
-        )
-    if module_name == "__main__":
-        raise ConfigError(source, key, *_not_main(attribute))
+    module_name, attribute = _named(spec, source, key)
     _refuse_search_on_import(module_name, source, key)
     try:
         module = import_user_module(module_name)
@@ -116,6 +107,25 @@ def resolve_train_function(
     )
     train: TrainFunction = function
     return train
+
+
+def _named(spec: str, source: str, key: str) -> tuple[str, str]:
+    """The module and the function ``spec`` names, where a worker can import them.
+
+    Raises:
+        ConfigError: ``spec`` is not ``package.module:function``, or names ``__main__``.
+    """
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise ConfigError(
+            source,
+            key,
+            f"'{spec}' is not of the form package.module:function",
+            "e.g. mypkg.train:train",
+        )
+    if module_name == "__main__":
+        raise ConfigError(source, key, *_not_main(attribute))
+    return module_name, attribute
 
 
 def _not_main(attribute: str) -> tuple[str, str]:

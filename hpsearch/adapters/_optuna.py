@@ -20,7 +20,9 @@ written to the study as the trial makes them. What differs from Optuna's own
   the configured pruner (Optuna's intermediate value is written as Optuna
   writes it, in single-objective studies);
 * ``should_prune()`` is that pruner's verdict (``ctx.should_prune``);
-* ``optuna.TrialPruned`` prunes the trial as ``hpsearch.TrialPruned`` does.
+* ``optuna.TrialPruned`` prunes the trial as ``hpsearch.TrialPruned`` does;
+* ``trial.study.stop()`` ends the search as it ends ``optimize``: no trial starts after
+  it, those running finish (``ctx.stop_search``).
 
 ``set_user_attr``, ``trial.number``, ``trial.params`` and the ``suggest_*``
 calls are Optuna's own. The trial's checkpoint folder is
@@ -39,6 +41,7 @@ from typing import Any
 import optuna
 from optuna.storages import GrpcStorageProxy
 
+from hpsearch._compat import study_stops
 from hpsearch.trial.context import TrialContext, TrialPruned
 from hpsearch.trial.other_tools import StudyAccess
 
@@ -67,7 +70,8 @@ def objective_train(
             trial = _ReportingTrial(study, trial_id, ctx, objectives[0])
             os.environ["HPSEARCH_CHECKPOINT_DIR"] = str(ctx.checkpoint_dir)
             try:
-                returned = objective(trial)
+                with study_stops(study, ctx.stop_search):
+                    returned = objective(trial)
             except optuna.TrialPruned as pruned:
                 raise TrialPruned(
                     str(pruned) or "the objective raised optuna.TrialPruned"

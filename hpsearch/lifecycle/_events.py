@@ -265,6 +265,7 @@ class TrialEnded:
         end_metrics: the metrics its training function returned.
         params: the training function's parameters.
         user_attrs: what its own code set on it (an Optuna objective's ``set_user_attr``).
+        stop_search: why it asked the search to start no more trials; empty: it did not.
         duration_s: seconds from its start to its end.
         error: why it failed.
         last_step: its last reported step.
@@ -294,6 +295,7 @@ class TrialEnded:
     peak_memory_mb: float | None = None
     checkpoint_dir: str = ""
     user_attrs: dict[str, Any] = field(default_factory=dict)
+    stop_search: str = ""
 
 
 @dataclass(frozen=True)

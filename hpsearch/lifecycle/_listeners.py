@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from hpsearch.config import RunConfig
 from hpsearch.lifecycle._base import TrialListener
 from hpsearch.lifecycle._checkpoints import CheckpointKeeper
+from hpsearch.lifecycle._events import TrialEnded
 from hpsearch.lifecycle._gpu import GpuSeries
 from hpsearch.lifecycle._mlflow import MlflowMirror
 from hpsearch.lifecycle._parent_run import ParentRun
@@ -31,6 +32,8 @@ class Beside:
         board: where pruning verdicts go (``None``: no pruner).
         logs_dir: where workers leave each trial's output (the runs' logs).
         given: the listeners the caller of ``hpsearch.run`` gave, told after the others.
+        stop: stops the search's budget when a trial asks (``ctx.stop_search``); ``None``:
+            nothing to stop.
     """
 
     oom: TrialListener
@@ -40,6 +43,19 @@ class Beside:
     board: VerdictBoard | None = None
     logs_dir: str = ""
     given: tuple[TrialListener, ...] = ()
+    stop: Callable[[str], None] | None = None
+
+
+class SearchStop(TrialListener):
+    """Stops the search when a trial asks (``ctx.stop_search``, an objective's
+    ``study.stop()``): no trial starts after it, those running finish."""
+
+    def __init__(self, stop: Callable[[str], None]) -> None:
+        self._stop = stop
+
+    def on_ended(self, event: TrialEnded) -> None:
+        if event.stop_search:
+            self._stop(f"trial {event.number} asked it to ({event.stop_search})")
 
 
 def search_listeners(
@@ -60,4 +76,6 @@ def search_listeners(
     if isinstance(tracker, OutageTracker):
         limit = config.tracking.outage_limit
         listeners.append(OutageLimit(tracker.down_for, limit, tracker.uri, config.source))
+    if beside.stop is not None:
+        listeners.append(SearchStop(beside.stop))
     return [*listeners, *beside.given]

@@ -212,6 +212,7 @@ class OpenTrial:
             end_metrics=dict(self.end.metrics) if self.end is not None else {},
             params=self._all_params(stored),
             user_attrs=self._code_attrs(stored),
+            stop_search=self.end.end.stop_search if self.end and self.end.end else "",
             admission=self.admission,
             duration_s=duration_s,
             error=ending.error,

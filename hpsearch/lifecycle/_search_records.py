@@ -48,6 +48,7 @@ class SearchEnd:
         elapsed_s: how long the search ran on the runner's clock.
         timed_out: ``study.timeout`` ended the search.
         overdue: trials still running past the timeout's grace were stopped.
+        stopped: why a trial's request ended the search (``ctx.stop_search``); empty: none.
     """
 
     finished: int
@@ -55,6 +56,7 @@ class SearchEnd:
     elapsed_s: float
     timed_out: bool
     overdue: bool
+    stopped: str = ""
 
 
 @dataclass(frozen=True)
@@ -228,6 +230,7 @@ class SearchRecords:
             ended.elapsed_s,
             timed_out=ended.timed_out,
             overdue=ended.overdue,
+            stopped=ended.stopped,
             short_of=self._budget.short_of(count_budget(trials)),
             mlflow_experiment_id=self.tracker.experiment_id,
         )

@@ -23,6 +23,8 @@ class RunOutcome:
             (they are among ``interrupted``).
         mlflow_experiment_id: the MLflow experiment the runs are in.
         short_of: finished trials the study still lacks of ``study.n_trials`` (0: reached).
+        stopped: why a trial's request ended the search before its budget
+            (``ctx.stop_search``, an objective's ``study.stop()``); empty: none did.
     """
 
     results: StudyResults
@@ -34,3 +36,4 @@ class RunOutcome:
     overdue: bool = False
     short_of: int = 0
     mlflow_experiment_id: str | None = None
+    stopped: str = ""

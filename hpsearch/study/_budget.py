@@ -173,6 +173,7 @@ class TrialBudget:
         self._timeout_s = timeout_s
         self._deadline = None if timeout_s is None else clock() + timeout_s
         self._grace_s = grace_s
+        self._stopped = ""
 
     @classmethod
     def from_settings(
@@ -193,6 +194,16 @@ class TrialBudget:
         """The budget of ``config``'s search: its ``study`` section's, a grid's size included."""
         grid = grid_points(config.study.sampler, config.search_space, config.source)
         return cls.from_settings(config.study, clock, grid)
+
+    def stop(self, reason: str) -> None:
+        """Start no more trials (those running finish): a trial asked (``study.stop()``).
+        The first reason is kept."""
+        self._stopped = self._stopped or reason
+
+    @property
+    def stopped(self) -> str:
+        """Why the search was stopped before its budget (:meth:`stop`); empty: it was not."""
+        return self._stopped
 
     def timed_out(self) -> bool:
         """Whether the wall-clock timeout has passed."""
@@ -225,7 +236,7 @@ class TrialBudget:
 
     def decide(self, count: BudgetCount) -> BudgetDecision:
         """Start another trial, wait for running ones, or finish."""
-        if self.timed_out():
+        if self.timed_out() or self._stopped:
             return BudgetDecision.FINISHED
         if self._n_trials is None:
             return BudgetDecision.START

@@ -125,6 +125,7 @@ class TrialContext:
         self._resources = dict(resources or {})
         self._last_step: int | None = None
         self._latest: dict[str, float] = {}
+        self._stop_search = ""
 
     @classmethod
     def local(
@@ -355,6 +356,21 @@ class TrialContext:
         trial (attr ``hpsearch.knobs``).
         """
         self._channel.knobs(KnobReport(dict(effective), tuple(str(n) for n in notes)))
+
+    def stop_search(self, reason: str = "") -> None:
+        """Ask the search to start no more trials, as Optuna's ``study.stop()`` does: this
+        trial and those running finish, and the search ends with exit code 0. A later
+        ``hpsearch run`` goes on with the study.
+
+        Args:
+            reason: why, said when the search ends (e.g. "accuracy 0.99 reached").
+        """
+        self._stop_search = reason or "ctx.stop_search()"
+
+    @property
+    def stop_asked(self) -> str:
+        """Why the trial asked the search to stop (:meth:`stop_search`); empty: it did not."""
+        return self._stop_search
 
     def should_prune(self) -> bool:
         """Whether the study's pruner says to stop this trial after the latest report.

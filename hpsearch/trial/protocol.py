@@ -279,12 +279,15 @@ class EndReport:
         retries: the smaller-batch retries made before the end.
         fused_oom_at: the size of the fused group that ran out of memory before this
             member's group was split (``None``: none did).
+        stop_search: why the trial asked the search to start no more trials
+            (``ctx.stop_search``, an objective's ``study.stop()``); empty: it did not.
     """
 
     reason: str = ""
     oom: OomReport | None = None
     retries: tuple[BatchRetry, ...] = ()
     fused_oom_at: int | None = None
+    stop_search: str = ""
 
 
 @dataclass(frozen=True)

@@ -216,6 +216,7 @@ def _member_end(
         reason=member.reason if member.outcome is Outcome.PRUNED else "",
         oom=member.oom,
         fused_oom_at=member.fused_oom_at,
+        stop_search=member.ctx.stop_asked,
     )
     return _end(number, member.outcome, member.reason, metrics, assigned, end=end)
 

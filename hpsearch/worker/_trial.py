@@ -225,7 +225,8 @@ def _call_train(
         result = _attempt(train, attempt, ctx, trial.seed, settings.objectives)
         if result.oom is None:
             final = dict(result.final or {})
-            return result.outcome, result.error, final, EndReport(retries=tuple(retries))
+            end = EndReport(retries=tuple(retries), stop_search=ctx.stop_asked)
+            return result.outcome, result.error, final, end
         # Out of the except block (whose traceback held the failed frames' tensors),
         # the memory can be given back before anything else runs in this process.
         oom = replace(result.oom, peak_mb=_release_memory(device, ctx), cap_mb=cap_mb)

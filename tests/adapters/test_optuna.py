@@ -98,6 +98,19 @@ def test_an_optuna_objective_suggests_reports_and_prunes_as_it_does_under_optuna
     assert rerun.value == trials[1].value
 
 
+def test_study_stop_in_an_objective_ends_the_search_as_it_ends_optimize(project: Path) -> None:
+    path = _config(project, "stops", train={"optuna": "tests.optuna_objectives:stops"})
+    text = yaml.safe_load(path.read_text())
+    text["execution"]["max_concurrent"] = 1
+    path.write_text(yaml.safe_dump(text))
+    ran = cli("run", str(path))
+    assert ran.returncode == 0, ran.stderr[-3000:]  # not a failure: Optuna's optimize returns
+    assert "the search stopped: trial 1 asked it to (study.stop())" in ran.stdout
+    trials = optuna.load_study(study_name="stops", storage=STORAGE).trials
+    # The trial that asked completed; none started after it (6 were asked for).
+    assert [t.state.name for t in trials] == ["COMPLETE", "COMPLETE"]
+
+
 def test_an_objective_returning_a_tuple_has_two_objectives(project: Path) -> None:
     path = _config(
         project,

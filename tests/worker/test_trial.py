@@ -168,3 +168,13 @@ def test_a_signal_handler_installed_off_the_main_thread_says_why_it_failed() -> 
     assert last.startswith("ValueError: signal only works in main thread")
     assert "runs in a thread of its worker, as under Ray Tune" in last
     assert "train: {command: ...}" in last
+
+
+def test_a_trial_that_asks_the_search_to_stop_says_so_in_its_end() -> None:
+    _, end = _execute("tests.train_functions:stops_search", {"x": 0.5})
+    assert end.outcome is Outcome.COMPLETE
+    assert end.end is not None
+    assert end.end.stop_search == "x reached 0.5"
+    _, plain = _execute("tests.train_functions:quick", {"x": 0.5, "steps": 1})
+    assert plain.end is not None
+    assert plain.end.stop_search == ""
