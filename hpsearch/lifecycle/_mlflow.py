@@ -8,6 +8,7 @@ trial's outcome.
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -42,8 +43,17 @@ from hpsearch.tracking import (
 from hpsearch.trial.death import output_file, output_tail
 from hpsearch.trial.protocol import Assignment, Outcome
 
-_TAG_NAME = re.compile(r"(?!mlflow\.)[\w./ -]{1,250}")
-"""A user attr's name that may name a tag: what MLflow takes, none of MLflow's own."""
+_TAG_NAME = re.compile(r"(?!mlflow\.)[\w./ :-]{1,250}")
+"""A user attr's name that may name a tag: MLflow's characters, none of MLflow's own names."""
+
+
+def _taggable(name: str) -> bool:
+    """Whether MLflow takes ``name`` as a tag's (its characters, and a path it need not
+    normalise: no ``//``, ``./``, ``..``, leading ``/`` or lone ``.``), so that one attr's
+    name cannot fail the batch that ends the trial's run."""
+    if not _TAG_NAME.fullmatch(name) or posixpath.normpath(name) != name:
+        return False
+    return name != "." and not name.startswith(("/", ".."))
 
 
 class MlflowMirror(TrialListener):
@@ -152,7 +162,7 @@ class MlflowMirror(TrialListener):
         tags: dict[str, Any] = {
             # What an objective set on its trial, as Optuna's MLflowCallback tags it (by
             # name); a name MLflow would refuse, or one of its own, is left to the study.
-            **{k: v for k, v in event.user_attrs.items() if _TAG_NAME.fullmatch(k)},
+            **{k: v for k, v in event.user_attrs.items() if _taggable(k)},
             "hpsearch.outcome": event.outcome.value,
             # The Optuna state, since MLflow's run statuses have no PRUNED.
             "hpsearch.state": OPTUNA_STATE[event.outcome].name,

@@ -2,16 +2,32 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
+import optuna
 import pytest
 from optuna.trial import TrialState
 
 from hpsearch import attrs
-from hpsearch.config import RunConfig
-from hpsearch.lifecycle import reclaim_stale_trials, record_unwritten_runs
+from hpsearch.config import ObjectiveSpec, RunConfig
+from hpsearch.lifecycle import (
+    MlflowMirror,
+    TrialEnded,
+    TrialOpened,
+    reclaim_stale_trials,
+    record_unwritten_runs,
+)
+from hpsearch.placement import Admission
 from hpsearch.study import GRACE_PERIOD_S, open_study
-from hpsearch.tracking import STUDY_TAG, TRIAL_NUMBER_TAG, MlflowTracker, RunStatus
+from hpsearch.tracking import (
+    STUDY_TAG,
+    TRIAL_NUMBER_TAG,
+    MemoryTracker,
+    MlflowTracker,
+    RunStatus,
+)
+from hpsearch.trial.protocol import Outcome
 from tests.conftest import age_heartbeat
 
 pytestmark = pytest.mark.usefixtures("seeded_store")
@@ -154,3 +170,23 @@ def test_runs_a_stopped_search_could_not_create_are_recorded_from_the_study(
     assert {r.data.tags["mlflow.parentRunId"] for r in runs.values()} == {parent}
     assert tracker.client.get_run(parent).info.status == "KILLED"
     assert record_unwritten_runs(handle, tracker) == 0  # once
+
+
+def test_an_objectives_user_attrs_tag_its_run_where_mlflow_takes_their_names() -> None:
+    tracker = MemoryTracker()
+    mirror = MlflowMirror(
+        tracker,
+        "study",
+        tracker.start_run("search"),
+        [ObjectiveSpec(metric="v", direction="maximize")],
+    )
+    trial = optuna.create_study().ask()
+    admission = Admission(cpus=1.0, gpus=0.0, reason="test")
+    mirror.on_opened(TrialOpened(0, {}, admission, trial, {}))
+    user_attrs = {"kind_seen": "a", "best so far": 0.5, "t:1": 1, "a/b": 2}
+    refused = {"x!": 1, "a//b": 1, "./x": 1, "/x": 1, "..": 1, ".": 1, "mlflow.note.content": 1}
+    ended = TrialEnded(0, Outcome.COMPLETE, (0.5,), {}, {}, {}, admission, 1.0)
+    mirror.on_ended(replace(ended, user_attrs={**user_attrs, **refused}))
+    [run] = [r for r in tracker.runs.values() if r.name == "trial-0"]
+    assert {k: run.tags[k] for k in user_attrs} == {k: str(v) for k, v in user_attrs.items()}
+    assert not set(refused) & set(run.tags)  # one refused name would fail the run's batch
