@@ -29,10 +29,16 @@ logger = logging.getLogger(__name__)
 TRIAL_ENV = "HPSEARCH_MLFLOW_TRIAL"
 """The trial whose code runs, for the run context provider: JSON of :class:`TrialOf`."""
 
-_SET = ("MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME", TRIAL_ENV)
-# Saved and put back too: mlflow.set_experiment in one trial sets MLFLOW_EXPERIMENT_ID,
-# which the next trial of a reused worker would otherwise inherit.
-_KEPT = (*_SET, "MLFLOW_EXPERIMENT_ID", "MLFLOW_RUN_ID")
+# What a trial's block sets, and what MLflow itself may set in it (mlflow.set_experiment
+# sets MLFLOW_EXPERIMENT_ID, which the next trial of a reused worker would inherit): each
+# put back as it was.
+_KEPT = (
+    "MLFLOW_TRACKING_URI",
+    "MLFLOW_EXPERIMENT_NAME",
+    TRIAL_ENV,
+    "MLFLOW_EXPERIMENT_ID",
+    "MLFLOW_RUN_ID",
+)
 
 
 @dataclass(frozen=True)
