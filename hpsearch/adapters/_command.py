@@ -47,7 +47,7 @@ from typing import IO, Any
 from hpsearch._procs import descendants, group_running
 from hpsearch.oom import device_oom
 from hpsearch.trial.context import TrialContext, TrialPruned
-from hpsearch.trial.script import ARGS, CommandSpec
+from hpsearch.trial.script import ARG_FORMS, CommandSpec, expand, fill
 from hpsearch.trial.text_metrics import TextMetrics, TextReader
 
 STDERR_KEPT_LINES = 30
@@ -98,34 +98,25 @@ def command_train(spec: CommandSpec, workdir: str, trial_dir: str) -> Callable[.
     return train
 
 
-def command_line(spec: CommandSpec, params: Mapping[str, Any]) -> list[str]:
+def command_line(spec: CommandSpec, params: Mapping[str, Any], folder: str = ".") -> list[str]:
     """The command's arguments with ``{name}`` replaced by each parameter's value, and an
-    argument ``{args}`` by ``--name=value`` for each parameter the trial has.
+    argument ``{args}`` (or another of :data:`~hpsearch.trial.script.ARG_FORMS`) by the
+    parameters the trial has, in its form.
 
     A leading ``python`` (or ``python3``) is the interpreter hpsearch runs with,
     so the script sees the same environment whether or not it is activated.
+    ``folder`` is the trial's own (where ``{args_json_file}`` is written).
     """
     arguments: list[str] = []
     for argument in spec.arguments:
-        if argument == "{args}" and ARGS not in params:
-            arguments += [f"--{name}={value}" for name, value in params.items()]
+        form = argument[1:-1]
+        if argument == f"{{{form}}}" and form in ARG_FORMS and form not in params:
+            arguments += expand(form, params, folder)
         else:
-            arguments.append(argument.format_map(_Text(params)))
+            arguments.append(fill(argument, params))
     if arguments and arguments[0] in ("python", "python3"):
         arguments[0] = sys.executable
     return arguments
-
-
-class _Text(dict[str, Any]):
-    """The trial's parameters for ``str.format_map`` (``{lr}``, ``{lr:.2e}``): a name the
-    trial lacks says why."""
-
-    def __missing__(self, name: str) -> Any:
-        raise KeyError(
-            f"the command names {{{name}}}, which this trial does not have (a parameter of "
-            "another branch of the space); pass {args} (--name=value for the parameters the "
-            "trial has), or read them from HPSEARCH_PARAMS"
-        )
 
 
 def run_command(
@@ -165,7 +156,7 @@ def run_command(
     spared = set(descendants(os.getpid()))  # what this worker ran before the script
     subreaper = _subreaper(True)
     process = subprocess.Popen(
-        command_line(spec, params),
+        command_line(spec, params, str(folder)),
         cwd=workdir if workdir and os.path.isdir(workdir) else folder,
         env=env,
         stdin=subprocess.DEVNULL,

@@ -13,6 +13,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from hpsearch.errors import ConfigError
 from hpsearch.space import ParamSpec, expand_space
+from hpsearch.trial.script import ARG_FORMS
 
 
 @dataclass
@@ -110,11 +111,12 @@ def log_range_unstepped(
 def command_line(arguments: list[str]) -> str:
     """``arguments`` as one command string that ``train.command`` splits back the same.
 
-    ``{args}`` stays as written; any other brace is doubled, so that it is not a placeholder.
+    ``{args}`` (and W&B's other forms, ``{args_no_hyphens}`` ...) stays as written; any
+    other brace is doubled, so that it is not a placeholder.
     """
     words = []
     for argument in arguments:
-        if argument == "{args}":
+        if argument[1:-1] in ARG_FORMS and argument == f"{{{argument[1:-1]}}}":
             words.append(argument)
             continue
         escaped = argument.replace("{", "{{").replace("}", "}}")

@@ -26,7 +26,7 @@ and a note says so.
 W&B's bayes is Bayesian optimisation with a Gaussian process; it becomes TPE,
 Optuna's (and hpsearch's) default Bayesian sampler (``gp`` is Optuna's GP one).
 Anything else (``probabilities``, normal, beta and inverse-log distributions,
-nested ``parameters``, ``metric.target``, ``${args_json}``) is
+nested ``parameters``, ``metric.target``, ``${envvar:NAME}``) is
 a one-line error naming its key: hpsearch has no equivalent, so a silent drop
 would search something else.
 """
@@ -46,6 +46,7 @@ from hpsearch.convert._base import (
     command_line,
     log_range_unstepped,
 )
+from hpsearch.trial.script import ARG_FORMS
 
 _SAMPLERS = {"bayes": "tpe", "random": "random", "grid": "grid"}
 _TOP_KEYS = {
@@ -288,13 +289,13 @@ def _train(source: Source, sweep: dict[str, Any]) -> dict[str, Any]:
             if program is None:
                 raise source.error(("command", index), "names ${program}", "add program: ...")
             arguments.append(str(program))
-        elif word == "${args}":
-            arguments.append("{args}")
+        elif word.startswith("${") and word[2:-1] in ARG_FORMS and word.endswith("}"):
+            arguments.append(word[1:])  # ${args_no_hyphens}: {args_no_hyphens}, the same form
         elif word.startswith("${"):
             raise source.error(
                 ("command", index),
                 f"{word} has no hpsearch equivalent",
-                "use ${args} (--name=value for each parameter)",
+                f"use one of {', '.join('${' + form + '}' for form in ARG_FORMS)}",
             )
         else:
             arguments.append(word)

@@ -7,6 +7,7 @@ The settings of command mode, declared once: the config composes them as its
 
 from __future__ import annotations
 
+import json
 import shlex
 import string
 from collections.abc import Mapping
@@ -17,8 +18,72 @@ from pydantic import Field, field_validator
 from hpsearch._settings import Seconds, Settings
 from hpsearch.trial.text_metrics import TextMetrics
 
-ARGS = "args"
-"""``{args}``, an argument of its own: ``--name=value`` for each parameter the trial has."""
+ARG_FORMS: dict[str, str] = {
+    "args": "--name=value",
+    "args_no_equals": "--name value",
+    "args_no_hyphens": "name=value (Hydra's overrides)",
+    "args_no_boolean_flags": "--name=value, --name for true, nothing for false",
+    "args_json": "the parameters as one JSON argument",
+    "args_json_file": "the path of a JSON file of the parameters",
+}
+"""The arguments that stand for all of a trial's parameters, as W&B sweeps' macros of the
+same names do (``${args_no_hyphens}`` ...), each an argument of its own; a parameter of
+the same name is a placeholder instead."""
+
+PARAMS_FILE = "params.json"
+"""``{args_json_file}``: the file in the trial's folder that holds its parameters."""
+
+
+def expand(form: str, params: Mapping[str, Any], folder: str) -> list[str]:
+    """The arguments ``{form}`` (one of :data:`ARG_FORMS`) stands for in a trial with ``params``.
+
+    ``folder`` is the trial's own: ``{args_json_file}`` writes the parameters there.
+    """
+    pairs = list(params.items())
+    if form == "args_no_equals":
+        return [word for name, value in pairs for word in (f"--{name}", str(value))]
+    if form == "args_no_hyphens":
+        return [f"{name}={value}" for name, value in pairs]
+    if form == "args_no_boolean_flags":
+        return [
+            f"--{name}" if value is True else f"--{name}={value}"
+            for name, value in pairs
+            if value is not False
+        ]
+    if form == "args_json":
+        return [json.dumps(dict(params))]
+    if form == "args_json_file":
+        path = f"{folder.rstrip('/')}/{PARAMS_FILE}"
+        with open(path, "w", encoding="utf-8") as file:
+            json.dump(dict(params), file)
+        return [path]
+    return [f"--{name}={value}" for name, value in pairs]
+
+
+def fill(argument: str, params: Mapping[str, Any]) -> str:
+    """``argument`` with each ``{name}`` (``{name:format}``, ``{name!r}``) replaced by the
+    parameter of exactly that name: ``{optimizer.lr}`` is the parameter ``optimizer.lr``
+    (Hydra's dotted keys), not an attribute of ``optimizer``.
+
+    Raises:
+        KeyError: a name the trial does not have (a parameter of another branch).
+    """
+    text: list[str] = []
+    for literal, name, spec, conversion in string.Formatter().parse(argument):
+        text.append(literal)
+        if name is None:
+            continue
+        if name not in params:
+            raise KeyError(
+                f"the command names {{{name}}}, which this trial does not have (a parameter "
+                "of another branch of the space); pass {args} (--name=value for the "
+                "parameters the trial has), or read them from HPSEARCH_PARAMS"
+            )
+        value = params[name]
+        if conversion:
+            value = {"r": repr, "a": ascii}.get(conversion, str)(value)
+        text.append(format(value, spec or ""))
+    return "".join(text)
 
 
 def _branch(when: Mapping[str, Any]) -> str:
@@ -45,10 +110,12 @@ class CommandSpec(Settings):
 
     Attributes:
         command: the command line; ``{name}`` is replaced by the trial's parameter
-            ``name``, and an argument ``{args}`` by ``--name=value`` for each
-            parameter the trial has (W&B sweeps' ``${args}``: a conditional space's
-            branch reaches an unchanged argparse script). A string is split as a
-            shell would, without a shell; a list is taken as the arguments.
+            ``name`` (``{optimizer.lr}`` by the parameter ``optimizer.lr``), and an
+            argument ``{args}`` by ``--name=value`` for each parameter the trial has
+            (W&B sweeps' ``${args}``: a conditional space's branch reaches an
+            unchanged argparse script); ``{args_no_hyphens}`` (``name=value``, Hydra's
+            overrides) and W&B's other forms likewise (:data:`ARG_FORMS`). A string is
+            split as a shell would, without a shell; a list is taken as the arguments.
         metrics: ``stdout-jsonl``: each line the script prints that is a JSON object
             with an integer ``step`` is a report (its other numeric keys are
             metrics); a JSON object without ``step`` gives final metrics; any other
@@ -107,24 +174,25 @@ class CommandSpec(Settings):
         """
         for argument in self.arguments:
             try:
-                names = [field for _, field, _, _ in string.Formatter().parse(argument) if field]
+                names = [f for _, f, _, _ in string.Formatter().parse(argument) if f is not None]
             except ValueError as exc:
                 raise ValueError(
                     f"train.command: cannot read {argument!r} ({exc}); "
                     "write {name} for a parameter and {{ }} for a literal brace"
                 ) from None
             for name in names:
-                if name == ARGS and name not in space:
-                    if argument != "{args}":
+                if name in ARG_FORMS and name not in space:
+                    if argument != f"{{{name}}}":
                         raise ValueError(
-                            f"train.command: {{args}} inside {argument!r}; write {{args}} as "
-                            "an argument of its own (it becomes one --name=value per parameter)"
+                            f"train.command: {{{name}}} inside {argument!r}; write {{{name}}} "
+                            f"as an argument of its own (it becomes {ARG_FORMS[name]})"
                         )
                     continue
                 if name not in space:
                     raise ValueError(
                         f"train.command names {{{name}}}, which is not in space; "
-                        f"use one of {', '.join('{' + n + '}' for n in space)}"
+                        f"use one of {', '.join('{' + n + '}' for n in space)} (a literal "
+                        "brace is written {{ or }})"
                     )
                 when = getattr(space[name], "when", None)
                 if when:

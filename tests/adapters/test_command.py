@@ -239,6 +239,52 @@ def test_placeholders_fill_from_params_and_python_is_this_interpreter() -> None:
         command_line(spec, {"lr": 0.001, "act": "relu"})
 
 
+def test_a_dotted_placeholder_is_the_parameter_of_that_name_as_hydra_overrides_name_them() -> None:
+    spec = CommandSpec(command="python train.py optimizer.lr={optimizer.lr:.0e} seed={seed!r}")
+    spec.check_placeholders({"optimizer.lr": object(), "seed": object()})
+    assert command_line(spec, {"optimizer.lr": 0.01, "seed": "a"})[2:] == [
+        "optimizer.lr=1e-02",
+        "seed='a'",
+    ]
+
+
+def test_each_of_w_and_bs_argument_forms_expands_as_its_macro_does(tmp_path: Path) -> None:
+    params = {"model.depth": 3, "amp": True, "tf32": False, "opt": "sgd"}
+
+    def expanded(form: str) -> list[str]:
+        return command_line(CommandSpec(command=f"prog {{{form}}}"), params, str(tmp_path))[1:]
+
+    assert expanded("args") == ["--model.depth=3", "--amp=True", "--tf32=False", "--opt=sgd"]
+    assert expanded("args_no_hyphens") == ["model.depth=3", "amp=True", "tf32=False", "opt=sgd"]
+    assert expanded("args_no_equals") == [
+        "--model.depth", "3", "--amp", "True", "--tf32", "False", "--opt", "sgd",
+    ]  # fmt: skip
+    assert expanded("args_no_boolean_flags") == ["--model.depth=3", "--amp", "--opt=sgd"]
+    assert json.loads(expanded("args_json")[0]) == params
+    [path] = expanded("args_json_file")
+    assert Path(path).parent == tmp_path
+    assert json.loads(Path(path).read_text()) == params
+    # A parameter of the same name is a placeholder, as {args} already was.
+    assert command_line(CommandSpec(command="prog {args_json}"), {"args_json": 1}) == ["prog", "1"]
+
+
+def test_a_hydra_style_script_receives_its_overrides_from_args_no_hyphens(tmp_path: Path) -> None:
+    # Hydra's overrides (key.sub=value), parsed as Hydra parses them: no --, no flags.
+    script = _script(
+        tmp_path,
+        """
+        overrides = dict(word.split("=", 1) for word in sys.argv[1:])
+        assert not any(key.startswith("-") for key in overrides), overrides
+        print(f"epoch=0 val_accuracy={float(overrides['optimizer.lr']) * 10}")
+        """,
+    )
+    ctx = TrialContext.local()
+    spec = CommandSpec(command=f"python {script} {{args_no_hyphens}}", metrics={"scalars": True})
+    params = {"optimizer.lr": 0.05, "model.layers": 2}
+    run_command(spec, params, ctx, workdir=str(tmp_path), trial_dir=str(tmp_path / "t"))
+    assert ctx.history[-1].metrics["val_accuracy"] == pytest.approx(0.5)
+
+
 @pytest.mark.parametrize(
     ("line", "step", "metrics"),
     [
@@ -368,4 +414,12 @@ def test_args_passes_exactly_the_trials_parameters_to_an_argparse_script(tmp_pat
     assert ctx.history[0].metrics == {"lr": 0.01, "momentum": 0.9, "beta_given": 0.0}
     with pytest.raises(ValueError, match="write \\{args\\} as an argument of its own"):
         CommandSpec(command="python t.py --all={args}").check_placeholders({"lr": 1})
+    with pytest.raises(ValueError, match="write \\{args_json\\} as an argument of its own"):
+        CommandSpec(command="python t.py --p={args_json}").check_placeholders({"lr": 1})
     CommandSpec(command="python t.py {args}").check_placeholders({"lr": 1})
+    # Hydra's own interpolation is a literal brace: written doubled, it passes as it is.
+    with pytest.raises(ValueError, match=r"names \{oc\.env\}.*a literal brace is written"):
+        CommandSpec(command="t hydra.run.dir=${oc.env:D}").check_placeholders({"lr": 1})
+    spec = CommandSpec(command="t hydra.run.dir=${{oc.env:D}}")
+    spec.check_placeholders({"lr": 1})
+    assert command_line(spec, {"lr": 1}) == ["t", "hydra.run.dir=${oc.env:D}"]

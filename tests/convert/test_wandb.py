@@ -6,8 +6,10 @@ import math
 from pathlib import Path
 
 import pytest
+import yaml
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
+from hpsearch.adapters import command_line
 from hpsearch.config import load_config
 from hpsearch.convert import convert
 from hpsearch.errors import ConfigError
@@ -111,6 +113,29 @@ def test_a_grid_sweeps_whole_grid(tmp_path: Path) -> None:
     assert converted.config["train"]["command"] == "python t.py {args}"
 
 
+def test_w_and_bs_hydra_example_converts_with_its_dotted_parameter_and_overrides(
+    tmp_path: Path,
+) -> None:
+    # W&B's own command example: Hydra overrides for a dotted parameter.
+    source = _sweep(
+        tmp_path,
+        "program: main.py\nmethod: bayes\nrun_cap: 8\nmetric: {name: val_loss, goal: minimize}\n"
+        "parameters:\n  optimizer.config.learning_rate: {min: 0.00001, max: 0.1}\n"
+        "  optimizer: {values: [sgd, adam]}\n"
+        "command: ['${env}', '${interpreter}', '${program}', '${args_no_hyphens}']\n",
+    )
+    converted = convert(source)
+    assert converted.config["train"]["command"] == "python main.py {args_no_hyphens}"
+    written = tmp_path / "converted.yaml"
+    written.write_text(yaml.safe_dump(converted.config))
+    config = load_config(written)
+    assert config.command is not None
+    assert command_line(config.command, {"optimizer.config.learning_rate": 0.01})[1:] == [
+        "main.py",
+        "optimizer.config.learning_rate=0.01",
+    ]
+
+
 @pytest.mark.parametrize(
     ("text", "where"),
     [
@@ -133,8 +158,8 @@ def test_a_grid_sweeps_whole_grid(tmp_path: Path) -> None:
             "parameters.a: method grid takes values",
         ),
         (
-            "parameters: {a: {value: 1}}\ncommand: [python, t.py, '${args_json}']",
-            "command.2: ${args_json}",
+            "parameters: {a: {value: 1}}\ncommand: [python, t.py, '${envvar:HOME}']",
+            "command.2: ${envvar:HOME}",
         ),
         (
             "parameters: {a: {min: 0.1, max: 1.0, distribution: q_uniform, q: 0.2}}",
