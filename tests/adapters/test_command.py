@@ -280,7 +280,9 @@ def test_a_hydra_style_script_receives_its_overrides_from_args_no_hyphens(tmp_pa
         """,
     )
     ctx = TrialContext.local()
-    spec = CommandSpec(command=f"python {script} {{args_no_hyphens}}", metrics=TextMetrics(scalars=True))
+    spec = CommandSpec(
+        command=f"python {script} {{args_no_hyphens}}", metrics=TextMetrics(scalars=True)
+    )
     params = {"optimizer.lr": 0.05, "model.layers": 2}
     run_command(spec, params, ctx, workdir=str(tmp_path), trial_dir=str(tmp_path / "t"))
     assert ctx.history[-1].metrics["val_accuracy"] == pytest.approx(0.5)
