@@ -260,3 +260,13 @@ def stops_search(params: dict[str, Any], ctx: TrialContext) -> None:
     """Reports, then asks the search to start no more trials."""
     ctx.report(0, score=float(params["x"]))
     ctx.stop_search(f"x reached {params['x']}")
+
+
+def writes_framework_output(params: dict[str, Any], ctx: TrialContext) -> None:
+    """Writes what a framework's default output folder would be (PyTorch Lightning's
+    ``default_root_dir``, read from the environment as Lightning reads it) to ``seen``."""
+    import json
+
+    names = ("HPSEARCH_TRIAL_DIR", "PL_TRAINER_DEFAULT_ROOT_DIR")
+    Path(params["seen"]).write_text(json.dumps({name: os.environ.get(name) for name in names}))
+    ctx.report(0, score=1.0)

@@ -44,10 +44,9 @@ from hpsearch.worker._trial import (
     apply_memory_cap,
     device_of,
     final_metrics,
-    folder_kept,
     limit_torch_threads,
-    own_mlflow_runs,
     release_memory,
+    surroundings,
 )
 
 
@@ -93,7 +92,7 @@ def execute_group(
         for spec in launch.members
     ]
     values: dict[int, Any] = {}
-    with folder_kept(), own_mlflow_runs(launch):
+    with surroundings(launch):
         _call(train, members, list(launch.members), values, device)
         ends = [
             _member_end(member, spec.number, values.get(spec.number), settings.objectives, assigned)

@@ -54,6 +54,7 @@ from hpsearch.trial.protocol import (
 from hpsearch.trial.seeds import seed_everything
 from hpsearch.worker._exits import exit_failure
 from hpsearch.worker._threads import with_thread_hint
+from hpsearch.worker._trial_env import trial_environment
 
 logger = logging.getLogger(__name__)
 
@@ -147,7 +148,7 @@ def execute_trial(
         oracle: answers ``ctx.should_prune()`` for a step; ``None``: never prune.
     """
     channel = Sender(send, assigned)
-    with folder_kept(), own_mlflow_runs(launch):
+    with surroundings(launch):
         outcome, error, final, end = _call_train(launch, assigned, channel, oracle)
         end_open_runs(outcome.run_status)
     return WorkerEvent(
@@ -158,6 +159,15 @@ def execute_trial(
         assigned=assigned,
         end=replace(end, reason=error) if outcome is Outcome.PRUNED and error else end,
     )
+
+
+@contextmanager
+def surroundings(launch: TrialLaunch) -> Iterator[None]:
+    """What the launch's code runs in, each put back as it was after: the working folder,
+    its own folder in the environment (:mod:`hpsearch.worker._trial_env`), and where its
+    MLflow calls go."""
+    with folder_kept(), trial_environment(launch.members[0].trial_dir), own_mlflow_runs(launch):
+        yield
 
 
 @contextmanager
