@@ -27,7 +27,10 @@ so a trial has, and is given, only the parameters of its branch.
 
 from __future__ import annotations
 
+import ast
+import json
 import math
+import re
 from collections.abc import Mapping
 from decimal import Decimal
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -256,6 +259,69 @@ def expand_shorthand(value: Any) -> Any:
     return value
 
 
+_CALL = re.compile(r"\s*(?:ray\.)?(tune\.|hp\.)?([a-z_]+)\s*\((.*)\)\s*", re.DOTALL)
+"""A distribution written as Python call text: ``tune.loguniform(1e-4, 1e-1)``."""
+
+_CALLS: dict[str, tuple[str, bool, int]] = {
+    # name: (type, log, what to take from an exclusive upper bound), as Ray Tune reads them
+    "uniform": ("float", False, 0),
+    "quniform": ("float", False, 0),
+    "loguniform": ("float", True, 0),
+    "qloguniform": ("float", True, 0),
+    "randint": ("int", False, 1),
+    "qrandint": ("int", False, 0),
+    "lograndint": ("int", True, 1),
+    "qlograndint": ("int", True, 0),
+}
+
+_NO_RANGE = {
+    "choice": "the list of choices alone: [a, b, ...]",
+    "grid_search": "the list of choices alone: [a, b, ...] (study.sampler.type: grid runs each)",
+    "randn": "{type: float, low: .., high: ..} (hpsearch searches no normal distribution)",
+    "qrandn": "{type: float, low: .., high: ..} (hpsearch searches no normal distribution)",
+    "sample_from": "a range or a list of choices (a value computed from others: "
+    "train: {optuna: mymod:objective})",
+}
+
+
+def written_call(value: Any) -> str | None:
+    """The space entry meant by ``value`` when it is a distribution written as text (a Ray
+    Tune or hyperopt call pasted into YAML: ``tune.loguniform(1e-4, 1e-1)``), else ``None``.
+
+    Without this the text would be a constant, passed to every trial as a string.
+    """
+    found = _CALL.fullmatch(value) if isinstance(value, str) else None
+    if found is None:
+        return None
+    prefix, name, text = found.groups()
+    if name not in _CALLS and name not in _NO_RANGE and not name.startswith("suggest_"):
+        return None
+    try:
+        args = ast.literal_eval(f"({text},)") if text.strip() else ()
+    except (ValueError, SyntaxError):
+        args = ()
+    choices = [a for a in args if isinstance(a, list | tuple)]
+    if name in ("choice", "grid_search") and choices:
+        return json.dumps(list(choices[-1]))
+    if name in _NO_RANGE:
+        return _NO_RANGE[name]
+    numbers = [a for a in args if isinstance(a, int | float) and not isinstance(a, bool)]
+    if name not in _CALLS or not numbers:
+        return "{type: float|int, low: .., high: .., log: true|false}"
+    kind, log, exclusive = _CALLS[name]
+    if len(numbers) == 1 or (prefix == "hp." and name == "randint" and len(numbers) == 2):
+        numbers = [0, *numbers] if len(numbers) == 1 else numbers  # hyperopt's randint(upper)
+    low, high = numbers[0], numbers[1] - exclusive  # Tune's randint leaves its upper bound out
+    if prefix == "hp." and log:  # hyperopt's bounds are exponents of e
+        low, high = float(f"{math.exp(low):.4g}"), float(f"{math.exp(high):.4g}")
+    entry = f"{{type: {kind}, low: {low}, high: {high}"
+    if log:
+        entry += ", log: true"
+    elif len(numbers) > 2 and name.startswith("q"):
+        entry += f", step: {numbers[2]}"
+    return entry + "}"
+
+
 def _is_branches(value: Any) -> bool:
     """A mapping of choice to its parameters (no ``type``; each value a mapping or null)."""
     return (
@@ -294,6 +360,9 @@ def expand_space(entries: Mapping[str, Any], when: Condition | None = None) -> d
                 for inner_name, inner_entry in expand_space(inner or {}, condition).items():
                     put(inner_name, inner_entry)
             continue
+        meant = written_call(value)
+        if meant is not None:
+            raise ValueError(f"'{name}' is the text {value!r}, not a range; write {name}: {meant}")
         entry = expand_shorthand(value)
         if when and isinstance(entry, Mapping):
             entry = {**entry, "when": {**when, **entry.get("when", {})}}

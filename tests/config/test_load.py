@@ -78,6 +78,31 @@ def test_a_range_in_another_tools_words_is_told_this_configs(
     assert any(f" {key}: " in line and line.endswith(fix) for line in error.every_problem())
 
 
+@pytest.mark.parametrize(
+    ("text", "meant"),
+    [
+        ("tune.loguniform(1e-4, 1e-1)", "{type: float, low: 0.0001, high: 0.1, log: true}"),
+        ("tune.randint(1, 10)", "{type: int, low: 1, high: 9}"),  # Tune leaves 10 out
+        ("tune.qrandint(8, 64, 8)", "{type: int, low: 8, high: 64, step: 8}"),
+        ("tune.choice(['relu', 'gelu'])", '["relu", "gelu"]'),
+        ("hp.loguniform('lr', -9, -2)", "{type: float, low: 0.0001234, high: 0.1353, log: true}"),
+        (
+            "tune.randn(0, 1)",
+            "{type: float, low: .., high: ..} (hpsearch searches no normal distribution)",
+        ),
+    ],
+)
+def test_a_distribution_written_as_call_text_is_refused_with_its_entry(
+    write_config: ConfigWriter, text: str, meant: str
+) -> None:
+    # A Ray Tune (or hyperopt) space pasted into YAML: a string, which passed as a constant.
+    error = _error(write_config, {"space": {"y": text}})
+    assert str(error).endswith(f"'y' is the text {text!r}, not a range; write y: {meant}")
+    # Text that only looks like a call is a constant still, as any string is.
+    loaded = load_config(write_config({"space": {"y": "resnet(18)"}}))
+    assert loaded.search_space.constants()["y"] == "resnet(18)"
+
+
 def test_a_sampler_or_pruner_named_alone_is_told_the_mapping_to_write(
     write_config: ConfigWriter,
 ) -> None:
