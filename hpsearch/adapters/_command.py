@@ -33,6 +33,7 @@ import ctypes
 import json
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
@@ -433,8 +434,19 @@ def _failure(returncode: int, stderr: list[str]) -> str:
         if oom
         else f"the command failed: {how}"
     )
-    body = "\n".join(stderr) if stderr else "(no stderr)"
+    lines = list(stderr)
+    flag = _VALUED_FLAG.search(lines[-1]) if lines else None
+    if flag:  # the line a failure is known by, with what to write instead
+        lines[-1] += (
+            f"; {flag[1]} is a flag (action='store_true'), which takes no value: give the "
+            f"parameters with {{args_no_boolean_flags}} ({flag[1]} for true, nothing for false)"
+        )
+    body = "\n".join(lines) if lines else "(no stderr)"
     return f"{head}\nits last stderr lines:\n{body}"
+
+
+_VALUED_FLAG = re.compile(r"argument (-[^:\s/]+)(?:/-\S+)?: ignored explicit argument")
+"""argparse's refusal of ``--amp=True`` for a ``store_true`` flag (``{args}`` passes one)."""
 
 
 def _die_with_parent() -> None:

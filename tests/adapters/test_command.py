@@ -269,6 +269,43 @@ def test_each_of_w_and_bs_argument_forms_expands_as_its_macro_does(tmp_path: Pat
     assert command_line(CommandSpec(command="prog {args_json}"), {"args_json": 1}) == ["prog", "1"]
 
 
+def test_a_store_true_flag_given_a_value_by_args_is_told_the_form_that_passes_it(
+    tmp_path: Path,
+) -> None:
+    script = _script(
+        tmp_path,
+        """
+        import argparse
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--amp", action="store_true")
+        print(json.dumps({"step": 0, "amp": float(parser.parse_args().amp)}))
+        """,
+    )
+    params = {"amp": False}
+    with pytest.raises(CommandFailed) as failed:
+        run_command(
+            CommandSpec(command=f"python {script} {{args}}"),
+            params,
+            TrialContext.local(),
+            workdir=str(tmp_path),
+            trial_dir=str(tmp_path / "t"),
+        )
+    assert (
+        str(failed.value)
+        .splitlines()[-1]
+        .endswith(
+            "ignored explicit argument 'False'; --amp is a flag (action='store_true'), which "
+            "takes no value: give the parameters with {args_no_boolean_flags} (--amp for true, "
+            "nothing for false)"
+        )
+    )
+    for amp in (False, True):  # what it says to write runs
+        ctx = TrialContext.local()
+        spec = CommandSpec(command=f"python {script} {{args_no_boolean_flags}}")
+        run_command(spec, {"amp": amp}, ctx, workdir=str(tmp_path), trial_dir=str(tmp_path / "t"))
+        assert ctx.history[0].metrics == {"amp": float(amp)}
+
+
 def test_a_hydra_style_script_receives_its_overrides_from_args_no_hyphens(tmp_path: Path) -> None:
     # Hydra's overrides (key.sub=value), parsed as Hydra parses them: no --, no flags.
     script = _script(
