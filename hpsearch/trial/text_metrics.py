@@ -36,11 +36,12 @@ from hpsearch._settings import Settings
 
 _SCALAR = re.compile(
     r"(?P<key>[A-Za-z_][\w./-]*)['\"]?\s*[:=]\s*"
-    r"(?P<value>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)(?![\w.])"
+    r"(?P<value>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)(?![\w:/-]|\.\w)"
 )
-"""``key=value`` or ``key: value``, the value a number (not a date, a path, a version); the
-key may be quoted, as in a printed dict (Hugging Face's Trainer logs ``{'loss': 0.69,
-'epoch': 0.5}``)."""
+"""``key=value`` or ``key: value``, the value a number (not a date, a path, a version, a
+time such as ``eta: 0:00:05``, a count such as ``10/100``; a sentence's full stop may
+end it); the key may be quoted, as in a printed dict (Hugging Face's Trainer logs
+``{'loss': 0.69, 'epoch': 0.5}``)."""
 
 
 class TextMetrics(Settings):
