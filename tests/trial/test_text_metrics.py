@@ -53,7 +53,6 @@ def test_scalars_read_a_printed_dict_as_hugging_faces_trainer_logs() -> None:
     assert reader.read("{'model': 'bert-base', 'revision': '3.1'}") is None  # no numbers
 
 
-
 def test_scalars_leave_times_counts_and_dates_out_and_take_a_sentences_last_number() -> None:
     # torchvision's reference scripts log so: eta is a time, [10/100] a count.
     reader = TextReader(TextMetrics(scalars=True))
@@ -61,6 +60,7 @@ def test_scalars_leave_times_counts_and_dates_out_and_take_a_sentences_last_numb
     assert reader.read(line) == (0, {"lr": 0.1, "loss": 2.3026})
     assert reader.read("date: 2026-11-29 step=10/100 acc: 0.7") == (1, {"acc": 0.7})
     assert reader.read("Test accuracy: 0.91.") == (2, {"accuracy": 0.91})
+
 
 def test_a_pattern_that_never_matched_is_named() -> None:
     reader = TextReader(TextMetrics(patterns=[MNIST, r"speed (?P<samples_per_sec>\d+)"]))
