@@ -25,7 +25,8 @@ Optuna cannot step a log scale: a quantized log domain is searched without its
 step, as Ray Tune's own ``OptunaSearch`` searches it, and a
 :class:`TuneSpaceWarning` says so. What has no Optuna distribution at all
 (``sample_from``, ``randn``) is an error naming the entry and what to write
-instead.
+instead. A define-by-run function of a trial (``OptunaSearch(space=fn)``) is read
+by :mod:`hpsearch.adapters._space_function`.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from hpsearch._importable import ModuleExited, ensure_importable_from, import_user_module
+from hpsearch.adapters._space_function import is_space_function, traced
 from hpsearch.adapters.forms import refused_on_import
 
 
@@ -74,6 +76,8 @@ def space_from_tune(target: str) -> dict[str, Any]:
         ) from None
     space = getattr(module, attribute, None)
     if callable(space) and not isinstance(space, Mapping):
+        if not _takes_no_arguments(space) and is_space_function(space):
+            return traced(target, space)  # OptunaSearch(space=fn): define-by-run
         space = _called(target, space)
     if not isinstance(space, Mapping):
         raise TuneSpaceError(
@@ -83,13 +87,22 @@ def space_from_tune(target: str) -> dict[str, Any]:
     return converted(space)
 
 
+def _takes_no_arguments(function: Any) -> bool:
+    try:
+        inspect.signature(function).bind()
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
 def _called(target: str, function: Any) -> Any:
     """What ``function`` (of no arguments) returns: the param_space it builds."""
     try:
         inspect.signature(function).bind()
     except TypeError:
         raise TuneSpaceError(
-            f"'{target}' is a function that needs arguments; a param_space function takes none"
+            f"'{target}' is a function that needs arguments; a param_space function takes "
+            "none (or one, a trial, as OptunaSearch(space=...) takes it)"
         ) from None
     except ValueError:
         pass  # no signature to read: let the call say

@@ -141,7 +141,7 @@ def test_a_param_space_built_by_a_function_of_no_arguments_is_read(project: Path
         "from ray import tune\n"
         "def param_space():\n"
         "    return {'lr': tune.loguniform(1e-3, 1e-1), 'width': tune.choice([8, 16])}\n"
-        "def needs(seed):\n"
+        "def needs(seed, data):\n"
         "    return {}\n"
         "def fails():\n"
         "    raise RuntimeError('no data')\n"
