@@ -21,8 +21,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-MAX_BRANCHES = 256
-"""The most branches a traced function may have (each is run three times)."""
+MAX_BRANCHES = 4096
+"""The most branches a traced function may have (each is run twice: a function that only
+suggests takes microseconds; four independent choices of eight values are 4,096)."""
 
 SMALL_INT = 8
 """An int of at most this many values is a choice a function may branch on (Optuna's
