@@ -309,8 +309,8 @@ def written_call(value: Any) -> str | None:
     if name not in _CALLS or not numbers:
         return "{type: float|int, low: .., high: .., log: true|false}"
     kind, log, exclusive = _CALLS[name]
-    if len(numbers) == 1 or (prefix == "hp." and name == "randint" and len(numbers) == 2):
-        numbers = [0, *numbers] if len(numbers) == 1 else numbers  # hyperopt's randint(upper)
+    if len(numbers) == 1:
+        numbers = [0, *numbers]  # hyperopt's randint(label, upper)
     low, high = numbers[0], numbers[1] - exclusive  # Tune's randint leaves its upper bound out
     if prefix == "hp." and log:  # hyperopt's bounds are exponents of e
         low, high = float(f"{math.exp(low):.4g}"), float(f"{math.exp(high):.4g}")

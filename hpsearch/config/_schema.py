@@ -409,7 +409,8 @@ class RunConfig(Settings):
         space: the parameters searched, by name: a range, a list of choices, a
             constant, or branches (``{when: ...}``); or ``module:name``, a Ray Tune
             ``param_space`` in your code (a dict, or a function of no arguments
-            returning one).
+            returning one), or a define-by-run function of a trial, as
+            ``OptunaSearch(space=...)`` takes it.
         execution: where and how trials run on Ray.
         tracking: where MLflow records the runs.
         telemetry: how the GPUs are read.

@@ -34,11 +34,9 @@ PARAMS_FILE = "params.json"
 """``{args_json_file}``: the file in the trial's folder that holds its parameters."""
 
 
-def expand(form: str, params: Mapping[str, Any], folder: str) -> list[str]:
-    """The arguments ``{form}`` (one of :data:`ARG_FORMS`) stands for in a trial with ``params``.
-
-    ``folder`` is the trial's own: ``{args_json_file}`` writes the parameters there.
-    """
+def expand(form: str, params: Mapping[str, Any], params_file: str) -> list[str]:
+    """The arguments ``{form}`` (one of :data:`ARG_FORMS`) stands for in a trial with ``params``
+    (``{args_json_file}``: ``params_file``, which the caller writes)."""
     pairs = list(params.items())
     if form == "args_no_equals":
         return [word for name, value in pairs for word in (f"--{name}", str(value))]
@@ -53,10 +51,7 @@ def expand(form: str, params: Mapping[str, Any], folder: str) -> list[str]:
     if form == "args_json":
         return [json.dumps(dict(params))]
     if form == "args_json_file":
-        path = f"{folder.rstrip('/')}/{PARAMS_FILE}"
-        with open(path, "w", encoding="utf-8") as file:
-            json.dump(dict(params), file)
-        return [path]
+        return [params_file]
     return [f"--{name}={value}" for name, value in pairs]
 
 
