@@ -23,9 +23,12 @@ def objective(trial: optuna.Trial) -> float:
 
 
 def two(trial: optuna.Trial) -> tuple[float, float]:
-    """Two objectives, as a tuple."""
+    """Two objectives, as a tuple; a choice among functions, as Optuna's in-memory studies
+    take them (``[nn.ReLU, nn.Tanh]``)."""
     x = trial.suggest_float("x", 0.0, 1.0)
-    return x, 1.0 - x
+    rounding = trial.suggest_categorical("rounding", [abs, float])
+    assert rounding in (abs, float)  # the function itself
+    return rounding(x), 1.0 - x
 
 
 def runs_out(trial: optuna.Trial) -> float:

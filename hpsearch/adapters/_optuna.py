@@ -25,13 +25,17 @@ written to the study as the trial makes them. What differs from Optuna's own
   it, those running finish (``ctx.stop_search``).
 
 ``set_user_attr``, ``trial.number``, ``trial.params`` and the ``suggest_*``
-calls are Optuna's own. The trial's checkpoint folder is
+calls are Optuna's own, but for ``suggest_categorical`` among choices a study's
+storage cannot hold (classes, functions: ``[nn.ReLU, nn.Tanh]``, which Optuna's
+default in-memory study takes): those are suggested by their names (``ReLU``), and the
+objective gets the object. The trial's checkpoint folder is
 ``trial.user_attrs["hpsearch.checkpoint_dir"]`` (and ``HPSEARCH_CHECKPOINT_DIR``).
 """
 
 from __future__ import annotations
 
 import base64
+import json
 import os
 import pickle
 import warnings
@@ -117,3 +121,28 @@ class _ReportingTrial(optuna.Trial):
 
     def should_prune(self) -> bool:
         return self._hpsearch_ctx.should_prune()
+
+    def suggest_categorical(self, name: str, choices: Sequence[Any]) -> Any:
+        """Optuna's, and for choices a study's storage cannot hold (classes, functions,
+        objects: ``[nn.ReLU, nn.Tanh]``, which Optuna keeps only in memory), a choice among
+        their names, the object itself returned."""
+        options = tuple(choices)
+        try:
+            json.dumps(options)
+        except (TypeError, ValueError):
+            labels = choice_labels(options)
+            return options[labels.index(super().suggest_categorical(name, labels))]
+        return super().suggest_categorical(name, options)
+
+
+def choice_labels(options: Sequence[Any]) -> tuple[str, ...]:
+    """A name for each choice, the same in every process: a class's or function's name, a
+    value's repr (an object's type where its repr holds its address), unique by position."""
+    labels = []
+    for option in options:
+        label = getattr(option, "__qualname__", None) or repr(option)
+        if " at 0x" in label:
+            label = type(option).__qualname__
+        labels.append(label)
+    repeated = {label for label in labels if labels.count(label) > 1}
+    return tuple(f"{label} #{i}" if label in repeated else label for i, label in enumerate(labels))

@@ -132,6 +132,7 @@ def test_an_objective_returning_a_tuple_has_two_objectives(project: Path) -> Non
     assert [t.state.name for t in trials] == ["COMPLETE"] * 3
     for trial in trials:
         assert trial.values == [trial.params["x"], pytest.approx(1.0 - trial.params["x"])]
+        assert trial.params["rounding"] in ("abs", "float")  # stored by name
     # The sampler's draws differ trial to trial (each worker reseeds its copy).
     assert len({t.params["x"] for t in trials}) == 3
 
