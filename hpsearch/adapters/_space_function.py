@@ -51,7 +51,8 @@ class _RecordingTrial:
 
     number = 0
 
-    def __init__(self, forced: Mapping[str, Any], end: str) -> None:
+    def __init__(self, target: str, forced: Mapping[str, Any], end: str) -> None:
+        self._target = target
         self._forced = forced
         self._end = end
         self.path = _Path()
@@ -69,6 +70,13 @@ class _RecordingTrial:
 
     def suggest_categorical(self, name: str, choices: Sequence[Any]) -> Any:
         options = list(choices)
+        odd = [c for c in options if c is not None and not isinstance(c, bool | int | float | str)]
+        if odd:
+            raise SpaceFunctionError(
+                f"'{self._target}' suggests '{name}' among {type(odd[0]).__name__} values "
+                f"({odd[0]!r:.40}); a space's choices are numbers, strings, booleans or None: "
+                "choose among names and look the value up in the trainable"
+            )
         return self._decide(name, {"type": "categorical", "choices": options}, options)
 
     def suggest_float(
@@ -184,7 +192,7 @@ def _run(target: str, function: Callable[[Any], Any], forced: Mapping[str, Any])
     a function that branches on a range's value takes two paths, which it refuses."""
     ends = []
     for end in ("low", "high"):
-        trial = _RecordingTrial(forced, end)
+        trial = _RecordingTrial(target, forced, end)
         try:
             returned = function(trial)
         except SpaceFunctionError:

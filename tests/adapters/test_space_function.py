@@ -45,6 +45,10 @@ def bounded_by_another(trial):
     trial.suggest_int("bottleneck", 8, width)
 
 
+def shapes(trial):
+    trial.suggest_categorical("shape", [[64, 64], [128]])
+
+
 def or_of_branches(trial):
     a = trial.suggest_categorical("a", ["x", "y"])
     b = trial.suggest_categorical("b", ["u", "v"])
@@ -101,6 +105,7 @@ def test_a_parameter_per_layer_is_suggested_where_there_are_that_many(project: P
         ("on_a_range", "other parameters, or other bounds, at the two ends of a range"),
         ("bounded_by_another", "other parameters, or other bounds"),
         ("or_of_branches", "suggests 'c' under choices that one 'when' cannot name"),
+        ("shapes", "suggests 'shape' among list values"),
     ],
 )
 def test_what_a_space_cannot_say_is_refused_with_the_fix(
@@ -108,7 +113,8 @@ def test_what_a_space_cannot_say_is_refused_with_the_fix(
 ) -> None:
     with pytest.raises(ConfigError, match=words) as refused:
         _config(project, function)
-    assert "suggest in an Optuna objective" in str(refused.value)
+    fix = "choose among names" if function == "shapes" else "suggest in an Optuna objective"
+    assert fix in str(refused.value)
 
 
 def test_rays_installed_example_is_read_as_it_is(project: Path) -> None:
