@@ -17,6 +17,7 @@ in other branches, constants that differ between branches, or more than
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -126,8 +127,6 @@ class _RecordingTrial:
 
 def is_space_function(value: Any) -> bool:
     """Whether ``value`` is a function of one argument (a trial), not a dict or a builder."""
-    import inspect
-
     if not callable(value) or isinstance(value, Mapping):
         return False
     try:
@@ -153,8 +152,8 @@ def traced(target: str, function: Callable[[Any], Any]) -> dict[str, Any]:
         if len(kinds) > 1:
             raise SpaceFunctionError(
                 f"'{target}' suggests '{name}' with other bounds in other branches "
-                f"({' and '.join(sorted(kinds))}); give it one range, or name each "
-                "branch's its own"
+                f"({' and '.join(sorted(kinds))}); give it one range, or give each branch's "
+                "parameter its own name"
             )
         when = _condition(target, name, found, paths)
         entries[name] = {**found[0].entries[name], **({"when": when} if when else {})}
