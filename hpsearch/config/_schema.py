@@ -222,7 +222,8 @@ class ExecutionSpec(Settings):
         trial_timeout: the longest one trial may run (seconds, or ``90m``, ``2h``); a
             trial past it is stopped and ends FAIL with reason ``timeout``. Off by default.
         trials_dir: each trial's own folder is ``<dir>/<study>/trial-<N>``, kept after
-            it ends (a command's ``HPSEARCH_TRIAL_DIR``).
+            it ends: ``HPSEARCH_TRIAL_DIR`` in the trial's environment, and PyTorch
+            Lightning's ``default_root_dir`` unless the code gives one.
         checkpoint_dir: where trials' checkpoints go (``<dir>/<study>/trial-<N>``); on a
             cluster, a folder every node reaches (a shared filesystem).
     """
