@@ -48,7 +48,7 @@ from typing import IO, Any
 from hpsearch._procs import descendants, group_running
 from hpsearch.oom import device_oom
 from hpsearch.trial.context import TrialContext, TrialPruned
-from hpsearch.trial.script import ARG_FORMS, PARAMS_FILE, CommandSpec, expand, fill
+from hpsearch.trial.script import PARAMS_FILE, CommandSpec, arg_form, expand, fill
 from hpsearch.trial.text_metrics import TextMetrics, TextReader
 
 STDERR_KEPT_LINES = 30
@@ -111,8 +111,8 @@ def command_line(spec: CommandSpec, params: Mapping[str, Any], folder: str = "."
     arguments: list[str] = []
     params_file = os.path.join(folder, PARAMS_FILE)
     for argument in spec.arguments:
-        form = argument[1:-1]
-        if argument == f"{{{form}}}" and form in ARG_FORMS and form not in params:
+        form = arg_form(argument)
+        if form is not None and form not in params:
             if form == "args_json_file":
                 Path(params_file).write_text(json.dumps(dict(params)), encoding="utf-8")
             arguments += expand(form, params, params_file)

@@ -126,12 +126,21 @@ class _RecordingTrial:
 
 
 def is_space_function(value: Any) -> bool:
-    """Whether ``value`` is a function of one argument (a trial), not a dict or a builder."""
+    """Whether ``value`` is a function of one argument (a trial): not a dict, nor a
+    function of none (a builder of a Tune ``param_space``)."""
     if not callable(value) or isinstance(value, Mapping):
         return False
     try:
-        inspect.signature(value).bind(None)
+        signature = inspect.signature(value)
     except (TypeError, ValueError):
+        return False
+    return _binds(signature, None) and not _binds(signature)
+
+
+def _binds(signature: inspect.Signature, *args: Any) -> bool:
+    try:
+        signature.bind(*args)
+    except TypeError:
         return False
     return True
 
@@ -143,7 +152,7 @@ def traced(target: str, function: Callable[[Any], Any]) -> dict[str, Any]:
     Raises:
         SpaceFunctionError: what no ``space`` can say, naming the parameter and the fix.
     """
-    paths = _explore(target, function, {})
+    paths = _explore(target, function)
     order = list(dict.fromkeys(name for path in paths for name in path.entries))
     entries: dict[str, Any] = {}
     for name in order:
@@ -166,9 +175,10 @@ def traced(target: str, function: Callable[[Any], Any]) -> dict[str, Any]:
     return entries
 
 
-def _explore(target: str, function: Callable[[Any], Any], forced: dict[str, Any]) -> list[_Path]:
+def _explore(target: str, function: Callable[[Any], Any]) -> list[_Path]:
     """The function's paths: one for each combination of the choices it branches on."""
-    pending, done = [forced], []
+    pending: list[dict[str, Any]] = [{}]
+    done: list[_Path] = []
     while pending:
         choices = pending.pop()
         path = _run(target, function, choices)

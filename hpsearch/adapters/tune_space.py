@@ -76,7 +76,7 @@ def space_from_tune(target: str) -> dict[str, Any]:
         ) from None
     space = getattr(module, attribute, None)
     if callable(space) and not isinstance(space, Mapping):
-        if not _takes_no_arguments(space) and is_space_function(space):
+        if is_space_function(space):
             return traced(target, space)  # OptunaSearch(space=fn): define-by-run
         space = _called(target, space)
     if not isinstance(space, Mapping):
@@ -85,14 +85,6 @@ def space_from_tune(target: str) -> dict[str, Any]:
             "or a function of no arguments that returns one)"
         )
     return converted(space)
-
-
-def _takes_no_arguments(function: Any) -> bool:
-    try:
-        inspect.signature(function).bind()
-    except (TypeError, ValueError):
-        return False
-    return True
 
 
 def _called(target: str, function: Any) -> Any:

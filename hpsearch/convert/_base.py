@@ -13,7 +13,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from hpsearch.errors import ConfigError
 from hpsearch.space import ParamSpec, expand_space
-from hpsearch.trial.script import ARG_FORMS
+from hpsearch.trial.script import arg_form
 
 
 @dataclass
@@ -116,7 +116,7 @@ def command_line(arguments: list[str]) -> str:
     """
     words = []
     for argument in arguments:
-        if argument[1:-1] in ARG_FORMS and argument == f"{{{argument[1:-1]}}}":
+        if arg_form(argument) is not None:
             words.append(argument)
             continue
         escaped = argument.replace("{", "{{").replace("}", "}}")

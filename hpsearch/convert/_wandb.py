@@ -46,7 +46,7 @@ from hpsearch.convert._base import (
     command_line,
     log_range_unstepped,
 )
-from hpsearch.trial.script import ARG_FORMS
+from hpsearch.trial.script import ARG_FORMS, arg_form
 
 _SAMPLERS = {"bayes": "tpe", "random": "random", "grid": "grid"}
 _TOP_KEYS = {
@@ -289,7 +289,7 @@ def _train(source: Source, sweep: dict[str, Any]) -> dict[str, Any]:
             if program is None:
                 raise source.error(("command", index), "names ${program}", "add program: ...")
             arguments.append(str(program))
-        elif word.startswith("${") and word[2:-1] in ARG_FORMS and word.endswith("}"):
+        elif word.startswith("$") and arg_form(word[1:]) is not None:
             arguments.append(word[1:])  # ${args_no_hyphens}: {args_no_hyphens}, the same form
         elif word.startswith("${"):
             raise source.error(

@@ -34,6 +34,13 @@ PARAMS_FILE = "params.json"
 """``{args_json_file}``: the file in the trial's folder that holds its parameters."""
 
 
+def arg_form(argument: str) -> str | None:
+    """The form of :data:`ARG_FORMS` that ``argument`` is, written alone (``{args}``), or
+    ``None``."""
+    form = argument[1:-1]
+    return form if argument == f"{{{form}}}" and form in ARG_FORMS else None
+
+
 def expand(form: str, params: Mapping[str, Any], params_file: str) -> list[str]:
     """The arguments ``{form}`` (one of :data:`ARG_FORMS`) stands for in a trial with ``params``
     (``{args_json_file}``: ``params_file``, which the caller writes)."""
