@@ -49,7 +49,7 @@ from hpsearch._procs import descendants, group_running
 from hpsearch.oom import device_oom
 from hpsearch.trial.context import TrialContext, TrialPruned
 from hpsearch.trial.script import PARAMS_FILE, CommandSpec, arg_form, expand, fill
-from hpsearch.trial.text_metrics import TextMetrics, TextReader
+from hpsearch.trial.text_metrics import TextMetrics, TextReader, shown
 
 STDERR_KEPT_LINES = 30
 """The last stderr lines a failed script's error carries."""
@@ -299,7 +299,7 @@ def _read_stderr(stream: IO[bytes], lines: _Lines, text: TextReader | None = Non
     for raw in iter(stream.readline, b""):
         os.write(2, raw)
         line = raw.decode(errors="replace")
-        lines.stderr_tail.append(line.rstrip())
+        lines.stderr_tail.append(shown(line).rstrip())  # a progress bar: its last drawing
         read = text.read(line) if text is not None else None
         if read is not None:
             lines.reports.put(_Report(*read))

@@ -28,6 +28,7 @@ from hpsearch.lifecycle._events import (
     TrialReported,
     TrialsReclaimed,
     TrialStarted,
+    kept_error,
 )
 from hpsearch.placement import Admission
 from hpsearch.study import StudyHandle, set_user_attr_late
@@ -168,7 +169,7 @@ class MlflowMirror(TrialListener):
             "hpsearch.state": OPTUNA_STATE[event.outcome].name,
         }
         if event.error:
-            tags["hpsearch.error"] = event.error
+            tags["hpsearch.error"] = kept_error(event.error)
             self._tracker.log_text(run_id, event.error, "error.txt")
         for stream in ("stdout", "stderr"):
             text = output_tail(output_file(self._logs_dir, event.number, stream))

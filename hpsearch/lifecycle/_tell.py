@@ -14,7 +14,7 @@ from optuna.trial import TrialState
 
 from hpsearch import attrs
 from hpsearch._compat import tell_optuna
-from hpsearch.lifecycle._events import Ending
+from hpsearch.lifecycle._events import Ending, kept_error
 from hpsearch.pruning import PruneJudge
 from hpsearch.study import StudyHandle, set_user_attrs
 from hpsearch.trial.protocol import Assignment, KnobReport, Outcome
@@ -85,7 +85,7 @@ class StudyWrites:
             attrs.DURATION: round(duration_s, 3),
         }
         if ending.error:
-            written[attrs.ERROR] = ending.error
+            written[attrs.ERROR] = kept_error(ending.error)
         reason = ""
         if outcome is Outcome.PRUNED:
             reason = _prune_reason(ending)

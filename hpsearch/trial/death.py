@@ -24,6 +24,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from hpsearch.trial.text_metrics import shown
+
 TAIL_LINES = 50
 """How many of a dead worker's last stderr lines its trial's record keeps."""
 
@@ -168,10 +170,9 @@ def node_lost(crash: str) -> bool:
 def worker_death(crash: str, path: str, ended: WorkerExit | None = None) -> str:
     """The record of a worker that died without an end event: how it ended, the fatal
     error its stderr names, the runner's word, and the stderr's last lines."""
-    try:
-        lines = Path(path).read_text(errors="replace").splitlines() if path else []
-    except OSError:
-        lines = []
+    kept = output_tail(path) if path else None
+    # A progress bar's line (tqdm redraws it with carriage returns) as a terminal shows it.
+    lines = [shown(line) for line in kept.rstrip("\n").split("\n")] if kept else []
     text = f"trial worker died: {crash if ended is None else ended.describe()}"
     fatal = _FATAL.search("\n".join(lines))
     if fatal is not None:

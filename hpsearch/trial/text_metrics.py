@@ -18,8 +18,10 @@ pairs (as some tools read them; a printed dict's ``'key': value`` too)::
 
 A line that a pattern matches (or that holds scalars) is one report. Its step is
 the group (or the scalar) named ``step`` (``metrics.step`` renames it), else how
-many lines that pattern matched before it. Several patterns matching one line make
-one report. A trial that completes while a pattern never matched its output fails,
+many lines without one that pattern matched before it. Several patterns matching one
+line make one report. A line a progress bar redrew with carriage returns (tqdm's, as
+Lightning and Hugging Face draw them) is read as a terminal shows it: its last
+drawing. A trial that completes while a pattern never matched its output fails,
 naming the pattern: a metric the search never sees is a pattern to fix, not a
 silent gap.
 """
@@ -36,12 +38,25 @@ from hpsearch._settings import Settings
 
 _SCALAR = re.compile(
     r"(?P<key>[A-Za-z_][\w./-]*)['\"]?\s*[:=]\s*"
-    r"(?P<value>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)(?![\w:/-]|\.\w)"
+    r"(?P<value>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)(?![\w:/-]|\.\w|%\|)"
 )
 """``key=value`` or ``key: value``, the value a number (not a date, a path, a version, a
-time such as ``eta: 0:00:05``, a count such as ``10/100``; a sentence's full stop may
-end it); the key may be quoted, as in a printed dict (Hugging Face's Trainer logs
-``{'loss': 0.69, 'epoch': 0.5}``)."""
+time such as ``eta: 0:00:05``, a count such as ``10/100``, a progress bar's share done
+such as tqdm's ``train: 100%|###|``; a sentence's full stop may end it); the key may be
+quoted, as in a printed dict (Hugging Face's Trainer logs ``{'loss': 0.69, 'epoch': 0.5}``)."""
+
+
+def shown(line: str) -> str:
+    """What a terminal shows of ``line``: the text after its last carriage return.
+
+    A progress bar (tqdm's) redraws itself with ``\\r`` and no newline, so one line of
+    its output holds every drawing, the first one first; its metrics, and what a failure
+    quotes, are those of the last drawing.
+    """
+    if "\r" not in line:
+        return line
+    drawn = [part for part in line.rstrip("\r\n").split("\r") if part.strip()]
+    return drawn[-1] if drawn else ""
 
 
 class TextMetrics(Settings):
@@ -50,7 +65,8 @@ class TextMetrics(Settings):
     Attributes:
         patterns: regular expressions; each named group is a metric (its text a number).
         scalars: also read ``key=value`` / ``key: value`` numbers from every line.
-        step: the group or scalar that holds a report's step (else the count of matches).
+        step: the group or scalar that holds a report's step (else the count of lines
+            read without one).
         stderr: also read the script's stderr, where Python's ``logging`` writes by default.
     """
 
@@ -95,12 +111,16 @@ class TextReader:
     spec: TextMetrics
     matched: list[int] = field(default_factory=list)
     _compiled: list[re.Pattern[str]] = field(default_factory=list)
-    _scalar_lines: int = 0
+    _unstepped: list[int] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         self._compiled = [re.compile(p) for p in self.spec.patterns]
         self.matched = [0] * len(self._compiled)
+        # Lines read without a step, by who read them (each pattern, then scalars): a
+        # stepless line's step is its source's count, whatever the lines that carry
+        # one, so that it does not hang on how stdout's and stderr's lines interleave.
+        self._unstepped = [0] * (len(self._compiled) + 1)
 
     def read(self, line: str) -> tuple[int, dict[str, float]] | None:
         """The report a line makes (its step and metrics), or ``None``. Thread-safe: the
@@ -109,9 +129,10 @@ class TextReader:
             return self._read(line)
 
     def _read(self, line: str) -> tuple[int, dict[str, float]] | None:
+        line = shown(line)
         metrics: dict[str, float] = {}
         step: int | None = None
-        counted: int | None = None
+        sources: list[int] = []
         for index, pattern in enumerate(self._compiled):
             found = pattern.search(line)
             if found is None:
@@ -119,21 +140,24 @@ class TextReader:
             values = _numbers(found.groupdict())
             if not values:
                 continue
-            counted = self.matched[index] if counted is None else counted
             self.matched[index] += 1
+            sources.append(index)
             step = _step(values, self.spec.step, step)
             metrics.update(values)
         if self.spec.scalars:
             pairs = {m["key"]: m["value"] for m in _SCALAR.finditer(line)}
             values = _numbers(pairs)
             if values:
-                counted = self._scalar_lines if counted is None else counted
-                self._scalar_lines += 1
+                sources.append(len(self._compiled))
                 step = _step(values, self.spec.step, step)
                 metrics.update(values)
         if not metrics:
             return None
-        return (step if step is not None else counted or 0), metrics
+        if step is None:
+            step = self._unstepped[sources[0]]
+            for source in sources:
+                self._unstepped[source] += 1
+        return step, metrics
 
     def never_matched(self) -> list[str]:
         """The patterns no line has matched, as ``patterns[i] 'text'``."""

@@ -199,6 +199,29 @@ def test_a_failing_script_fails_the_trial_with_its_stderr(tmp_path: Path) -> Non
     assert "no such file: data.csv" in message
 
 
+def test_a_progress_bar_before_a_failure_is_quoted_as_its_last_drawing(tmp_path: Path) -> None:
+    # tqdm draws on stderr, redrawing with carriage returns: 2000 drawings, one line.
+    with pytest.raises(CommandFailed) as info:
+        _run(
+            tmp_path,
+            """
+            print("loading data", file=sys.stderr)
+            for i in range(2000):
+                sys.stderr.write(f"\\rEpoch 0: {i // 20:3d}%| {i}/2000 [loss={1 / (i + 1):.4f}]")
+            sys.stderr.write("\\n")
+            raise SystemExit("the data loader's worker died")
+            """,
+            {"x": 1},
+            TrialContext.local(),
+        )
+    assert str(info.value).splitlines()[1:] == [
+        "its last stderr lines:",
+        "loading data",
+        "Epoch 0:  99%| 1999/2000 [loss=0.0005]",
+        "the data loader's worker died",
+    ]
+
+
 def test_a_script_out_of_gpu_memory_is_pruned_as_an_oom_by_the_worker(tmp_path: Path) -> None:
     script = _script(
         tmp_path,

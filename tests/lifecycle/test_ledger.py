@@ -118,6 +118,29 @@ def test_failed_trial_keeps_the_error_text(
     assert "RuntimeError: boom" in error_file.read_text()
 
 
+def test_a_long_error_is_kept_whole_in_error_txt_and_its_ends_in_the_records(
+    write_config: ConfigWriter, driver: DriverFactory
+) -> None:
+    # A script's stderr lines can be long (a printed tensor, a progress bar): 200 kB.
+    lines = [f"line {i}: " + "x" * 1000 for i in range(200)]
+    error = "Traceback (most recent call last):\n" + "\n".join(lines) + "\nRuntimeError: boom"
+    d = driver(load_config(write_config()))
+    d.launch("t0")
+    d.ledger.event("t0", end(Outcome.FAIL, error))
+    d.ledger.ended("t0")
+
+    kept = d.handle.study.trials[0].user_attrs[attrs.ERROR]
+    run = d.tracker.client.get_run(d.run_id(0))
+    assert run.data.tags["hpsearch.error"] == kept
+    assert len(kept) < 4200
+    assert kept.startswith("Traceback (most recent call last):\n")  # cut at line breaks
+    assert kept.endswith(f"\n{lines[-2]}\n{lines[-1]}\nRuntimeError: boom")
+    assert "characters left out: the run's error.txt has them" in kept
+    error_file = Path(d.tracker.client.download_artifacts(run.info.run_id, "error.txt"))
+    assert error_file.read_text() == error
+    assert load(d.handle.study).trials[0].reason == "RuntimeError: boom"
+
+
 @pytest.mark.parametrize(
     ("event", "words"),
     [

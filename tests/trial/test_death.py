@@ -58,6 +58,21 @@ def test_the_record_of_a_death_keeps_the_signal_and_the_last_lines(tmp_path: Pat
     )
 
 
+def test_a_progress_bar_in_a_dead_workers_stderr_is_its_last_drawing(tmp_path: Path) -> None:
+    # tqdm redraws its bar with carriage returns: 500 drawings, one line on a terminal.
+    log = tmp_path / "trial-1.stderr"
+    bar = "".join(f"\rEpoch 0: {i // 5:3d}%| {i}/500 [loss={1 / (i + 1):.4f}]" for i in range(500))
+    log.write_text("loading data\n" + bar)
+
+    text = worker_death("the actor died", str(log))
+
+    assert text.splitlines()[1:] == [
+        "last 2 line(s) of its stderr:",
+        "loading data",
+        "Epoch 0:  99%| 499/500 [loss=0.0020]",
+    ]
+
+
 @pytest.mark.process
 @pytest.mark.parametrize(
     ("code", "ends", "described"),

@@ -38,7 +38,7 @@ def test_scalars_read_key_value_pairs_and_a_named_step() -> None:
         {"loss": 0.25, "lr": 0.001, "acc": 91.5},
     )
     assert reader.read("loading data from /data/v1.2 on 2026-11-24") is None
-    assert reader.read("loss: 0.2") == (1, {"loss": 0.2})  # no step: the count of lines
+    assert reader.read("loss: 0.2") == (0, {"loss": 0.2})  # no step: the count of such lines
 
 
 def test_scalars_read_a_printed_dict_as_hugging_faces_trainer_logs() -> None:
@@ -60,6 +60,39 @@ def test_scalars_leave_times_counts_and_dates_out_and_take_a_sentences_last_numb
     assert reader.read(line) == (0, {"lr": 0.1, "loss": 2.3026})
     assert reader.read("date: 2026-11-29 step=10/100 acc: 0.7") == (1, {"acc": 0.7})
     assert reader.read("Test accuracy: 0.91.") == (2, {"accuracy": 0.91})
+
+
+def test_lines_without_a_step_are_counted_apart_from_those_with_one() -> None:
+    # A script's epoch lines carry the step; its progress bar's lines do not, and
+    # reach the reader before or after them as stdout's and stderr's threads go.
+    reader = TextReader(TextMetrics(scalars=True, step="epoch"))
+    read = [
+        reader.read("epoch=0 val_loss=0.9"),
+        reader.read("train: 100%|##########| 40/40 [00:01<00:00, loss=0.8]"),
+        reader.read("train: 100%|##########| 40/40 [00:01<00:00, loss=0.6]"),
+        reader.read("epoch=1 val_loss=0.7"),
+        reader.read("train: 100%|##########| 40/40 [00:01<00:00, loss=0.5]"),
+    ]
+    assert read == [
+        (0, {"val_loss": 0.9}),
+        (0, {"loss": 0.8}),
+        (1, {"loss": 0.6}),
+        (1, {"val_loss": 0.7}),
+        (2, {"loss": 0.5}),
+    ]
+
+
+def test_a_line_a_progress_bar_redrew_is_read_as_its_last_drawing() -> None:
+    # tqdm redraws with carriage returns: one line holds every drawing, the first first.
+    bar = "".join(
+        f"\rEpoch 0: {p:3d}%|          | {p}/100 [00:0{p // 50}<00:01, loss={1 - p / 200:.3f}]"
+        for p in (1, 50, 100)
+    )
+    patterns = TextReader(TextMetrics(patterns=[r"loss=(?P<loss>[\d.]+)"]))
+    scalars = TextReader(TextMetrics(scalars=True))
+    assert patterns.read(bar + "\n") == (0, {"loss": 0.5})
+    assert scalars.read(bar + "\r\n") == (0, {"loss": 0.5})
+    assert patterns.read("\r\r\n") is None
 
 
 def test_a_pattern_that_never_matched_is_named() -> None:
