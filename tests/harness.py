@@ -10,12 +10,15 @@ ledger what happens to each trial, on the session's virtual clock.
 from __future__ import annotations
 
 import io
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import pytest
 from rich.console import Console
 
 from hpsearch import attrs
@@ -205,3 +208,17 @@ def make_launch(
     return TrialLaunch(
         members=trials, settings=settings, admission=admission, stdout_file="", stderr_file=""
     )
+
+
+def unactivated_environment(folder: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A conda environment at ``folder`` that hpsearch runs from, not activated: its
+    ``bin`` holds a program ``sometool``, and PATH does not have it."""
+    (folder / "bin").mkdir(parents=True)
+    (folder / "conda-meta").mkdir()
+    tool = folder / "bin" / "sometool"
+    tool.write_text('#!/bin/sh\necho \'{"step": 0, "loss": 0.5}\'\n')
+    tool.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(folder / "bin" / "python"))
+    monkeypatch.setattr(sys, "prefix", str(folder))
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    return folder

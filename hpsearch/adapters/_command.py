@@ -48,7 +48,14 @@ from typing import IO, Any
 from hpsearch._procs import descendants, group_running
 from hpsearch.oom import device_oom
 from hpsearch.trial.context import TrialContext, TrialPruned
-from hpsearch.trial.script import PARAMS_FILE, CommandSpec, arg_form, expand, fill
+from hpsearch.trial.script import (
+    PARAMS_FILE,
+    CommandSpec,
+    activated_path,
+    arg_form,
+    expand,
+    fill,
+)
 from hpsearch.trial.text_metrics import TextMetrics, TextReader, shown
 
 STDERR_KEPT_LINES = 30
@@ -153,6 +160,7 @@ def run_command(
         "HPSEARCH_METRICS_FILE": str(metrics_file),
         "PYTHONUNBUFFERED": "1",  # reports arrive as printed, not at exit
     }
+    env["PATH"] = activated_path(env.get("PATH"))  # torchrun beside hpsearch, say
     if not ctx.resources.get("GPU"):
         env["CUDA_VISIBLE_DEVICES"] = ""  # a CPU trial keeps off the GPUs
     if ctx.memory_cap_mb is not None:  # its share of a GPU it shares with other trials

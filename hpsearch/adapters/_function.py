@@ -26,6 +26,7 @@ from hpsearch.adapters.forms import (
     wrong_form,
 )
 from hpsearch.errors import ConfigError
+from hpsearch.trial.script import activated_path
 
 if TYPE_CHECKING:
     from hpsearch.trial.script import CommandSpec
@@ -261,7 +262,7 @@ def check_train(
                 f"'{program}' is not an executable file (from {os.getcwd()})",
                 "give its path from the directory hpsearch runs in, and chmod +x it",
             )
-    elif shutil.which(program) is None:
+    elif shutil.which(program, path=activated_path(os.environ.get("PATH"))) is None:
         raise ConfigError(
             source,
             "train.command",

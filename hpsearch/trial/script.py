@@ -8,8 +8,10 @@ The settings of command mode, declared once: the config composes them as its
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import string
+import sys
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -32,6 +34,25 @@ the same name is a placeholder instead."""
 
 PARAMS_FILE = "params.json"
 """``{args_json_file}``: the file in the trial's folder that holds its parameters."""
+
+
+def activated_path(path: str | None) -> str:
+    """``path`` (a ``PATH``) as activating hpsearch's own environment would make it.
+
+    When hpsearch runs from a virtual or conda environment, that environment's ``bin``
+    comes first if it is not on ``path`` already: a program installed beside hpsearch
+    (``torchrun``, ``accelerate``) is found, and a script's own ``python`` is this one,
+    whether or not the environment was activated (``.venv/bin/hpsearch run``). Else
+    ``path`` as it is.
+    """
+    path = path if path is not None else os.defpath
+    folder = os.path.dirname(sys.executable)
+    in_environment = sys.prefix != sys.base_prefix or os.path.isdir(
+        os.path.join(sys.prefix, "conda-meta")
+    )
+    if not in_environment or not folder or folder in path.split(os.pathsep):
+        return path
+    return os.pathsep.join([folder, path]) if path else folder
 
 
 def arg_form(argument: str) -> str | None:

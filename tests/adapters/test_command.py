@@ -19,7 +19,7 @@ from hpsearch.trial.protocol import Assignment, EventKind, Outcome, WorkerEvent
 from hpsearch.trial.script import CommandSpec
 from hpsearch.trial.text_metrics import TextMetrics
 from hpsearch.worker import execute_trial
-from tests.harness import make_launch
+from tests.harness import make_launch, unactivated_environment
 
 pytestmark = pytest.mark.process  # each test runs a script
 
@@ -486,3 +486,22 @@ def test_args_passes_exactly_the_trials_parameters_to_an_argparse_script(tmp_pat
     spec = CommandSpec(command="t hydra.run.dir=${{oc.env:D}}")
     spec.check_placeholders({"lr": 1})
     assert command_line(spec, {"lr": 1}) == ["t", "hydra.run.dir=${oc.env:D}"]
+
+
+def test_a_program_beside_hpsearch_runs_with_its_environment_first_on_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = unactivated_environment(tmp_path / "env", monkeypatch)
+    (env / "bin" / "sometool").write_text(  # reports whether its folder leads PATH
+        '#!/bin/sh\ncase "$PATH" in "$(dirname "$0")":*) f=1;; *) f=0;; esac\n'
+        'echo "{\\"step\\": 0, \\"first\\": $f}"\n'
+    )
+    ctx = TrialContext.local()
+    run_command(
+        CommandSpec(command=["sometool", "--x", "{x}"]),
+        {"x": 1},
+        ctx,
+        workdir=str(tmp_path),
+        trial_dir=str(tmp_path / "trial"),
+    )
+    assert [(r.step, r.metrics) for r in ctx.history] == [(0, {"first": 1.0})]

@@ -13,6 +13,7 @@ from hpsearch._importable import ensure_importable_from
 from hpsearch.adapters import resolve_train_function
 from hpsearch.errors import ConfigError
 from tests import train_functions
+from tests.harness import unactivated_environment
 
 
 def test_resolves_a_function() -> None:
@@ -213,3 +214,18 @@ def test_a_command_whose_program_or_python_script_is_missing_is_refused_first(
     ):
         with pytest.raises(ConfigError, match=re.escape(words)):
             check(command)
+
+
+def test_a_program_installed_beside_hpsearch_is_found_though_its_environment_is_not_active(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # torchrun or accelerate, installed with hpsearch; hpsearch run as .venv/bin/hpsearch.
+    from hpsearch.adapters import check_train
+    from hpsearch.trial.script import CommandSpec
+
+    unactivated_environment(tmp_path / "env", monkeypatch)
+    check_train("", CommandSpec(command="sometool --lr {lr}"), "c.yaml")
+
+    monkeypatch.setattr(sys, "prefix", sys.base_prefix)  # no environment: PATH alone
+    with pytest.raises(ConfigError, match="program 'sometool' is not on PATH"):
+        check_train("", CommandSpec(command="sometool --lr {lr}"), "c.yaml")
