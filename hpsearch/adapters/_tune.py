@@ -13,7 +13,9 @@ parameters as ``config`` (dotted names nested again: ``model.lr`` is
   scheduler would;
 * a reported ``Checkpoint`` is copied into the trial's checkpoint folder
   (``ctx.checkpoint_dir``, kept for its re-run when it is interrupted), and
-  ``tune.get_checkpoint()`` returns that folder's checkpoint, or ``None``.
+  ``tune.get_checkpoint()`` returns that folder's checkpoint, or ``None``;
+* ``tune.get_context().get_trial_dir()`` is the trial's own folder
+  (``HPSEARCH_TRIAL_DIR``), kept after the search as Tune keeps a trial's.
 
 Both calls reach Ray's training session whatever way they were imported
 (``tune.report``, ``ray.train.report``, ``from ray.tune import report``): while the
@@ -92,7 +94,7 @@ def tune_train(
 
     def train(params: dict[str, Any], ctx: TrialContext) -> dict[str, float] | None:
         try:
-            with _answering(ctx, criteria):
+            with _answering(ctx, criteria, trial_dir):
                 returned = run(nested(params))
         except _StopMet:
             return None
@@ -211,17 +213,29 @@ def nested(params: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class _Session:
-    """Ray's training session, with the function's reports and checkpoints answered by
-    hpsearch (anything else, and hpsearch's own events, go to Ray's)."""
+    """Ray's training session, with the function's reports, checkpoints and trial folder
+    answered by hpsearch (anything else, and hpsearch's own events, go to Ray's)."""
 
-    def __init__(self, real: Any, ctx: TrialContext, stop: Mapping[str, float]) -> None:
+    def __init__(
+        self, real: Any, ctx: TrialContext, stop: Mapping[str, float], trial_dir: str
+    ) -> None:
         self._real = real
         self._ctx = ctx
         self._stop = stop
+        self._trial_dir = trial_dir
         self._reports = 0
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._real, name)
+
+    @property
+    def trial_dir(self) -> Any:
+        """``tune.get_context().get_trial_dir()``: the trial's own folder, which is kept
+        (Ray's, in its session folder, goes when the search ends)."""
+        if not self._trial_dir:
+            return self._real.trial_dir  # a trial run by hand
+        Path(self._trial_dir).mkdir(parents=True, exist_ok=True)
+        return self._trial_dir
 
     @property
     def loaded_checkpoint(self) -> Any:
@@ -253,12 +267,12 @@ class _Session:
 
 
 @contextmanager
-def _answering(ctx: TrialContext, stop: Mapping[str, float]) -> Iterator[None]:
+def _answering(ctx: TrialContext, stop: Mapping[str, float], trial_dir: str) -> Iterator[None]:
     from ray.train._internal import session
 
     real = session.get_session()
     # The module's global, which every report and get_checkpoint reads at call time.
-    vars(session)["_session"] = _Session(real, ctx, stop)
+    vars(session)["_session"] = _Session(real, ctx, stop, trial_dir)
     try:
         yield
     finally:

@@ -70,6 +70,19 @@ def test_a_returned_dict_is_the_final_result_its_numbers_the_metrics(tmp_path: P
     assert tune_train(old_style)({"x": 1.5}, ctx) == {"score": 3.0}
 
 
+def test_the_trial_folder_tune_gives_is_the_trials_own_which_is_kept(tmp_path: Path) -> None:
+    # Ray's examples save artifacts in get_trial_dir(); Ray's own is in its session
+    # folder, which goes when the search ends.
+    def saves_an_artifact(config: dict[str, Any]) -> None:
+        folder = tune.get_context().get_trial_dir()
+        Path(folder, "predictions.csv").write_text(f"{config['x']}\n")
+        tune.report({"score": 1.0})
+
+    ctx = TrialContext.local(checkpoint_dir=str(tmp_path / "checkpoints"))
+    tune_train(saves_an_artifact, trial_dir=str(tmp_path / "trial-3"))({"x": 2}, ctx)
+    assert (tmp_path / "trial-3" / "predictions.csv").read_text() == "2\n"
+
+
 class Counter(tune.Trainable):
     """A class trainable as Ray's examples write one: state in setup, one step a report."""
 
