@@ -96,7 +96,9 @@ class ObjectiveSpec(Settings):
 
     Attributes:
         metric: the metric's name, as the trial reports it (``ctx.report``, a returned
-            dict, a JSON line).
+            dict, a JSON line); an Optuna objective's value is ``value`` where none is
+            named (``value_0``, ``value_1``, ... for a tuple), as Optuna's MLflow callback
+            names it.
         direction: whether a larger or a smaller value is better.
         until: the level another metric must reach; the objective is this metric's
             value at that report (none: its last value).
@@ -441,6 +443,29 @@ class RunConfig(Settings):
     fusion: FusionSpec = Field(default_factory=FusionSpec)
 
     _source: str = PrivateAttr(default="<config>")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _objective_values_named(cls, data: Any) -> Any:
+        """An Optuna objective's values named where the config names none, as Optuna's
+        ``MLflowCallback`` names them: ``value`` (``value_0``, ``value_1``, ... for a
+        tuple), so that ``objective: {direction: maximize}`` reads as ``create_study``'s
+        ``direction="maximize"``. Any other train needs the metric it reports named."""
+        train = data.get("train") if isinstance(data, dict) else None
+        optuna = isinstance(train, dict) and "optuna" in train
+        if not (optuna or isinstance(train, OptunaObjectiveSpec)):
+            return data
+        named = dict(data)
+        one = named.get("objective")
+        if isinstance(one, dict) and "metric" not in one:
+            named["objective"] = {"metric": "value", **one}
+        several = named.get("objectives")
+        if isinstance(several, list):
+            named["objectives"] = [
+                {"metric": f"value_{i}", **o} if isinstance(o, dict) and "metric" not in o else o
+                for i, o in enumerate(several)
+            ]
+        return named
 
     @field_validator("space")
     @classmethod

@@ -446,3 +446,21 @@ def test_a_search_needs_an_end_which_a_grid_is(write_config: ConfigWriter) -> No
     # As Study.optimize with a GridSampler: the search ends once each point has run.
     grid = {"study": {"n_trials": None, "sampler": {"type": "grid"}}, "space": {"x": [0.1, 0.2]}}
     assert load_config(write_config(grid)).study.n_trials is None
+
+
+def test_an_optuna_objectives_values_are_named_value_where_the_config_names_none(
+    write_config: ConfigWriter,
+) -> None:
+    # As create_study(direction="maximize") takes it; Optuna's MLflowCallback names so.
+    head = "study: {name: s, n_trials: 3}\ntrain: {optuna: tests.optuna_objectives:objective}\n"
+    one = load_config(write_config(head + "objective: {direction: maximize}\n"))
+    assert [(o.metric, o.direction) for o in one.objective_list] == [("value", "maximize")]
+    several = load_config(
+        write_config(head + "objectives: [{direction: maximize}, {direction: minimize}]\n")
+    )
+    assert [o.metric for o in several.objective_list] == ["value_0", "value_1"]
+    named = load_config(write_config(head + "objective: {metric: acc, direction: maximize}\n"))
+    assert [o.metric for o in named.objective_list] == ["acc"]
+
+    error = _error(write_config, {"objective": {"metric": None, "direction": "maximize"}})
+    assert "objective.metric: required key is missing" in str(error)  # a function: named
