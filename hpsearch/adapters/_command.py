@@ -55,6 +55,7 @@ from hpsearch.trial.script import (
     arg_form,
     expand,
     fill,
+    with_trial_variables,
 )
 from hpsearch.trial.text_metrics import TextMetrics, TextReader, shown
 
@@ -106,14 +107,20 @@ def command_train(spec: CommandSpec, workdir: str, trial_dir: str) -> Callable[.
     return train
 
 
-def command_line(spec: CommandSpec, params: Mapping[str, Any], folder: str = ".") -> list[str]:
+def command_line(
+    spec: CommandSpec,
+    params: Mapping[str, Any],
+    folder: str = ".",
+    variables: Mapping[str, str] | None = None,
+) -> list[str]:
     """The command's arguments with ``{name}`` replaced by each parameter's value, and an
     argument ``{args}`` (or another of :data:`~hpsearch.trial.script.ARG_FORMS`) by the
     parameters the trial has, in its form.
 
     A leading ``python`` (or ``python3``) is the interpreter hpsearch runs with,
     so the script sees the same environment whether or not it is activated.
-    ``folder`` is the trial's own (where ``{args_json_file}`` is written).
+    ``folder`` is the trial's own (where ``{args_json_file}`` is written);
+    ``variables``, the script's environment, whose ``$HPSEARCH_...`` an argument may name.
     """
     arguments: list[str] = []
     params_file = os.path.join(folder, PARAMS_FILE)
@@ -124,7 +131,7 @@ def command_line(spec: CommandSpec, params: Mapping[str, Any], folder: str = "."
                 Path(params_file).write_text(json.dumps(dict(params)), encoding="utf-8")
             arguments += expand(form, params, params_file)
         else:
-            arguments.append(fill(argument, params))
+            arguments.append(with_trial_variables(fill(argument, params), variables or {}))
     if arguments and arguments[0] in ("python", "python3"):
         arguments[0] = sys.executable
     return arguments
@@ -168,7 +175,7 @@ def run_command(
     spared = set(descendants(os.getpid()))  # what this worker ran before the script
     subreaper = _subreaper(True)
     process = subprocess.Popen(
-        command_line(spec, params, str(folder)),
+        command_line(spec, params, str(folder), env),
         cwd=workdir if workdir and os.path.isdir(workdir) else folder,
         env=env,
         stdin=subprocess.DEVNULL,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import string
 import sys
@@ -81,6 +82,24 @@ def expand(form: str, params: Mapping[str, Any], params_file: str) -> list[str]:
     if form == "args_json_file":
         return [params_file]
     return [f"--{name}={value}" for name, value in pairs]
+
+
+_TRIAL_VARIABLE = re.compile(r"\$(?:\{(HPSEARCH_\w+)\}|(HPSEARCH_\w+))")
+"""``$HPSEARCH_...`` or ``${HPSEARCH_...}`` in an argument."""
+
+
+def with_trial_variables(argument: str, variables: Mapping[str, str]) -> str:
+    """``argument`` with each ``$HPSEARCH_NAME`` (``${HPSEARCH_NAME}``) of ``variables`` (the
+    trial's environment) replaced by its value, as a shell would: ``--out
+    $HPSEARCH_METRICS_FILE`` reaches the script as the trial's file. The command runs
+    without a shell, so only the variables hpsearch sets are read so; any other ``$`` is
+    the script's to read."""
+
+    def value(found: re.Match[str]) -> str:
+        name = found[1] or found[2]
+        return variables.get(name, found[0])
+
+    return _TRIAL_VARIABLE.sub(value, argument) if "$" in argument else argument
 
 
 def fill(argument: str, params: Mapping[str, Any]) -> str:
@@ -169,8 +188,16 @@ class CommandSpec(Settings):
         """How the script reports ``metric``: the fix when a trial of it never did."""
         line = f'{{"step": 0, "{metric}": ...}}'
         if self.metrics == "file-jsonl":
+            # A script that writes its own relative path writes where it runs, which every
+            # trial shares; hpsearch reads the trial's own file.
+            where = (
+                self.metrics_file
+                if os.path.isabs(self.metrics_file)
+                else f"{self.metrics_file} in the trial's own folder, not where the script runs"
+            )
             return (
-                f"append it as a JSON line, {line}, to {self.metrics_file} (HPSEARCH_METRICS_FILE)"
+                f"append it as a JSON line, {line}, to the file HPSEARCH_METRICS_FILE names "
+                f"({where}; a script that takes the path as a flag: --flag $HPSEARCH_METRICS_FILE)"
             )
         if self.metrics == "stdout-jsonl":
             return (

@@ -103,6 +103,34 @@ def test_metrics_can_come_from_a_file_the_script_appends_to(tmp_path: Path) -> N
     assert final == {"score": 9.0}
 
 
+def test_a_script_told_its_metrics_file_by_a_flag_gets_the_trials_own(tmp_path: Path) -> None:
+    # A script that takes where to write its metrics as a flag, unchanged: the command
+    # names hpsearch's variable as a shell would (it runs without one).
+    script = _script(
+        tmp_path,
+        """
+        out = sys.argv[sys.argv.index("--metrics-out") + 1]
+        with open(out, "a") as f:
+            f.write(json.dumps({"step": 0, "score": float(sys.argv[-1])}) + "\\n")
+        """,
+    )
+    ctx = TrialContext.local()
+    spec = CommandSpec(
+        command=f"python {script} --metrics-out $HPSEARCH_METRICS_FILE "
+        "--n ${{HPSEARCH_TRIAL_NUMBER}}",  # a brace doubled, as any literal one
+        metrics="file-jsonl",
+    )
+    run_command(spec, {}, ctx, workdir=str(tmp_path), trial_dir=str(tmp_path / "trial"))
+    assert [(r.step, r.metrics) for r in ctx.history] == [(0, {"score": 0.0})]
+    assert (tmp_path / "trial" / "metrics.jsonl").exists()
+    variables = {"HPSEARCH_SEED": "7"}
+    assert command_line(
+        CommandSpec(command="prog --seed $HPSEARCH_SEED --cost $5 $HOME ${{oc.env:HPSEARCH_SEED}}"),
+        {},
+        variables=variables,
+    )[1:] == ["--seed", "7", "--cost", "$5", "$HOME", "${oc.env:HPSEARCH_SEED}"]
+
+
 def test_a_pruned_script_is_stopped_with_its_children_sigkill_after_the_grace(
     tmp_path: Path,
 ) -> None:

@@ -318,7 +318,16 @@ def test_a_training_script_is_a_command_whose_placeholders_are_parameters(
         ({"tune": "tests.tune_trainables:with_data"}, 'tune.report({"val_loss": ...})'),
         ({"command": "python t.py"}, "print it on stdout (stderr, where logging writes, is not"),
         ({"command": "python t.py"}, '{"step": 0, "val_loss": ...}'),
-        ({"command": "python t.py", "metrics": "file-jsonl"}, "to metrics.jsonl"),
+        (
+            {"command": "python t.py", "metrics": "file-jsonl"},
+            "to the file HPSEARCH_METRICS_FILE names (metrics.jsonl in the trial's own folder, "
+            "not where the script runs; a script that takes the path as a flag: --flag "
+            "$HPSEARCH_METRICS_FILE)",
+        ),
+        (
+            {"command": "python t.py", "metrics": "file-jsonl", "metrics_file": "/data/m.jsonl"},
+            "HPSEARCH_METRICS_FILE names (/data/m.jsonl;",
+        ),
         ({"command": "python t.py", "metrics": {"scalars": True}}, "as val_loss=..."),
     ],
 )
