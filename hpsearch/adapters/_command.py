@@ -286,12 +286,21 @@ def parse_line(text: str) -> _Report | None:
     step = data.pop("step", None)
     if step is not None and (isinstance(step, bool) or not isinstance(step, int)):
         return None
-    metrics = {
-        str(k): float(v)
-        for k, v in data.items()
-        if isinstance(v, int | float) and not isinstance(v, bool)
-    }
+    metrics = _numbers_in(data)
     return _Report(step, metrics) if metrics else None
+
+
+def _numbers_in(data: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
+    """A JSON object's numbers, a nested object's named ``outer/inner`` as Tune names a
+    nested result's (``{"val": {"acc": 0.9}}`` is ``val/acc``); not its booleans."""
+    numbers: dict[str, float] = {}
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            numbers.update(_numbers_in(value, f"{name}/"))
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            numbers[name] = float(value)
+    return numbers
 
 
 def _read_stdout(

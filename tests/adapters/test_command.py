@@ -381,6 +381,15 @@ def test_a_hydra_style_script_receives_its_overrides_from_args_no_hyphens(tmp_pa
     [
         ('{"step": 3, "acc": 0.9}', 3, {"acc": 0.9}),
         ('{"acc": 1}', None, {"acc": 1.0}),
+        # Nested, named as Tune names a nested result's: objective: {metric: val/acc}.
+        (
+            '{"step": 2, "train": {"loss": 0.5}, "val": {"acc": 0.9, "note": "x"}}',
+            2,
+            {
+                "train/loss": 0.5,
+                "val/acc": 0.9,
+            },
+        ),
         ('{"step": 1.5, "acc": 1}', "none", {}),
         ('{"step": 1, "flag": true}', "none", {}),
         ("epoch 3: acc 0.9", "none", {}),
