@@ -37,19 +37,20 @@ OPTUNA_STATE = {
 }
 """The state a trial ends in, in Optuna, for each way it ends."""
 
-ERROR_KEPT_CHARS = 4000
-"""How much of a failed trial's error its study attr and MLflow tag keep (its run's
-``error.txt`` keeps it whole): a deep traceback, or a script's long stderr lines, would
-make each a large row in the study's database, and MySQL refuses one over 64 KiB."""
+ERROR_KEPT_CHARS = 16_000
+"""How much of a failed trial's error its study attr keeps (its run's ``error.txt`` keeps
+it whole; its MLflow tag, what a tag holds): a script's long stderr lines would make a
+large row in the study's database, and MySQL refuses one over 64 KiB."""
 
 
-def kept_error(error: str) -> str:
-    """``error`` within :data:`ERROR_KEPT_CHARS`: its first quarter (where it began) and
-    its end (what it says last: a traceback's exception, a script's last stderr lines),
-    cut at line breaks where there are some, with what was left out said between."""
-    if len(error) <= ERROR_KEPT_CHARS:
+def kept_error(error: str, limit: int = ERROR_KEPT_CHARS) -> str:
+    """``error`` within ``limit`` characters: its first quarter (where it began) and its
+    end (what it says last: a traceback's exception, a script's last stderr lines), cut
+    at line breaks where there are some, with what was left out said between."""
+    if len(error) <= limit:
         return error
-    head, tail = error[: ERROR_KEPT_CHARS // 4], error[-(ERROR_KEPT_CHARS * 3 // 4) :]
+    room = limit - 100  # for the words between
+    head, tail = error[: room // 4], error[-(room - room // 4) :]
     head = head[: head.rfind("\n")] if head.rfind("\n") > 0 else head
     tail = tail[tail.find("\n") + 1 :] if 0 <= tail.find("\n") < len(tail) - 1 else tail
     left_out = len(error) - len(head) - len(tail)

@@ -35,6 +35,7 @@ from hpsearch.study import StudyHandle, set_user_attr_late
 from hpsearch.tracking import (
     FLUSH_S,
     FUSED_GROUP_TAG,
+    MAX_TAG_CHARS,
     RESUMES_RUN_TAG,
     STUDY_TAG,
     TRIAL_NUMBER_TAG,
@@ -169,7 +170,7 @@ class MlflowMirror(TrialListener):
             "hpsearch.state": OPTUNA_STATE[event.outcome].name,
         }
         if event.error:
-            tags["hpsearch.error"] = kept_error(event.error)
+            tags["hpsearch.error"] = kept_error(event.error, MAX_TAG_CHARS)
             self._tracker.log_text(run_id, event.error, "error.txt")
         for stream in ("stdout", "stderr"):
             text = output_tail(output_file(self._logs_dir, event.number, stream))
@@ -320,7 +321,7 @@ def record_unwritten_runs(handle: StudyHandle, tracker: Tracker) -> int:
         }
         for key in (attrs.OUTCOME, attrs.ERROR, attrs.PRUNE_REASON):
             if key in trial.user_attrs:
-                tags[key] = str(trial.user_attrs[key])
+                tags[key] = kept_error(str(trial.user_attrs[key]), MAX_TAG_CHARS)
         tracker.set_tags(run_id, tags)
         _log_final_metrics(tracker, run_id, trial)
         tracker.end_run(run_id, _STATE_STATUS[trial.state])

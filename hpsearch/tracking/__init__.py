@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from hpsearch.tracking._base import (
         FLUSH_S,
         FUSED_GROUP_TAG,
+        MAX_TAG_CHARS,
         PARENT_TAG,
         RESUMES_RUN_TAG,
         STUDY_TAG,
@@ -50,6 +51,7 @@ __all__ = [
     "EXPERIMENT_KIND_TAG",
     "FLUSH_S",
     "FUSED_GROUP_TAG",
+    "MAX_TAG_CHARS",
     "MODEL_DEVELOPMENT",
     "PARENT_TAG",
     "RESUMES_RUN_TAG",

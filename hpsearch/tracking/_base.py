@@ -126,6 +126,11 @@ class Tracker(Protocol):
         """
 
 
+MAX_TAG_CHARS = 5000
+"""The longest tag value hpsearch writes (MLflow's own limit is higher in recent versions;
+a longer value is cut)."""
+
+
 def clip(text: str, limit: int) -> str:
     """``text`` cut to ``limit`` characters, ending in ``...`` where cut."""
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -28,6 +28,7 @@ from hpsearch.errors import HpsearchError
 from hpsearch.storage_faults import storage_fault
 from hpsearch.tracking._base import (
     FLUSH_S,
+    MAX_TAG_CHARS,
     PARENT_TAG,
     STUDY_TAG,
     TRIAL_NUMBER_TAG,
@@ -39,7 +40,6 @@ from hpsearch.tracking._outage import unreachable
 from hpsearch.tracking._store_template import seed_new_store
 from hpsearch.tracking._uri import resolve_tracking_uri
 
-_MAX_TAG = 5000
 _MAX_PARAM = 6000
 _MAX_BATCH_METRICS = 1000  # MLflow's limit per log_batch call
 _MAX_BATCH_TAGS = 100  # and its limits for tags and params
@@ -300,7 +300,7 @@ class MlflowTracker:
         if tags:
             pending = self._pending_of(run_id)
             for k, v in tags.items():
-                pending.tags[k] = RunTag(k, clip(str(v), _MAX_TAG))
+                pending.tags[k] = RunTag(k, clip(str(v), MAX_TAG_CHARS))
             self._flush_due()
 
     def log_text(self, run_id: str, text: str, artifact_file: str) -> None:
