@@ -15,8 +15,9 @@ runner when one is given.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from rich.console import Console
 
@@ -75,7 +76,7 @@ class _Opened:
 
 
 def run(
-    config: RunConfig | str | os.PathLike[str],
+    config: RunConfig | Mapping[str, Any] | str | os.PathLike[str],
     *,
     address: str | None = None,
     n_trials: int | None = None,
@@ -93,7 +94,8 @@ def run(
     """Run (or continue) the search a config describes, until its budget is spent.
 
     Args:
-        config: a config file path or a loaded :class:`RunConfig`.
+        config: a config file path, a dict of the same sections (from a notebook,
+            say), or a loaded :class:`RunConfig`.
         address: a Ray cluster to join (overrides ``execution.address``).
         n_trials: total trials the study should reach (overrides ``study.n_trials``).
         timeout: seconds after which no new trial starts (overrides ``study.timeout``).

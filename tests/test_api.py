@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from rich.console import Console
 
 import hpsearch
@@ -56,7 +57,8 @@ def test_every_way_a_trial_ends_is_recorded(write_config: ConfigWriter, project:
             "packing": {"mode": "fixed", "trials_per_gpu": 0},
         }
     )
-    outcome = hpsearch.run(path)
+    # The same sections as a dict, as a notebook passes them (a path everywhere else).
+    outcome = hpsearch.run(yaml.safe_load(path.read_text()))
 
     by_number = {t.number: t for t in outcome.results.trials}
     assert by_number[0].state == "COMPLETE"

@@ -8,7 +8,7 @@ import re
 import types
 import typing
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -62,16 +62,27 @@ MOVED_KEYS: dict[KeyPath, tuple[str, str]] = {
 """Keys that moved: the one spelling each knob has now, and what to write instead."""
 
 
-def load_config(path: str | os.PathLike[str]) -> RunConfig:
-    """Read and validate one config file.
+DICT_SOURCE = "<dict>"
+"""What a config given as a dict is called in its errors (it has no file)."""
+
+
+def load_config(path: str | os.PathLike[str] | Mapping[str, Any]) -> RunConfig:
+    """Read and validate one config file, or a dict of the same sections (``hpsearch.run``
+    from a notebook), checked alike.
 
     Raises:
-        ConfigError: naming the file, the line, the key path and the fix.
+        ConfigError: naming the file (``<dict>``), the line, the key path and the fix.
     """
+    if isinstance(path, Mapping):
+        return _validated(Path(DICT_SOURCE), YamlDocument(dict(path)))
     source = Path(path)
     document = read_yaml(source)
     if document.data is None:
         raise ConfigError(source, "", "the file is empty", "see configs/debug.yaml for an example")
+    return _validated(source, document)
+
+
+def _validated(source: Path, document: YamlDocument) -> RunConfig:
     if not isinstance(document.data, dict):
         raise ConfigError(
             source,

@@ -473,3 +473,19 @@ def test_an_optuna_objectives_values_are_named_value_where_the_config_names_none
 
     error = _error(write_config, {"objective": {"metric": None, "direction": "maximize"}})
     assert "objective.metric: required key is missing" in str(error)  # a function: named
+
+
+def test_a_dict_is_checked_as_a_file_is_and_its_errors_name_it_dict() -> None:
+    import hpsearch
+
+    sections: dict[str, object] = {
+        "study": {"name": "s", "n_trials": 3},
+        "objective": {"direction": "maximize"},
+        "train": "tests.train_functions:quick",
+        "space": {"x": {"type": "float", "low": 0.0, "high": 1.0}},
+    }
+    with pytest.raises(ConfigError) as info:
+        hpsearch.run(sections)  # refused before anything starts
+    assert str(info.value) == "<dict>: objective.metric: required key is missing; add it"
+    sections["objective"] = {"metric": "score", "direction": "maximize"}
+    assert load_config(sections).objective_list[0].metric == "score"
