@@ -226,6 +226,7 @@ def test_a_program_installed_beside_hpsearch_is_found_though_its_environment_is_
     unactivated_environment(tmp_path / "env", monkeypatch)
     check_train("", CommandSpec(command="sometool --lr {lr}"), "c.yaml")
 
-    monkeypatch.setattr(sys, "prefix", sys.base_prefix)  # no environment: PATH alone
+    for name in ("prefix", "base_prefix"):  # no environment: PATH alone
+        monkeypatch.setattr(sys, name, str(tmp_path))
     with pytest.raises(ConfigError, match="program 'sometool' is not on PATH"):
         check_train("", CommandSpec(command="sometool --lr {lr}"), "c.yaml")
