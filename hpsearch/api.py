@@ -95,7 +95,8 @@ def run(
 
     Args:
         config: a config file path, a dict of the same sections (from a notebook,
-            say), or a loaded :class:`RunConfig`.
+            say: it may hold its functions themselves, sent to the workers by value
+            where none could import them), or a loaded :class:`RunConfig`.
         address: a Ray cluster to join (overrides ``execution.address``).
         n_trials: total trials the study should reach (overrides ``study.n_trials``).
         timeout: seconds after which no new trial starts (overrides ``study.timeout``).

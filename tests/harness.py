@@ -194,6 +194,7 @@ def make_launch(
         study_access=None,
         tune_trainable=None,
         tracking=tracking,
+        by_value={},
     )
     trials = tuple(
         MemberSpec(

@@ -18,6 +18,7 @@ from hpsearch.runner import SimulatedRunner
 from hpsearch.study import open_study
 from hpsearch.workloads.simulated_gpu import gpu_profile
 from tests.conftest import ConfigWriter, SwitchAfter, mlflow_client
+from tests.train_functions import behaves
 
 pytestmark = [pytest.mark.process, pytest.mark.usefixtures("ray_one_gpu", "seeded_store")]
 
@@ -57,8 +58,14 @@ def test_every_way_a_trial_ends_is_recorded(write_config: ConfigWriter, project:
             "packing": {"mode": "fixed", "trials_per_gpu": 0},
         }
     )
-    # The same sections as a dict, as a notebook passes them (a path everywhere else).
-    outcome = hpsearch.run(yaml.safe_load(path.read_text()))
+
+    # The same sections as a dict, as a notebook passes them (a path everywhere else),
+    # with the function itself, defined here as in a notebook: no worker could import
+    # it, so each gets it by value.
+    def behaves_here(params: dict[str, Any], ctx: hpsearch.TrialContext) -> Any:
+        return behaves(params, ctx)
+
+    outcome = hpsearch.run({**yaml.safe_load(path.read_text()), "train": behaves_here})
 
     by_number = {t.number: t for t in outcome.results.trials}
     assert by_number[0].state == "COMPLETE"

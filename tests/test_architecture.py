@@ -120,6 +120,7 @@ def test_the_config_is_pure_data_and_imports_no_telemetry_and_no_policy() -> Non
         "hpsearch.trial.script",
         "hpsearch.adapters.forms",  # which form of train: a function is written for
         "hpsearch.adapters.tune_space",  # space: module:name, a Ray Tune param_space
+        "hpsearch.adapters.by_value",  # a dict config's own functions, named or pickled
     }
     assert composed <= reached
     readers = ("hpsearch.telemetry", "hpsearch.placement", "hpsearch.oom", "hpsearch.simulation")

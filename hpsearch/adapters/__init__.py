@@ -6,10 +6,11 @@ called as ``train(params, ctx)``: found, imported and checked once), ``_members`
 training script run as it is, its printed lines as reports), ``_optuna`` (an
 Optuna objective, run unchanged on a trial of the driver's study), ``_tune`` (a
 Ray Tune function trainable, run unchanged), ``tune_space`` (a Ray Tune
-``param_space`` as the config's space) and ``forms`` (which form a function was
+``param_space`` as the config's space), ``forms`` (which form a function was
 written for, read without running it, so a wrong ``train:`` is one line naming
-the right one). The last two are public modules: the config reads them, as it
-reads other packages' ``settings``.
+the right one) and ``by_value`` (a function a dict config holds itself: named, or
+sent by value where no worker could import it). The last three are public
+modules: the config reads them, as it reads other packages' ``settings``.
 
 Imported on first use (hpsearch._lazy): the config reads ``forms`` and a worker
 one adapter, without the others' libraries.
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from hpsearch.adapters._members import SHARED_ATTRIBUTE, Member, fused, shared_of
     from hpsearch.adapters._optuna import objective_train, pickled_sampler
     from hpsearch.adapters._tune import asked_resources, nested, tune_train
+    from hpsearch.adapters.by_value import install_pickles, named_function, pickles_of
     from hpsearch.adapters.forms import REPORTS, Form, form_in_source, form_of, wrong_form
     from hpsearch.adapters.tune_space import (
         TuneSpaceError,
@@ -58,10 +60,13 @@ __all__ = [
     "form_in_source",
     "form_of",
     "fused",
+    "install_pickles",
+    "named_function",
     "nested",
     "objective_train",
     "parse_line",
     "pickled_sampler",
+    "pickles_of",
     "resolve_train_function",
     "run_command",
     "shared_of",

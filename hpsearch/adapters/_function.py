@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hpsearch._importable import ModuleExited, import_user_module
+from hpsearch.adapters.by_value import sent_by_value
 from hpsearch.adapters.forms import (
     form_in_source,
     form_of,
@@ -44,7 +45,8 @@ def resolve_train_function(
     objective: bool = False,
     trainable: bool = False,
 ) -> TrainFunction:
-    """Import ``package.module:function`` and check it can be called as ``train(params, ctx)``
+    """Import ``package.module:function`` (or take the function sent by value under that
+    name) and check it can be called as ``train(params, ctx)``
     (or, with ``members``, as ``train(members)``: a fused group's function).
 
     Args:
@@ -57,6 +59,26 @@ def resolve_train_function(
 
     Raises:
         ConfigError: naming ``key``, what went wrong and how to fix it.
+    """
+    function = sent_by_value(spec)
+    if function is None:
+        function = _imported(spec, source, key)
+    if trainable and is_class_trainable(function):
+        train_class: TrainFunction = function
+        return train_class  # Tune constructs it with the config, as hpsearch's adapter does
+    _refuse_class_trainable(function, spec, source, key)
+    _check_callable(
+        function, spec, source, key, members=members, objective=objective, trainable=trainable
+    )
+    train: TrainFunction = function
+    return train
+
+
+def _imported(spec: str, source: str, key: str) -> Any:
+    """What ``package.module:function`` names, imported; a callable.
+
+    Raises:
+        ConfigError: it does not import, or names nothing callable.
     """
     module_name, attribute = _named(spec, source, key)
     _refuse_search_on_import(module_name, source, key)
@@ -99,15 +121,7 @@ def resolve_train_function(
             f"'{spec}' is a {type(function).__name__}, not a function",
             "name a function",
         )
-    if trainable and is_class_trainable(function):
-        train_class: TrainFunction = function
-        return train_class  # Tune constructs it with the config, as hpsearch's adapter does
-    _refuse_class_trainable(function, spec, source, key)
-    _check_callable(
-        function, spec, source, key, members=members, objective=objective, trainable=trainable
-    )
-    train: TrainFunction = function
-    return train
+    return function
 
 
 def _named(spec: str, source: str, key: str) -> tuple[str, str]:
@@ -144,7 +158,10 @@ def _not_main(attribute: str) -> tuple[str, str]:
     )
     if script is not None:
         return problem, f"name the script's module: '{script.stem}:{attribute}'"
-    return problem, f"name the module that defines '{attribute}', e.g. 'mymodule:{attribute}'"
+    return problem, (
+        f"name the module that defines '{attribute}', e.g. 'mymodule:{attribute}', or give "
+        f"the function itself in a dict config: hpsearch.run({{..., 'train': {attribute}}})"
+    )
 
 
 def _refuse_search_on_import(module_name: str, source: str, key: str) -> None:
@@ -166,11 +183,14 @@ def _refuse_class_trainable(function: Callable[..., Any], spec: str, source: str
         ConfigError: ``function`` is a class trainable, with the line to write instead.
     """
     if is_class_trainable(function):
+        given = sent_by_value(spec) is not None  # a dict config holds the class itself
         raise ConfigError(
             source,
             key,
             f"'{spec}' is a class trainable (tune.Trainable), which train calls as a function",
-            f"write train: {{tune: {spec}}}",
+            f'write "train": {{"tune": {spec.partition(":")[2]}}}'
+            if given
+            else f"write train: {{tune: {spec}}}",
         )
 
 

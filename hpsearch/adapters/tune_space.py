@@ -74,7 +74,17 @@ def space_from_tune(target: str) -> dict[str, Any]:
         raise TuneSpaceError(
             f"importing '{module_name}' failed: {type(exc).__name__}: {exc}"
         ) from None
-    space = getattr(module, attribute, None)
+    return space_of(target, getattr(module, attribute, None))
+
+
+def space_of(target: str, space: Any) -> dict[str, Any]:
+    """The ``space`` entries of a Tune ``param_space``, a function of no arguments that
+    returns one, or a define-by-run function of a trial (``target``: what it is called).
+
+    Raises:
+        TuneSpaceError: ``space`` is none of those, or holds an entry with no Optuna
+            distribution.
+    """
     if callable(space) and not isinstance(space, Mapping):
         if is_space_function(space):
             return traced(target, space)  # OptunaSearch(space=fn): define-by-run
@@ -85,6 +95,20 @@ def space_from_tune(target: str) -> dict[str, Any]:
             "or a function of no arguments that returns one)"
         )
     return converted(space)
+
+
+def holds_tune_domains(space: Mapping[str, Any]) -> bool:
+    """Whether ``space`` (a dict config's, from a notebook) is a Tune ``param_space``: it
+    holds a Tune domain (``tune.loguniform(...)``) or ``tune.grid_search([...])``, at any
+    depth. Read without importing Ray."""
+    for value in space.values():
+        if type(value).__module__.startswith("ray.tune."):
+            return True
+        if isinstance(value, Mapping) and (
+            set(value) == {"grid_search"} or holds_tune_domains(value)
+        ):
+            return True
+    return False
 
 
 def _called(target: str, function: Any) -> Any:

@@ -74,12 +74,47 @@ def load_config(path: str | os.PathLike[str] | Mapping[str, Any]) -> RunConfig:
         ConfigError: naming the file (``<dict>``), the line, the key path and the fix.
     """
     if isinstance(path, Mapping):
-        return _validated(Path(DICT_SOURCE), YamlDocument(dict(path)))
+        return _validated(Path(DICT_SOURCE), YamlDocument(_functions_named(path)))
     source = Path(path)
     document = read_yaml(source)
     if document.data is None:
         raise ConfigError(source, "", "the file is empty", "see configs/debug.yaml for an example")
     return _validated(source, document)
+
+
+_FUNCTION_KEYS: tuple[tuple[str, ...], ...] = (
+    ("train",),
+    ("train", "optuna"),
+    ("train", "tune"),
+    ("fusion", "train"),
+)
+"""Where a config names a function that each trial's worker calls."""
+
+
+def _functions_named(given: Mapping[str, Any]) -> dict[str, Any]:
+    """A dict config with each function it holds itself (``"train": train``) replaced by
+    the name a file would give it, the function sent by value where a worker could not
+    import it by that name (:func:`hpsearch.adapters.named_function`).
+
+    Raises:
+        ConfigError: a function that cannot be sent to the workers.
+    """
+    data = dict(given)
+    for keys in _FUNCTION_KEYS:
+        *outer, last = keys
+        section: Any = data
+        for key in outer:
+            section = section.get(key) if isinstance(section, Mapping) else None
+        if not isinstance(section, Mapping) or not callable(section.get(last)):
+            continue
+        from hpsearch.adapters.by_value import named_function
+
+        name = named_function(section[last], DICT_SOURCE, ".".join(keys))
+        if not outer:
+            data[last] = name
+        else:
+            data[outer[0]] = {**section, last: name}
+    return data
 
 
 def _validated(source: Path, document: YamlDocument) -> RunConfig:

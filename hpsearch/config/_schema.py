@@ -393,8 +393,18 @@ def _expand_space(value: Any) -> Any:
         from hpsearch.adapters.tune_space import space_from_tune
 
         return expand_space(space_from_tune(value))
+    if callable(value) and not isinstance(value, dict):
+        # A dict config's own function (a notebook's): read here, in the driver, as
+        # `space: mymod:name` reads the function it names.
+        from hpsearch.adapters.tune_space import space_of
+
+        name = getattr(value, "__qualname__", type(value).__name__)
+        return expand_space(space_of(f"{getattr(value, '__module__', '__main__')}:{name}", value))
     if isinstance(value, dict):
-        return expand_space(value)
+        from hpsearch.adapters.tune_space import converted, holds_tune_domains
+
+        # A dict config's Tune param_space (tune.loguniform(...) in a notebook).
+        return expand_space(converted(value) if holds_tune_domains(value) else value)
     return value
 
 
@@ -408,7 +418,8 @@ class RunConfig(Settings):
             ``objective``: the search finds their Pareto front.
         train: what runs a trial: a function ``package.module:function`` called as
             ``train(params, ctx)``, a script (``{command: ...}``), an Optuna objective
-            (``{optuna: ...}``) or a Ray Tune trainable (``{tune: ...}``).
+            (``{optuna: ...}``) or a Ray Tune trainable (``{tune: ...}``). A dict config
+            (``hpsearch.run({...})``) may hold the function itself.
         space: the parameters searched, by name: a range, a list of choices, a
             constant, or branches (``{when: ...}``); or ``module:name``, a Ray Tune
             ``param_space`` in your code (a dict, or a function of no arguments

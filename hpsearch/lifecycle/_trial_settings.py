@@ -8,7 +8,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from hpsearch.adapters import asked_resources, check_fusion, check_train, resolve_train_function
+from hpsearch.adapters import (
+    asked_resources,
+    check_fusion,
+    check_train,
+    pickles_of,
+    resolve_train_function,
+)
 from hpsearch.config import RunConfig
 from hpsearch.lifecycle._launches import FusionPlan, Launches
 from hpsearch.placement import FusionSizer, PackingAdmission
@@ -108,8 +114,10 @@ def launches_for(
             launch sizes fused groups too (:meth:`FusionSizer.evidence`).
     """
     fusion = config.fusion
+    train = config.train_target or config.optuna_objective or config.tune_trainable or ""
+    fused_train = fusion.train if fusion.fuses else ""
     settings = TrialSettings(
-        train=config.train_target or config.optuna_objective or config.tune_trainable or "",
+        train=train,
         command=config.command,
         source=config.source,
         objectives=tuple(o.metric for o in config.objective_list),
@@ -120,7 +128,7 @@ def launches_for(
         worker_dir=side.worker_dir,
         workdir=os.getcwd(),
         gpu_memory_mb=side.gpu_memory_mb,
-        fused_train=fusion.train if fusion.fuses else "",
+        fused_train=fused_train,
         study_access=side.study_access,
         tune_trainable=config.tune_settings,
         tracking=TrialTracking(
@@ -128,6 +136,7 @@ def launches_for(
             experiment=config.experiment_name,
             study=config.study.name,
         ),
+        by_value=pickles_of((train, fused_train)),
     )
     plan = None
     if code.fusion_shared is not None:

@@ -125,6 +125,9 @@ class TrialSettings(_Frozen):
             (``None``: anything else).
         tracking: where the MLflow calls of the trial's own code go (``None``: where
             MLflow's defaults send them).
+        by_value: the functions ``train`` and ``fused_train`` name that a dict config
+            held itself and no worker could import by name: cloudpickle's bytes in base64,
+            by name (:mod:`hpsearch.adapters`); empty for a config file.
     """
 
     train: str
@@ -142,6 +145,7 @@ class TrialSettings(_Frozen):
     study_access: StudyAccess | None
     tune_trainable: TuneTrainableSpec | None
     tracking: TrialTracking | None
+    by_value: dict[str, str]
 
 
 class MemberSpec(_Frozen):

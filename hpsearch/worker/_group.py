@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from hpsearch.adapters import Member, resolve_train_function
+from hpsearch.adapters import Member, install_pickles, resolve_train_function
 from hpsearch.oom import OomReport, device_oom
 from hpsearch.tracking import end_open_runs
 from hpsearch.trial.context import (
@@ -67,6 +67,7 @@ def execute_group(
     """
     settings = launch.settings
     try:
+        install_pickles(settings.by_value)
         train = resolve_train_function(
             settings.fused_train, source=settings.source, key="fusion.train", members=True
         )

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from hpsearch._procs import descendants
-from hpsearch.adapters import resolve_train_function
+from hpsearch.adapters import install_pickles, resolve_train_function
 from hpsearch.oom import BatchRetry, OomReport, device_oom, retry_smaller
 from hpsearch.simulation import PaceReader
 from hpsearch.telemetry import GpuLoad
@@ -257,6 +257,7 @@ def _call_train(
 def _train_of(settings: TrialSettings, trial: MemberSpec) -> Callable[..., Any]:
     """The trial's training function: the user's, or the runner of its training script, of
     its Optuna objective or of its Ray Tune trainable."""
+    install_pickles(settings.by_value)  # a function a dict config sent by value
     if settings.study_access is not None:
         from hpsearch.adapters import objective_train
 
