@@ -357,12 +357,24 @@ def release_memory(device: str) -> float | None:
 
 
 def final_metrics(returned: Any, objectives: Sequence[str]) -> dict[str, float]:
-    """Metrics from the training function's return value: none, a mapping, or one number."""
+    """Metrics from the training function's return value: none, a mapping, or one number.
+
+    A mapping is read as Ray Tune reads a result: a nested dict's numbers are named
+    ``outer/inner``, and what is not a number (a path, a list, a flag) is left out, except
+    an objective, which must be one.
+    """
     where = "what train returned"
     if returned is None:
         return {}
     if isinstance(returned, Mapping):
-        return {str(k): as_metric_value(str(k), v, where) for k, v in returned.items()}
+        metrics: dict[str, float] = {}
+        for name, value in _flattened(returned).items():
+            try:
+                metrics[name] = as_metric_value(name, value, where)
+            except TypeError:
+                if name in objectives:
+                    raise
+        return metrics
     if len(objectives) != 1:
         raise TypeError(
             f"train returned {type(returned).__name__} but the config has "
@@ -374,6 +386,18 @@ def final_metrics(returned: Any, objectives: Sequence[str]) -> dict[str, float]:
             f"{objectives[0]!r}), a dict of metrics, or None"
         )
     return {objectives[0]: as_metric_value(objectives[0], returned, where)}
+
+
+def _flattened(returned: Mapping[Any, Any], prefix: str = "") -> dict[str, Any]:
+    """``returned`` with each nested mapping's entries named ``outer/inner``."""
+    flat: dict[str, Any] = {}
+    for key, value in returned.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(_flattened(value, f"{name}/"))
+        else:
+            flat[name] = value
+    return flat
 
 
 def use_gpu(index: int, assigned: Assignment) -> Assignment:

@@ -128,6 +128,13 @@ def test_a_returned_string_list_or_bad_dict_value_is_blamed_on_what_train_return
         assert "ctx.report" not in end.error
 
 
+def test_a_returned_dict_is_read_as_tune_reads_a_result_nested_and_with_text_left_out() -> None:
+    returned = {"score": 0.5, "val": {"acc": 0.9, "per_class": [0.8, 1.0]}, "ckpt": "/x/m.pt"}
+    _, end = _execute("tests.train_functions:returns_given", {"x": 0.5, "given": returned})
+    assert end.outcome is Outcome.COMPLETE
+    assert end.metrics == {"score": 0.5, "val/acc": 0.9}
+
+
 def test_sys_exit_0_ends_the_function_as_a_return_and_another_code_fails_it_in_a_line() -> None:
     # SystemExit is no Exception: let through, it ended the worker with Ray's words.
     _, returned = _execute("tests.train_functions:exits", {"x": 0.5, "code": 0})
