@@ -28,6 +28,7 @@ of memory when they say CUDA ran out.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import ctypes
 import json
@@ -81,6 +82,9 @@ class CommandFailed(RuntimeError):
 class _Report:
     step: int | None
     metrics: dict[str, float]
+    echo: bool = False
+    """Whether the line is also the script's output (a Python dict it printed), kept in
+    its stdout log as a JSON line, written for hpsearch, is not."""
 
 
 @dataclass
@@ -272,22 +276,51 @@ class _Progress:
             raise TrialPruned(f"pruned after step {report.step}")
 
 
-def parse_line(text: str) -> _Report | None:
-    """A report (with ``step``) or final metrics (without) from one line; ``None``: not JSON."""
+_SCALAR_REPR = re.compile(
+    r"\b(?:(?:np|numpy|torch)\.)?(?:float\d*|int\d*|tensor)\(\s*([-+]?[\w.]+)[^()]*\)"
+)
+"""A number's repr inside a printed dict: NumPy 2's ``np.float64(0.81)``, a 0-d tensor's
+``tensor(0.5, device='cuda:0')``, read as the number."""
+_NOT_FINITE = {"nan": "None", "inf": "1e999"}
+"""``float('nan')`` and ``inf`` as a printed dict shows them: a literal the parse takes
+(a NaN is left out; ``1e999`` is infinity)."""
+_NOT_FINITE_WORD = re.compile(r"\b(nan|inf)\b")
+
+_PYTHON_DICT_MAX_CHARS = 100_000
+"""Longer lines are not read as a printed dict (the parse is not worth it)."""
+
+
+def parse_line(text: str, *, python: bool = False) -> _Report | None:
+    """A report (with ``step``) or final metrics (without) from one line; ``None``: not JSON.
+
+    With ``python``, a printed Python dict is read too, as Hugging Face's ``Trainer``
+    prints its logs (``{'eval_loss': 0.5, 'eval_accuracy': np.float64(0.81), 'epoch':
+    1.0}``): its numbers are final metrics (or a report, with an integer ``step``), and
+    the line stays in the script's output.
+    """
     text = text.strip()
     if not text.startswith("{"):
         return None
+    echo = False
     try:
         data = json.loads(text)
     except ValueError:
-        return None
+        if not (python and text.endswith("}") and len(text) <= _PYTHON_DICT_MAX_CHARS):
+            return None
+        try:
+            literal = _SCALAR_REPR.sub(r"\1", text)
+            literal = _NOT_FINITE_WORD.sub(lambda m: _NOT_FINITE[m.group(1)], literal)
+            data = ast.literal_eval(literal)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            return None
+        echo = True
     if not isinstance(data, dict):
         return None
     step = data.pop("step", None)
     if step is not None and (isinstance(step, bool) or not isinstance(step, int)):
         return None
     metrics = _numbers_in(data)
-    return _Report(step, metrics) if metrics else None
+    return _Report(step, metrics, echo) if metrics else None
 
 
 def _numbers_in(data: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
@@ -308,13 +341,16 @@ def _read_stdout(
 ) -> None:
     for raw in iter(stream.readline, b""):
         line = raw.decode(errors="replace")
-        report = parse_line(line) if reports else None
+        # A printed dict is read as metrics unless patterns or scalars read the text.
+        report = parse_line(line, python=text is None) if reports else None
         if report is None:
             os.write(1, raw)  # the script's own output, into the trial's stdout log
             read = text.read(line) if text is not None else None
             if read is not None:
                 lines.reports.put(_Report(*read))
         else:
+            if report.echo:
+                os.write(1, raw)
             lines.reports.put(report)
     lines.reports.put(None)
 

@@ -432,6 +432,42 @@ MNIST_LINE = (
 )
 
 
+HF_TRAINER_LOGS = """
+for epoch in (1.0, 2.0):
+    print({"loss": 0.7 / epoch, "grad_norm": float("nan"), "learning_rate": 5e-05, "epoch": epoch})
+    print("{'eval_loss': 0.5, 'eval_accuracy': np.float64(%s), 'epoch': %s}" % (0.4 * epoch, epoch))
+print({"train_runtime": 12.5, "train_loss": 0.52, "epoch": 2.0})
+"""
+"""What Hugging Face's ``Trainer`` prints: ``str(logs)``, NumPy 2's ``np.float64(...)`` too."""
+
+
+def test_the_dicts_a_hugging_face_trainer_prints_are_its_final_metrics(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    ctx = TrialContext.local(trial_number=0, seed=1, checkpoint_dir=str(tmp_path / "ckpt"))
+    final = _run(tmp_path, HF_TRAINER_LOGS, {"x": 0.5}, ctx)
+    assert final == {
+        "loss": 0.35,
+        "learning_rate": 5e-05,  # the NaN grad_norm is left out
+        "epoch": 2.0,
+        "eval_loss": 0.5,
+        "eval_accuracy": 0.8,
+        "train_runtime": 12.5,
+        "train_loss": 0.52,
+    }
+    assert len(capfd.readouterr().out.splitlines()) == 5  # still the script's output
+    # Scalars read the same lines as the text they are, each epoch a report.
+    ctx = TrialContext.local(trial_number=1, seed=1, checkpoint_dir=str(tmp_path / "ckpt"))
+    _run(tmp_path, HF_TRAINER_LOGS, {"x": 0.5}, ctx, metrics={"scalars": True, "step": "epoch"})
+    assert [(r.step, r.metrics.get("eval_accuracy")) for r in ctx.history] == [
+        (1, None),
+        (1, 0.4),
+        (2, None),
+        (2, 0.8),
+        (2, None),  # the train summary
+    ]
+
+
 def test_a_script_that_prints_text_reports_through_patterns(
     tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -542,3 +578,20 @@ def test_a_program_beside_hpsearch_runs_with_its_environment_first_on_path(
         trial_dir=str(tmp_path / "trial"),
     )
     assert [(r.step, r.metrics) for r in ctx.history] == [(0, {"first": 1.0})]
+
+
+@pytest.mark.parametrize(
+    ("line", "metrics"),
+    [
+        ("{'loss': 0.5, 'grad_norm': nan, 'x': -inf}", {"loss": 0.5, "x": float("-inf")}),
+        ("{'f1': tensor(0.7, device='cuda:0'), 'n': np.int64(3)}", {"f1": 0.7, "n": 3.0}),
+        ("{'a': __import__('os').getpid()}", None),  # read, never run
+        ("{'name': 'adam'}", None),
+    ],
+)
+def test_a_printed_python_dict_is_read_as_a_literal_and_never_run(
+    line: str, metrics: dict[str, float] | None
+) -> None:
+    report = parse_line(line, python=True)
+    assert (report.metrics if report is not None else None) == metrics
+    assert parse_line(line) is None  # a JSON line only, where scalars read the text
