@@ -241,7 +241,8 @@ def members_quick(members: list[hpsearch.Member]) -> list[dict[str, float]] | No
 
 def logs_to_mlflow(params: dict[str, Any], ctx: TrialContext) -> None:
     """Code that logs to MLflow itself, as MLflow's users write it: calls with no run (MLflow
-    opens one), or, with ``experiment``, its own experiment and run; fails with ``fail``."""
+    opens one), or, with ``experiment``, its own experiment and run; fails with ``fail``;
+    with ``silent``, logs its objective ``score`` to MLflow only, reporting nothing."""
     import mlflow
 
     if params.get("experiment"):
@@ -253,6 +254,10 @@ def logs_to_mlflow(params: dict[str, Any], ctx: TrialContext) -> None:
         mlflow.log_metric("user_loss", float(params["x"]), step=0)
     if params.get("fail"):
         raise RuntimeError("failed after logging")
+    if params.get("silent"):  # its objective only in MLflow, each epoch, as its loop logs it
+        for epoch in range(3):
+            mlflow.log_metric("score", float(params["x"]) * (epoch + 1), step=epoch)
+        return
     ctx.report(0, score=float(params["x"]))
 
 

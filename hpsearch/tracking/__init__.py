@@ -7,8 +7,9 @@ through an outage), ``_process`` (:class:`ProcessTracker`: the writes made by a
 process of its own, ``_writer``, with ``_writer_messages`` between them) and
 ``_memory`` (:class:`MemoryTracker`: in memory, for the packing lab); beside them,
 ``_user_runs`` (:func:`trial_runs`: where the MLflow calls of a trial's own code go,
-with ``_user_runs_context``, the MLflow run context provider that nests their runs)
-and ``_uri`` (tracking URIs made absolute).
+with ``_user_runs_context``, the MLflow run context provider that nests their runs,
+and ``_own_metrics``, an objective those runs logged, read back) and ``_uri``
+(tracking URIs made absolute).
 """
 
 from typing import TYPE_CHECKING
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
         runs_table_url,
     )
     from hpsearch.tracking._outage import OutageTracker, use_quick_http_settings
+    from hpsearch.tracking._own_metrics import logged_by_own_runs
     from hpsearch.tracking._process import ProcessTracker
     from hpsearch.tracking._uri import absolute_tracking_uri, resolve_tracking_uri
     from hpsearch.tracking._user_runs import TrialOf, end_open_runs, trial_runs
@@ -69,6 +71,7 @@ __all__ = [
     "TrialOf",
     "absolute_tracking_uri",
     "end_open_runs",
+    "logged_by_own_runs",
     "resolve_artifact_location",
     "resolve_tracking_uri",
     "runs_table_url",

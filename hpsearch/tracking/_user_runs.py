@@ -82,7 +82,7 @@ def trial_runs(uri: str, trial: TrialOf) -> Iterator[None]:
     machine, seen from another node).
     """
     saved = {name: os.environ.get(name) for name in _KEPT}
-    if _ours(uri):
+    if own_runs_go_to(uri):
         os.environ["MLFLOW_TRACKING_URI"] = uri
         if "MLFLOW_EXPERIMENT_NAME" not in os.environ and "MLFLOW_EXPERIMENT_ID" not in os.environ:
             os.environ["MLFLOW_EXPERIMENT_NAME"] = trial.experiment
@@ -100,7 +100,7 @@ def trial_runs(uri: str, trial: TrialOf) -> Iterator[None]:
                 os.environ[name] = value
 
 
-def _ours(uri: str) -> bool:
+def own_runs_go_to(uri: str) -> bool:
     """Whether the trial's MLflow defaults may point at ``uri``: the user named no store
     of their own, and this machine reaches it."""
     if os.environ.get("MLFLOW_TRACKING_URI", uri) != uri:

@@ -30,7 +30,7 @@ from hpsearch.adapters import install_pickles, resolve_train_function
 from hpsearch.oom import BatchRetry, OomReport, device_oom, retry_smaller
 from hpsearch.simulation import PaceReader
 from hpsearch.telemetry import GpuLoad
-from hpsearch.tracking import TrialOf, end_open_runs, trial_runs
+from hpsearch.tracking import TrialOf, end_open_runs, logged_by_own_runs, trial_runs
 from hpsearch.trial.context import (
     DeviceMemory,
     PruneOracle,
@@ -235,6 +235,8 @@ def _call_train(
         result = _attempt(train, attempt, ctx, trial.seed, settings.objectives)
         if result.oom is None:
             final = dict(result.final or {})
+            if result.outcome is Outcome.COMPLETE:
+                final.update(_logged_objectives(settings, trial.number, final, ctx))
             end = EndReport(retries=tuple(retries), stop_search=ctx.stop_asked)
             return result.outcome, result.error, final, end
         # Out of the except block (whose traceback held the failed frames' tensors),
@@ -252,6 +254,20 @@ def _call_train(
         )
         retries.append(record)
         attempt = smaller
+
+
+def _logged_objectives(
+    settings: TrialSettings, number: int, final: Mapping[str, float], ctx: TrialContext
+) -> dict[str, float]:
+    """The objectives a completed trial reported nowhere but logged to MLflow itself, in
+    its own runs (``mlflow.log_metric`` in code that already logs there): their last values."""
+    reported = {**ctx.latest_metrics, **final}
+    missing = [name for name in settings.objectives if name not in reported]
+    tracking = settings.tracking
+    if not missing or tracking is None:
+        return {}
+    trial = TrialOf(tracking.experiment, tracking.study, number)
+    return logged_by_own_runs(tracking.uri, trial, missing)
 
 
 def _train_of(settings: TrialSettings, trial: MemberSpec) -> Callable[..., Any]:

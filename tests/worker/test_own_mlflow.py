@@ -86,6 +86,24 @@ def test_calls_with_no_run_land_in_a_run_nested_under_the_trials(
     assert mlflow.active_run() is None
 
 
+def _end_metrics(search: Search, params: dict[str, Any]) -> dict[str, float]:
+    train = "tests.train_functions:logs_to_mlflow"
+    launch = make_launch(params, number=3, tracking=search.tracking, train=train)
+    end = execute_trial(launch, assigned=HERE, send=lambda _: None)
+    assert end.outcome is Outcome.COMPLETE
+    return end.metrics
+
+
+def test_an_objective_logged_only_to_mlflow_is_the_trials_final_metric(search: Search) -> None:
+    assert _end_metrics(search, {"x": 0.25, "silent": True}) == {"score": 0.75}  # the last
+
+
+def test_an_objective_logged_to_the_codes_own_experiment_is_not_the_trials(
+    search: Search,
+) -> None:
+    assert _end_metrics(search, {"x": 0.25, "silent": True, "experiment": "mine"}) == {}
+
+
 def test_a_failed_trials_run_ends_failed(search: Search) -> None:
     assert search.run({"x": 0.5, "fail": True}) is Outcome.FAIL
     [run] = search.own_runs()
