@@ -83,8 +83,8 @@ class _Report:
     step: int | None
     metrics: dict[str, float]
     echo: bool = False
-    """Whether the line is also the script's output (a Python dict it printed), kept in
-    its stdout log as a JSON line, written for hpsearch, is not."""
+    """Whether the line stays in the script's stdout log too: a Python dict it printed
+    for people does; a JSON line, written for hpsearch, does not."""
 
 
 @dataclass
