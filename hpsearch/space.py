@@ -250,13 +250,37 @@ def expand_shorthand(value: Any) -> Any:
     """Turn the shorthands of one space entry into its explicit form.
 
     A list becomes a categorical; a plain value becomes a constant; a mapping
-    is left for validation (it must carry ``type``).
+    is left for validation (it must carry ``type``). An Optuna distribution, as a dict
+    config holds one (``FloatDistribution(1e-4, 1e-1, log=True)``, what ``OptunaSearchCV``'s
+    ``param_distributions`` take), becomes the entry it samples alike.
     """
+    distribution = _from_optuna(value)
+    if distribution is not None:
+        return distribution
     if isinstance(value, list):
         return {"type": "categorical", "choices": value}
     if not isinstance(value, Mapping):
         return {"type": "constant", "value": value}
     return value
+
+
+def _from_optuna(value: Any) -> dict[str, Any] | None:
+    """The explicit entry of an Optuna distribution; ``None``: ``value`` is none (read by
+    its attributes: Optuna is not imported for it)."""
+    kind = type(value)
+    if not kind.__module__.startswith("optuna.distributions"):
+        return None
+    if kind.__name__ == "CategoricalDistribution":
+        return {"type": "categorical", "choices": list(value.choices)}
+    if kind.__name__ not in ("FloatDistribution", "IntDistribution"):
+        return None  # left as a constant, which validation shows
+    number = "float" if kind.__name__ == "FloatDistribution" else "int"
+    entry: dict[str, Any] = {"type": number, "low": value.low, "high": value.high}
+    if value.log:
+        entry["log"] = True
+    if value.step is not None and not (number == "int" and value.step == 1):
+        entry["step"] = value.step
+    return entry
 
 
 _CALL = re.compile(r"\s*(?:ray\.)?(tune\.|hp\.)?([a-z_]+)\s*\((.*)\)\s*", re.DOTALL)

@@ -97,6 +97,25 @@ def test_a_class_trainable_given_as_train_is_told_the_dicts_own_fix() -> None:
         check_train(config.train_target, None, "<dict>")
 
 
+def test_a_dicts_space_may_hold_optuna_distributions_as_optuna_search_cv_takes_them() -> None:
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+    space = {
+        "lr": FloatDistribution(1e-4, 1e-1, log=True),
+        "dropout": FloatDistribution(0.0, 0.5, step=0.1),
+        "layers": IntDistribution(1, 4),
+        "act": CategoricalDistribution(["relu", "tanh"]),
+    }
+    config = load_config({**SECTIONS, "train": chatty, "space": space})
+    written = {name: spec.model_dump(exclude_defaults=True) for name, spec in config.space.items()}
+    assert written == {
+        "lr": {"type": "float", "low": 1e-4, "high": 1e-1, "log": True},
+        "dropout": {"type": "float", "low": 0.0, "high": 0.5, "step": 0.1},
+        "layers": {"type": "int", "low": 1, "high": 4},
+        "act": {"type": "categorical", "choices": ["relu", "tanh"]},
+    }
+
+
 def test_a_dicts_space_may_be_a_tune_param_space_or_a_function() -> None:
     tuned = load_config(
         {
