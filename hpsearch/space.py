@@ -376,7 +376,10 @@ def expand_space(entries: Mapping[str, Any], when: Condition | None = None) -> d
             )
         expanded[name] = entry
 
-    for name, value in entries.items():
+    for name, given in entries.items():
+        # Ray Tune's tune.grid_search([...]) is {"grid_search": [...]}: its choices.
+        grid = isinstance(given, Mapping) and set(given) == {"grid_search"}
+        value = given["grid_search"] if grid else given
         if _is_branches(value):
             put(name, {"type": "categorical", "choices": list(value), **_with(when)})
             for choice, inner in value.items():

@@ -97,18 +97,13 @@ def space_of(target: str, space: Any) -> dict[str, Any]:
     return converted(space)
 
 
-def holds_tune_domains(space: Mapping[str, Any]) -> bool:
-    """Whether ``space`` (a dict config's, from a notebook) is a Tune ``param_space``: it
-    holds a Tune domain (``tune.loguniform(...)``) or ``tune.grid_search([...])``, at any
-    depth. Read without importing Ray."""
-    for value in space.values():
-        if type(value).__module__.startswith("ray.tune."):
-            return True
-        if isinstance(value, Mapping) and (
-            set(value) == {"grid_search"} or holds_tune_domains(value)
-        ):
-            return True
-    return False
+def holds_tune_domain(value: Any) -> bool:
+    """Whether ``value`` (an entry of a dict config's space, from a notebook) is a Tune
+    domain (``tune.loguniform(...)``), or a nested dict that holds one: a part of a Tune
+    ``param_space``. Read without importing Ray."""
+    if type(value).__module__.startswith("ray.tune."):
+        return True
+    return isinstance(value, Mapping) and any(holds_tune_domain(v) for v in value.values())
 
 
 def _called(target: str, function: Any) -> Any:

@@ -401,10 +401,14 @@ def _expand_space(value: Any) -> Any:
         name = getattr(value, "__qualname__", type(value).__name__)
         return expand_space(space_of(f"{getattr(value, '__module__', '__main__')}:{name}", value))
     if isinstance(value, dict):
-        from hpsearch.adapters.tune_space import converted, holds_tune_domains
+        from hpsearch.adapters.tune_space import converted, holds_tune_domain
 
-        # A dict config's Tune param_space (tune.loguniform(...) in a notebook).
-        return expand_space(converted(value) if holds_tune_domains(value) else value)
+        # A dict config's Tune domains (tune.loguniform(...) in a notebook), each read as
+        # a Tune param_space's entry; the other entries as the space section reads them.
+        entries: dict[str, Any] = {}
+        for name, entry in value.items():
+            entries.update(converted({name: entry}) if holds_tune_domain(entry) else {name: entry})
+        return expand_space(entries)
     return value
 
 

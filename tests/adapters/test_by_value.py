@@ -115,23 +115,24 @@ def test_a_dicts_space_may_hold_optuna_distributions_as_optuna_search_cv_takes_t
     }
 
 
-def test_a_dicts_space_may_be_a_tune_param_space_or_a_function() -> None:
-    tuned = load_config(
-        {
-            **SECTIONS,
-            "train": chatty,
-            "space": {"lr": tune.loguniform(1e-4, 1e-1), "model": {"width": tune.choice([8, 16])}},
-        }
-    )
-    assert tuned.space["lr"].model_dump(exclude_defaults=True) == {
-        "type": "float",
-        "low": 1e-4,
-        "high": 1e-1,
-        "log": True,
+def test_a_dicts_space_may_hold_tune_domains_or_be_a_function() -> None:
+    space = {
+        "lr": tune.loguniform(1e-4, 1e-1),
+        "model": {"width": tune.choice([8, 16]), "shape": [3, 4]},  # a Tune param_space's
+        "seed": tune.grid_search([0, 1]),
+        "batch": [16, 32],  # the space section's own forms beside them, read as it reads them
+        "hidden": {"type": "int", "low": 8, "high": 64},
     }
-    width = tuned.space["model.width"]
-    assert width.type == "categorical"
-    assert width.model_dump()["choices"] == [8, 16]
+    tuned = load_config({**SECTIONS, "train": chatty, "space": space})
+    written = {name: spec.model_dump(exclude_defaults=True) for name, spec in tuned.space.items()}
+    assert written == {
+        "lr": {"type": "float", "low": 1e-4, "high": 1e-1, "log": True},
+        "model.width": {"type": "categorical", "choices": [8, 16]},
+        "model.shape": {"type": "constant", "value": [3, 4]},  # a constant, as Tune reads it
+        "seed": {"type": "categorical", "choices": [0, 1]},
+        "batch": {"type": "categorical", "choices": [16, 32]},
+        "hidden": {"type": "int", "low": 8, "high": 64},
+    }
 
     def define_by_run(trial: Any) -> None:
         trial.suggest_int("layers", 1, 3)

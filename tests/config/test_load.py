@@ -384,6 +384,16 @@ def test_a_branch_of_the_space_expands_to_conditions(write_config: ConfigWriter)
     assert space["beta1"].when == {"optimizer": "adam"}
 
 
+def test_a_tune_grid_search_pasted_into_the_file_is_its_choices(
+    write_config: ConfigWriter,
+) -> None:
+    loaded = load_config(write_config({"space": {"seed": {"grid_search": [0, 1, 2]}}}))
+    assert loaded.space["seed"].model_dump(exclude_defaults=True) == {
+        "type": "categorical",
+        "choices": [0, 1, 2],
+    }
+
+
 @pytest.mark.parametrize(
     ("entry", "words"),
     [
