@@ -517,13 +517,14 @@ class SearchSpace:
         return chosen
 
 
-def flat_names(given: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested mappings as dotted names: ``{"opt": {"lr": 0.1}}`` is ``{"opt.lr": 0.1}``."""
+def flat_names(given: Mapping[str, Any], prefix: str = "", separator: str = ".") -> dict[str, Any]:
+    """Nested mappings as dotted names: ``{"opt": {"lr": 0.1}}`` is ``{"opt.lr": 0.1}``
+    (``separator="/"``: ``opt/lr``, as Ray Tune names a nested result's metrics)."""
     flat: dict[str, Any] = {}
     for key, value in given.items():
         name = f"{prefix}{key}"
         if isinstance(value, Mapping):
-            flat.update(flat_names(value, f"{name}."))
+            flat.update(flat_names(value, f"{name}{separator}", separator))
         else:
             flat[name] = value
     return flat

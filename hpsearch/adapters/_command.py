@@ -48,6 +48,7 @@ from typing import IO, Any
 
 from hpsearch._procs import descendants, group_running
 from hpsearch.oom import device_oom
+from hpsearch.space import flat_names
 from hpsearch.trial.context import TrialContext, TrialPruned
 from hpsearch.trial.script import (
     PARAMS_FILE,
@@ -323,17 +324,14 @@ def parse_line(text: str, *, python: bool = False) -> _Report | None:
     return _Report(step, metrics, echo) if metrics else None
 
 
-def _numbers_in(data: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
+def _numbers_in(data: Mapping[str, Any]) -> dict[str, float]:
     """A JSON object's numbers, a nested object's named ``outer/inner`` as Tune names a
     nested result's (``{"val": {"acc": 0.9}}`` is ``val/acc``); not its booleans."""
-    numbers: dict[str, float] = {}
-    for key, value in data.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            numbers.update(_numbers_in(value, f"{name}/"))
-        elif isinstance(value, int | float) and not isinstance(value, bool):
-            numbers[name] = float(value)
-    return numbers
+    return {
+        name: float(value)
+        for name, value in flat_names(data, separator="/").items()
+        if isinstance(value, int | float) and not isinstance(value, bool)
+    }
 
 
 def _read_stdout(

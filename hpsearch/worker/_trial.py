@@ -29,6 +29,7 @@ from hpsearch._procs import descendants
 from hpsearch.adapters import install_pickles, resolve_train_function
 from hpsearch.oom import BatchRetry, OomReport, device_oom, retry_smaller
 from hpsearch.simulation import PaceReader
+from hpsearch.space import flat_names
 from hpsearch.telemetry import GpuLoad
 from hpsearch.tracking import TrialOf, end_open_runs, logged_by_own_runs, trial_runs
 from hpsearch.trial.context import (
@@ -384,7 +385,7 @@ def final_metrics(returned: Any, objectives: Sequence[str]) -> dict[str, float]:
         return {}
     if isinstance(returned, Mapping):
         metrics: dict[str, float] = {}
-        for name, value in _flattened(returned).items():
+        for name, value in flat_names(returned, separator="/").items():
             try:
                 metrics[name] = as_metric_value(name, value, where)
             except TypeError:
@@ -402,18 +403,6 @@ def final_metrics(returned: Any, objectives: Sequence[str]) -> dict[str, float]:
             f"{objectives[0]!r}), a dict of metrics, or None"
         )
     return {objectives[0]: as_metric_value(objectives[0], returned, where)}
-
-
-def _flattened(returned: Mapping[Any, Any], prefix: str = "") -> dict[str, Any]:
-    """``returned`` with each nested mapping's entries named ``outer/inner``."""
-    flat: dict[str, Any] = {}
-    for key, value in returned.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            flat.update(_flattened(value, f"{name}/"))
-        else:
-            flat[name] = value
-    return flat
 
 
 def use_gpu(index: int, assigned: Assignment) -> Assignment:
