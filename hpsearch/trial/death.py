@@ -18,9 +18,10 @@ import re
 import shlex
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +34,11 @@ _FATAL = re.compile(r"Fatal Python error: (?P<what>[^\n]+)")
 
 OUTPUT_KEPT_BYTES = 4 * 1024 * 1024
 """How much of a trial's stdout or stderr its MLflow run keeps (the end)."""
+
+OUTPUT_BOUND_BYTES = 4 * OUTPUT_KEPT_BYTES
+"""How large a trial's stdout or stderr file may grow while it runs: past it, the file
+is cut to its last ``OUTPUT_KEPT_BYTES``, so a trial printing without end cannot fill
+the disk (the files live in the driver's temporary folder, often memory)."""
 
 EXITS = "exits"
 """The subfolder of the workers' folder where the reaper writes each worker's exit."""
@@ -110,36 +116,101 @@ def stderr_file(folder: str, number: int) -> str:
     return output_file(folder, number, "stderr")
 
 
+@dataclass(frozen=True)
+class OutputBound:
+    """How a trial's output files are kept small while it runs.
+
+    Attributes:
+        limit: the size, in bytes, past which a file is cut.
+        keep: how many of its last bytes a cut file keeps.
+        every_s: how often the files' sizes are looked at (a ``fstat``: microseconds).
+    """
+
+    limit: int = OUTPUT_BOUND_BYTES
+    keep: int = OUTPUT_KEPT_BYTES
+    every_s: float = 0.25
+
+
+def cut_to_tail(fd: int, limit: int, keep: int) -> int:
+    """Cuts the file open on ``fd`` (read and append) to its last ``keep`` bytes if it is
+    over ``limit``, a line saying so first; returns how many bytes were left out.
+
+    Others append to the file meanwhile: what they write between the read and the cut is
+    lost, and what they write between the cut and the rewrite lands before it.
+    Microseconds, against a file that would otherwise fill the disk.
+    """
+    size = os.fstat(fd).st_size
+    if size <= limit:
+        return 0
+    dropped = size - keep
+    tail = os.pread(fd, keep, dropped)
+    os.ftruncate(fd, 0)
+    os.write(fd, f"[{dropped} bytes left out while the trial ran]\n".encode() + tail)
+    return dropped
+
+
 @contextmanager
-def captured_output(stdout_path: str, stderr_path: str) -> Iterator[None]:
+def captured_output(
+    stdout_path: str, stderr_path: str, bound: OutputBound = OutputBound()
+) -> Iterator[None]:
     """Within the block, file descriptors 1 and 2 write to these files (empty: left alone).
 
-    Python's and any C library's output alike; fatal signals are dumped to the stderr file.
+    Python's and any C library's output alike; fatal signals are dumped to the stderr
+    file. A thread keeps each file within ``bound`` while the block runs.
     """
-    with _redirected(1, stdout_path), _redirected(2, stderr_path):
+    with ExitStack() as stack:
+        fds = [
+            stack.enter_context(_redirected(fd, path))
+            for fd, path in ((1, stdout_path), (2, stderr_path))
+            if path
+        ]
+        stack.enter_context(_bounded(fds, bound))
         yield
 
 
 @contextmanager
-def _redirected(fd: int, path: str) -> Iterator[None]:
-    if not path:
-        yield
-        return
+def _redirected(fd: int, path: str) -> Iterator[int]:
+    """Points ``fd`` at ``path`` (appended to) within the block; yields the file's own fd."""
     stream = sys.stdout if fd == 1 else sys.stderr
     stream.flush()
     saved = os.dup(fd)
-    with open(path, "ab", buffering=0) as log:
+    # Readable too: a cut keeps the file's tail (cut_to_tail).
+    with open(path, "a+b", buffering=0) as log:
         os.dup2(log.fileno(), fd)
         if fd == 2:
             faulthandler.enable(file=log, all_threads=False)
         try:
-            yield
+            yield log.fileno()
         finally:
             if fd == 2:
                 faulthandler.disable()
             stream.flush()
             os.dup2(saved, fd)
             os.close(saved)
+
+
+@contextmanager
+def _bounded(fds: list[int], bound: OutputBound) -> Iterator[None]:
+    """Within the block, a thread cuts each file open on ``fds`` that grows past the bound."""
+    if not fds:
+        yield
+        return
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.wait(bound.every_s):
+            for fd in fds:
+                # A full disk, say: the trial's own writes fail and say so.
+                with suppress(OSError):
+                    cut_to_tail(fd, bound.limit, bound.keep)
+
+    thread = threading.Thread(target=watch, name="hpsearch-output-bound", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 def output_tail(path: str, limit: int = OUTPUT_KEPT_BYTES) -> str | None:

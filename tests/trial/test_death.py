@@ -6,14 +6,17 @@ import os
 import shlex
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from hpsearch.trial.death import (
     TAIL_LINES,
+    OutputBound,
     WorkerExit,
     captured_output,
+    cut_to_tail,
     output_file,
     output_tail,
     reaper_command,
@@ -40,6 +43,40 @@ def test_output_written_by_any_code_goes_to_the_trials_files_while_it_runs(
     assert output_tail(out) == "from C, on fd 1\nfrom Python\n"
     assert output_tail(out, limit=12) == "[first 16 bytes left out]\nfrom Python\n"
     assert output_tail(str(tmp_path / "missing")) is None
+
+
+def test_a_file_past_its_bound_keeps_its_tail_and_says_how_much_it_left_out(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "trial-1.stdout"
+    with open(path, "a+b", buffering=0) as log:
+        log.write(b"0123456789" * 10)
+        assert cut_to_tail(log.fileno(), limit=100, keep=4) == 0  # at the bound: kept
+        log.write(b"abcd")
+        assert cut_to_tail(log.fileno(), limit=100, keep=4) == 100
+        log.write(b"\nnext")  # the trial's writes still go to the end
+    assert path.read_text() == "[100 bytes left out while the trial ran]\nabcd\nnext"
+
+
+def test_a_trial_printing_without_end_is_kept_within_the_bound_while_it_runs(
+    tmp_path: Path,
+) -> None:
+    out, err = output_file(str(tmp_path), 2, "stdout"), stderr_file(str(tmp_path), 2)
+    bound = OutputBound(limit=64 * 1024, keep=1024, every_s=0.01)
+    line = b"x" * 1023 + b"\n"
+    written = 0
+    with captured_output(out, err, bound):
+        # Printed until the watching thread has cut the file (or for 30 s: a failure).
+        deadline = time.monotonic() + 30
+        while not Path(out).read_bytes().startswith(b"[") and time.monotonic() < deadline:
+            written += os.write(1, line)
+        os.write(1, b"the end\n")
+    kept = Path(out).read_bytes()
+    assert written > bound.limit
+    assert kept.startswith(b"[")
+    assert b" bytes left out while the trial ran]\n" in kept
+    assert kept.endswith(line + b"the end\n")
+    assert len(kept) < written
 
 
 def test_the_record_of_a_death_keeps_the_signal_and_the_last_lines(tmp_path: Path) -> None:
