@@ -16,7 +16,7 @@ from pydantic import BaseModel, Tag, ValidationError
 from pydantic_core import ErrorDetails
 
 from hpsearch.adapters.tune_space import TuneSpaceWarning
-from hpsearch.config._schema import RunConfig
+from hpsearch.config._schema import PrunerSpec, RunConfig
 from hpsearch.config._yaml import KeyPath, YamlDocument, read_yaml
 from hpsearch.errors import ConfigError
 
@@ -213,6 +213,8 @@ def _describe(error: ErrorDetails, key_path: KeyPath) -> tuple[str, str]:  # noq
         return str(ctx.get("problem")), str(ctx.get("fix"))
     if kind == "string_pattern_mismatch" and key_path == ("train",):
         return f"'{given}' is not of the form package.module:function", _train_fix(str(given))
+    if kind in _TYPE_WORDS and (optuna_object := _optuna_object(given, key_path)) is not None:
+        return optuna_object
     if kind in _TYPE_WORDS:
         wanted = _TYPE_WORDS[kind]
         if isinstance(given, str) and wanted in ("a number", "an integer"):
@@ -229,6 +231,37 @@ def _describe(error: ErrorDetails, key_path: KeyPath) -> tuple[str, str]:  # noq
         message = message.removeprefix("Value error, ")
     problem, _, fix = message.partition("; ")
     return problem, fix or "change the value"
+
+
+def _optuna_object(given: Any, key_path: KeyPath) -> tuple[str, str] | None:
+    """Problem and fix for an Optuna sampler or pruner given as an object (a dict
+    config's ``"sampler": TPESampler(seed=1)``, as ``optuna.create_study`` takes it)."""
+    kind = type(given)
+    if key_path not in (("study", "sampler"), ("study", "pruner")):
+        return None
+    family = f"optuna.{key_path[1]}s"  # its base class's package: any subclass counts
+    if not any(c.__module__.startswith(family) for c in kind.__mro__):
+        return None
+    problem = f"an Optuna {kind.__name__} object cannot be given here"
+    if key_path[1] == "sampler":
+        ours = kind.__module__.startswith(family)
+        name = f"{family}.{kind.__name__}" if ours else f"{kind.__module__}:{kind.__qualname__}"
+        return problem, (
+            f"name it, its arguments as options: {{'type': '{name}', 'seed': N, "
+            "'options': {...}} (or a short name: 'tpe', 'random', 'gp', ...)"
+        )
+    snake = re.sub(r"(?<!^)(?=[A-Z])", "_", kind.__name__.removesuffix("Pruner")).lower()
+    snake = "none" if snake == "nop" else snake
+    names = typing.get_args(PrunerSpec.model_fields["type"].annotation)
+    if snake in names:
+        return (
+            problem,
+            f"name it, its arguments as options: {{'type': '{snake}', 'options': {{...}}}}",
+        )
+    return (
+        problem,
+        f"name one of hpsearch's pruners, {{'type': ..., 'options': {{...}}}}: {', '.join(names)}",
+    )
 
 
 def _show(value: Any) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import optuna
 import pytest
 
 from hpsearch.config import RunConfig, load_config
@@ -499,3 +500,37 @@ def test_a_dict_is_checked_as_a_file_is_and_its_errors_name_it_dict() -> None:
     assert str(info.value) == "<dict>: objective.metric: required key is missing; add it"
     sections["objective"] = {"metric": "score", "direction": "maximize"}
     assert load_config(sections).objective_list[0].metric == "score"
+
+
+class OwnSampler(optuna.samplers.RandomSampler):
+    """A sampler of the user's own (a notebook's, say)."""
+
+
+def test_an_optuna_sampler_or_pruner_object_in_a_dict_is_told_to_be_named() -> None:
+    def refusals(sampler: object, pruner: object) -> list[str]:
+        sections = {
+            "study": {"name": "s", "n_trials": 3, "sampler": sampler, "pruner": pruner},
+            "objective": {"metric": "score", "direction": "maximize"},
+            "train": "tests.train_functions:quick",
+            "space": {"x": [1, 2]},
+        }
+        with pytest.raises(ConfigError) as info:
+            load_config(sections)
+        return [f"{e.key}: {e.problem}; {e.fix}" for e in (info.value, *info.value.others)]
+
+    assert refusals(optuna.samplers.TPESampler(seed=1), optuna.pruners.MedianPruner()) == [
+        "study.sampler: an Optuna TPESampler object cannot be given here; name it, its "
+        "arguments as options: {'type': 'optuna.samplers.TPESampler', 'seed': N, 'options': "
+        "{...}} (or a short name: 'tpe', 'random', 'gp', ...)",
+        "study.pruner: an Optuna MedianPruner object cannot be given here; name it, its "
+        "arguments as options: {'type': 'median', 'options': {...}}",
+    ]
+    own, nop = refusals(OwnSampler(), optuna.pruners.NopPruner())
+    assert "{'type': 'tests.config.test_load:OwnSampler', 'seed': N" in own
+    assert nop.endswith("{'type': 'none', 'options': {...}}")
+    patient = refusals({"type": "tpe"}, optuna.pruners.PatientPruner(None, patience=2))
+    assert patient == [
+        "study.pruner: an Optuna PatientPruner object cannot be given here; name one "
+        "of hpsearch's pruners, {'type': ..., 'options': {...}}: none, median, percentile, "
+        "successive_halving, hyperband, threshold, wilcoxon, dominated"
+    ]
