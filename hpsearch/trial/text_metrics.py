@@ -49,6 +49,27 @@ and the number printed as NumPy 2 or torch print one (``np.float64(0.81)``,
 ``tensor(0.5)``)."""
 
 
+_NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+
+_ROW = re.compile(
+    r"^\s*[│┃|]\s*(?P<key>[A-Za-z_][^\s│┃|]*)\s*[│┃|]\s*(?P<value>" + _NUMBER + r")\s*[│┃|]"
+    r"|^\s*(?P<plain_key>[A-Za-z_][\w./:@-]*) {2,}(?P<plain_value>"
+    + _NUMBER
+    + r")(?: {2,}\S+)*\s*$"
+)
+"""A table's row of a name and its number: Lightning prints ``trainer.test``'s and
+``trainer.validate``'s results so, drawn by ``rich`` (``│ test_acc │ 0.92 │``) or as
+plain text (``    test_acc       0.92``); with several data loaders, the first's."""
+
+_NAME = re.compile(r"[A-Za-z_][\w./@-]*\Z")
+"""A column's name in a table's header (``train_loss``, ``Acc@1``)."""
+_CELL = re.compile(r"(?:" + _NUMBER + r"|nan|inf|-inf|#na#|\d+:\d\d(?::\d\d)?)\Z", re.IGNORECASE)
+"""A cell of a table's row: a number, a missing one, or a time (``00:05``, not a metric)."""
+_FULL_NUMBER = re.compile(_NUMBER + r"\Z")
+_HEADER_NAMES = 3
+"""The fewest names a table's header has (fewer: a line of words, as often as not)."""
+
+
 def shown(line: str) -> str:
     """What a terminal shows of ``line``: the text after its last carriage return.
 
@@ -67,7 +88,10 @@ class TextMetrics(Settings):
 
     Attributes:
         patterns: regular expressions; each named group is a metric (its text a number).
-        scalars: also read ``key=value`` / ``key: value`` numbers from every line.
+        scalars: also read ``key=value`` / ``key: value`` numbers from every line, and
+            tables: a row of a name and its number (``│ test_acc │ 0.92 │``, as
+            Lightning prints its test results), or rows of numbers under a header of
+            names (as fastai prints its epochs).
         step: the group or scalar that holds a report's step (else the count of lines
             read without one).
         stderr: also read the script's stderr, where Python's ``logging`` writes by default.
@@ -116,6 +140,8 @@ class TextReader:
     _compiled: list[re.Pattern[str]] = field(default_factory=list)
     _unstepped: list[int] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _header: list[str] = field(default_factory=list)
+    _table_step: int | None = None
 
     def __post_init__(self) -> None:
         self._compiled = [re.compile(p) for p in self.spec.patterns]
@@ -147,20 +173,48 @@ class TextReader:
             sources.append(index)
             step = _step(values, self.spec.step, step)
             metrics.update(values)
+        row: dict[str, str] = {}
         if self.spec.scalars:
-            pairs = {m["key"]: m["value"] for m in _SCALAR.finditer(line)}
+            row = self._table_row(line)
+            pairs = {m["key"]: m["value"] for m in _SCALAR.finditer(line)} | row
             values = _numbers(pairs)
             if values:
                 sources.append(len(self._compiled))
                 step = _step(values, self.spec.step, step)
                 metrics.update(values)
+        # A table's rows of names and numbers are one report: they share its step.
+        table_step, self._table_step = self._table_step, None
         if not metrics:
             return None
-        if step is None:
+        if step is None and row and table_step is not None:
+            step = table_step
+        elif step is None:
             step = self._unstepped[sources[0]]
             for source in sources:
                 self._unstepped[source] += 1
+        if row and len(row) == 1:
+            self._table_step = step
         return step, metrics
+
+    def _table_row(self, line: str) -> dict[str, str]:
+        """The names and numbers of a table's row in ``line``: a name and its number
+        (:data:`_ROW`), or the numbers of a row under the last header, a line of at least
+        three names (fastai prints ``epoch  train_loss  valid_loss  accuracy  time``,
+        then a row an epoch, whatever else is printed between them)."""
+        found = _ROW.match(line)
+        if found is not None:
+            return {found["key"] or found["plain_key"]: found["value"] or found["plain_value"]}
+        cells = line.split()
+        if len(cells) >= _HEADER_NAMES and all(_NAME.match(cell) for cell in cells):
+            self._header = cells
+            return {}
+        if len(cells) != len(self._header) or not all(_CELL.match(cell) for cell in cells):
+            return {}
+        return {
+            name: cell
+            for name, cell in zip(self._header, cells, strict=True)
+            if _FULL_NUMBER.match(cell)
+        }
 
     def never_matched(self) -> list[str]:
         """The patterns no line has matched, as ``patterns[i] 'text'``."""

@@ -62,6 +62,59 @@ def test_scalars_leave_times_counts_and_dates_out_and_take_a_sentences_last_numb
     assert reader.read("Test accuracy: 0.91.") == (2, {"accuracy": 0.91})
 
 
+LIGHTNING_TEST_RESULTS = """\
+┏━━━━━━━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━━━━━┓
+┃        Test metric        ┃       DataLoader 0        ┃
+┡━━━━━━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━━━━━┩
+│         test_acc          │    0.9200000166893005     │
+│         test/loss         │    0.2345000058412552     │
+└───────────────────────────┴───────────────────────────┘
+────────────────────────────────────────────────────────────
+      Validate metric           DataLoader 0
+────────────────────────────────────────────────────────────
+         val_acc             0.9100000262260437
+────────────────────────────────────────────────────────────
+"""
+"""What Lightning's ``trainer.test`` prints drawn by ``rich``, then ``trainer.validate``'s
+as plain text (without ``rich``)."""
+
+
+def test_scalars_read_the_name_and_number_rows_of_lightnings_results_as_one_report() -> None:
+    reader = TextReader(TextMetrics(scalars=True))
+    reports = [r for r in map(reader.read, LIGHTNING_TEST_RESULTS.splitlines()) if r]
+    assert reports == [
+        (0, {"test_acc": 0.9200000166893005}),
+        (0, {"test/loss": 0.2345000058412552}),  # the same table: the same step
+        (1, {"val_acc": 0.9100000262260437}),
+    ]
+
+
+def test_scalars_read_rows_of_numbers_under_a_header_of_names_as_fastai_prints_epochs() -> None:
+    reader = TextReader(TextMetrics(scalars=True, step="epoch"))
+    lines = [
+        "epoch     train_loss  valid_loss  accuracy  time    ",
+        "0         0.324575    0.209016    0.935000  00:05     ",
+        "Better model found at epoch 0 with valid_loss value: 0.209016.",
+        "1         0.162031    0.057349    #na#      00:05     ",
+        "              precision    recall  f1-score   support",  # another table's header
+        "           0       0.95      0.93      0.94       100",  # a row it does not fit
+        "    accuracy                           0.94       300",
+        "   a    b",  # two names: words as often as not, no header
+        "0  1  2.0",
+    ]
+    assert [reader.read(line) for line in lines] == [
+        None,
+        (0, {"train_loss": 0.324575, "valid_loss": 0.209016, "accuracy": 0.935}),
+        (0, {"value": 0.209016}),
+        (1, {"train_loss": 0.162031, "valid_loss": 0.057349}),  # a missing cell left out
+        None,
+        None,
+        (1, {"accuracy": 0.94}),  # sklearn's classification report: a name and its number
+        None,
+        None,
+    ]
+
+
 def test_lines_without_a_step_are_counted_apart_from_those_with_one() -> None:
     # A script's epoch lines carry the step; its progress bar's lines do not, and
     # reach the reader before or after them as stdout's and stderr's threads go.
