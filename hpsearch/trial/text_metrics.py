@@ -28,8 +28,10 @@ silent gap.
 
 from __future__ import annotations
 
+import math
 import re
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from pydantic import Field, field_validator, model_validator
@@ -223,6 +225,20 @@ class TextReader:
             for i, (pattern, count) in enumerate(zip(self.spec.patterns, self.matched, strict=True))
             if count == 0
         ]
+
+
+def last_printed(text: str, names: Sequence[str]) -> dict[str, float]:
+    """The last value ``text`` prints of each of ``names``, as ``scalars: true`` reads
+    lines (``name=value``, ``name: value``, a printed dict, a table's row); a name it never
+    prints, or prints as NaN, is left out."""
+    reader = TextReader(TextMetrics(scalars=True))
+    last: dict[str, float] = {}
+    wanted = set(names)
+    for line in text.splitlines():
+        read = reader.read(line)
+        if read is not None:
+            last.update((k, v) for k, v in read[1].items() if k in wanted and not math.isnan(v))
+    return last
 
 
 def _numbers(groups: dict[str, str | None]) -> dict[str, float]:

@@ -40,6 +40,7 @@ from hpsearch.trial.context import (
     TrialPruned,
     as_metric_value,
 )
+from hpsearch.trial.death import output_tail
 from hpsearch.trial.protocol import (
     EXIT_TIMEOUT,
     Assignment,
@@ -53,6 +54,7 @@ from hpsearch.trial.protocol import (
     WorkerEvent,
 )
 from hpsearch.trial.seeds import seed_everything
+from hpsearch.trial.text_metrics import TextMetrics, last_printed
 from hpsearch.worker._exits import exit_failure
 from hpsearch.worker._threads import with_thread_hint
 from hpsearch.worker._trial_env import trial_environment
@@ -237,6 +239,7 @@ def _call_train(
         if result.oom is None:
             final = dict(result.final or {})
             if result.outcome is Outcome.COMPLETE:
+                final.update(_printed_objectives(launch, final, ctx))
                 final.update(_logged_objectives(settings, trial.number, final, ctx))
             end = EndReport(retries=tuple(retries), stop_search=ctx.stop_asked)
             return result.outcome, result.error, final, end
@@ -255,6 +258,21 @@ def _call_train(
         )
         retries.append(record)
         attempt = smaller
+
+
+def _printed_objectives(
+    launch: TrialLaunch, final: Mapping[str, float], ctx: TrialContext
+) -> dict[str, float]:
+    """The objectives a completed script reported nowhere but printed as text for people
+    (``val_acc: 0.91``, Lightning's results table) on the stdout its trial captured:
+    their last values, as ``metrics: {scalars: true}`` would read them."""
+    command = launch.settings.command
+    if command is None or isinstance(command.metrics, TextMetrics) or not launch.stdout_file:
+        return {}  # reading text already, or no script
+    reported = {**ctx.latest_metrics, **final}
+    missing = [name for name in launch.settings.objectives if name not in reported]
+    text = output_tail(launch.stdout_file) if missing else None
+    return last_printed(text, missing) if text else {}
 
 
 def _logged_objectives(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 import pytest
 
 from hpsearch.oom import BatchRetry, OomSpec, halved
+from hpsearch.trial.death import captured_output
 from hpsearch.trial.protocol import (
     Assignment,
     EventKind,
@@ -17,6 +19,7 @@ from hpsearch.trial.protocol import (
     dump_event,
     load_event,
 )
+from hpsearch.trial.script import CommandSpec
 from hpsearch.worker import execute_trial
 from tests.harness import make_launch
 
@@ -185,3 +188,32 @@ def test_a_trial_that_asks_the_search_to_stop_says_so_in_its_end() -> None:
     _, plain = _execute("tests.train_functions:quick", {"x": 0.5, "steps": 1})
     assert plain.end is not None
     assert plain.end.stop_search == ""
+
+
+@pytest.mark.process  # a script of its own
+def test_a_scripts_objective_printed_only_as_text_is_read_from_its_output_at_its_end(
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import json, sys\n"
+        "print(json.dumps({'step': 0, 'loss': 0.5}))\n"  # a report, but not the objective
+        "print('score: 0.25')\n"
+        "print('│         score             │    ' + sys.argv[1] + '    │')\n"  # Lightning's
+        "print('score=nan')\n"  # not a value
+    )
+    command = CommandSpec(command=[sys.executable, str(script), "{x}"])
+    launch = make_launch({"x": 0.75}, command=command, trial_dir=str(tmp_path / "t"))
+    out, err = tmp_path / "trial-3.stdout", tmp_path / "trial-3.stderr"
+    with captured_output(str(out), str(err)):
+        end = execute_trial(
+            launch.model_copy(update={"stdout_file": str(out), "stderr_file": str(err)}),
+            assigned=HERE,
+            send=lambda _: None,
+        )
+    assert end.outcome is Outcome.COMPLETE
+    assert end.metrics == {"score": 0.75}  # its last value
+    # Where the output was not captured, nothing is read: the driver says what is missing.
+    bare = execute_trial(launch, assigned=HERE, send=lambda _: None)
+    assert bare.outcome is Outcome.COMPLETE
+    assert bare.metrics == {}
