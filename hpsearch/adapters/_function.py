@@ -92,13 +92,17 @@ def _imported(spec: str, source: str, key: str) -> Any:
                 source,
                 "train",
                 f"cannot import module '{module_name}' (no module named '{exc.name}')",
-                "run hpsearch from the directory that holds the package, or pip install it",
+                _missing_module_fix(
+                    exc.name,
+                    spec,
+                    "run hpsearch from the directory that holds the package, or pip install it",
+                ),
             ) from None
         raise ConfigError(
             source,
             key,
             f"importing '{module_name}' failed: {type(exc).__name__}: {exc}",
-            "install the missing dependency",
+            _missing_module_fix(exc.name or "", spec, "install the missing dependency"),
         ) from None
     except Exception as exc:
         raise ConfigError(
@@ -322,6 +326,25 @@ def _python_script(arguments: Sequence[str]) -> str | None:
     return None
 
 
+SOURCE_FOLDER = "src"
+"""Where a project of the ``src`` layout keeps its packages (they import once installed)."""
+
+
+def _missing_module_fix(missing: str, spec: str, otherwise: str) -> str:
+    """What to do about module ``missing`` that ``spec`` needed: where it is a package of
+    the ``src`` layout here (``src/mypkg``), install the project, or put ``src`` on the path."""
+    top = missing.partition(".")[0]
+    held = Path(SOURCE_FOLDER, top)
+    if not top or not (held.is_dir() or held.with_suffix(".py").is_file()):
+        return otherwise
+    name = spec.removeprefix(f"{SOURCE_FOLDER}.")
+    named = f"name it '{name}' and " if name != spec else ""
+    return (
+        f"{named}install the project ({SOURCE_FOLDER}/{top} is a src layout's package): pip "
+        f"install -e . here, or run with PYTHONPATH={SOURCE_FOLDER}"
+    )
+
+
 def _checked_from_source(spec: str, source: str) -> bool:
     """Check ``train`` from its module's source, without running it; whether that sufficed.
 
@@ -347,7 +370,7 @@ def _checked_from_source(spec: str, source: str) -> bool:
                 source,
                 "train",
                 f"importing '{module_name}' failed: ModuleNotFoundError: No module named '{name}'",
-                "install the missing dependency",
+                _missing_module_fix(name, spec, "install the missing dependency"),
             )
     defined = [
         node

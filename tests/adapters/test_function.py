@@ -49,6 +49,28 @@ def test_import_errors_inside_the_module_are_reported(project: Path) -> None:
         resolve_train_function("raising:train")
 
 
+def test_a_package_of_a_src_layout_not_installed_is_told_to_be_installed(project: Path) -> None:
+    package = project / "src" / "srcpkg"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "train.py").write_text("from srcpkg.model import score\n")
+    (package / "model.py").write_text("def score(x):\n    return x\n")
+    ensure_importable_from(str(project))
+    fix = (
+        "install the project (src/srcpkg is a src layout's package): pip install -e . here, "
+        "or run with PYTHONPATH=src"
+    )
+    with pytest.raises(ConfigError) as info:
+        resolve_train_function("srcpkg.train:train", source="c.yaml")
+    assert str(info.value) == (
+        "c.yaml: train: cannot import module 'srcpkg.train' (no module named 'srcpkg'); " + fix
+    )
+    # Named through src/ it imports, but its own absolute imports do not.
+    with pytest.raises(ConfigError) as info:
+        resolve_train_function("src.srcpkg.train:train", source="c.yaml")
+    assert str(info.value).endswith(f"name it 'srcpkg.train:train' and {fix}")
+
+
 def test_a_function_of_the_started_program_is_refused_with_its_modules_name(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
