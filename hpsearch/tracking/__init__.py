@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         MetricRow,
         RunStatus,
         Tracker,
+        mlflow_name,
     )
     from hpsearch.tracking._memory import MemoryRun, MemoryTracker
     from hpsearch.tracking._mlflow import (
@@ -72,6 +73,7 @@ __all__ = [
     "absolute_tracking_uri",
     "end_open_runs",
     "logged_by_own_runs",
+    "mlflow_name",
     "resolve_artifact_location",
     "resolve_tracking_uri",
     "runs_table_url",

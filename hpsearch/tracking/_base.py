@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import enum
 import os
+import posixpath
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -134,3 +136,20 @@ a longer value is cut)."""
 def clip(text: str, limit: int) -> str:
     """``text`` cut to ``limit`` characters, ending in ``...`` where cut."""
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+_REFUSED_IN_NAMES = re.compile(r"[^\w./ :-]")
+"""A character MLflow refuses in a metric's or a param's name (outside Windows)."""
+
+
+def mlflow_name(name: str) -> str:
+    """The name MLflow takes for a metric or a param named ``name``: itself where MLflow
+    takes it; else each character MLflow refuses made ``_`` (``acc@1`` is ``acc_1``, as
+    timm and torchvision name top-1 accuracy), and a path MLflow would normalise made one
+    it need not (no leading ``/``, ``//``, ``.`` or ``..`` part). A trial reports what it
+    likes, as under Ray Tune; only its MLflow record is named so."""
+    taken = _REFUSED_IN_NAMES.sub("_", name)
+    if posixpath.normpath(taken) == taken and taken != "." and not taken.startswith(("/", "..")):
+        return taken
+    parts = [part if part not in {".", ".."} else "_" for part in taken.split("/") if part]
+    return "/".join(parts) or "_"

@@ -35,6 +35,7 @@ from hpsearch.tracking._base import (
     MetricRow,
     RunStatus,
     clip,
+    mlflow_name,
 )
 from hpsearch.tracking._outage import unreachable
 from hpsearch.tracking._store_template import seed_new_store
@@ -83,7 +84,7 @@ def runs_table_url(
     url = f"{ui_address.rstrip('/')}/#/experiments/{experiment_id}/runs"
     if metric is None:
         return url
-    order = quote(f"metrics.`{metric}`", safe="")
+    order = quote(f"metrics.`{mlflow_name(metric)}`", safe="")
     return f"{url}?orderByKey={order}&orderByAsc={str(ascending).lower()}"
 
 
@@ -208,7 +209,8 @@ class MlflowTracker:
         if params:
             pending = self._pending_of(run_id)
             for k, v in params.items():
-                pending.params[str(k)] = Param(str(k), clip(str(v), _MAX_PARAM))
+                name = mlflow_name(str(k))
+                pending.params[name] = Param(name, clip(str(v), _MAX_PARAM))
             self._flush_due()
 
     def log_metrics(
@@ -220,7 +222,9 @@ class MlflowTracker:
             return
         now = int(time.time() * 1000) if at_ms is None else at_ms
         pending = self._pending_of(run_id)
-        pending.metrics.extend(Metric(k, float(v), now, step) for k, v in metrics.items())
+        pending.metrics.extend(
+            Metric(mlflow_name(k), float(v), now, step) for k, v in metrics.items()
+        )
         self._flush_due()
 
     def flush(self, older_than_s: float = 0.0) -> None:
@@ -288,7 +292,7 @@ class MlflowTracker:
         """Log timestamped rows (each at its own step and time) in as few calls as MLflow allows."""
         self._flush_run(run_id)
         metrics = [
-            Metric(name, float(value), int(row.time * 1000), row.step)
+            Metric(mlflow_name(name), float(value), int(row.time * 1000), row.step)
             for row in rows
             for name, value in row.metrics.items()
         ]

@@ -8,6 +8,7 @@ from hpsearch.tracking import (
     PARENT_TAG,
     MlflowTracker,
     RunStatus,
+    mlflow_name,
     resolve_tracking_uri,
     runs_table_url,
 )
@@ -70,6 +71,21 @@ def test_the_runs_table_sorted_by_a_metric() -> None:
     assert runs_table_url("http://h:5000", "3", "val loss", ascending=True) == (
         "http://h:5000/#/experiments/3/runs?orderByKey=metrics.%60val%20loss%60&orderByAsc=true"
     )
+
+
+def test_names_mlflow_refuses_are_recorded_as_names_it_takes(
+    mlflow_tracker: MlflowTracker,
+) -> None:
+    run = mlflow_tracker.start_run("trial-0", params={"lr (log)": 0.1, "层数": 2})
+    # timm's and torchvision's top-1 accuracy, Lightning's nested "val:acc", a path.
+    reported = {"acc@1": 0.9, "val:acc": 0.8, "损失": 0.1, "/x//y/": 1.0, "../up": 2.0}
+    mlflow_tracker.log_metrics(run, reported, step=0)
+    mlflow_tracker.flush()
+    data = mlflow_tracker.client.get_run(run).data
+    assert data.params == {"lr _log_": "0.1", "层数": "2"}
+    assert data.metrics == {"acc_1": 0.9, "val:acc": 0.8, "损失": 0.1, "x/y": 1.0, "_/up": 2.0}
+    assert [mlflow_name(n) for n in (".", "a/./b", "")] == ["_", "a/_/b", "_"]
+    assert "orderByKey=metrics.%60acc_1%60" in runs_table_url("http://h:5000", "3", "acc@1")
 
 
 def test_a_runs_records_are_written_together_within_a_second(seeded_store: Path) -> None:

@@ -48,8 +48,10 @@ def test_bad_metrics() -> None:
         ctx.report(0, flag=True)
     with pytest.raises(ValueError, match="at least one metric"):
         ctx.report(0)
-    with pytest.raises(ValueError, match="metric name"):
-        ctx.report(0, **{"a:b": 1.0})
+    with pytest.raises(ValueError, match="metric's name is empty"):
+        ctx.report(0, **{"": 1.0})
+    ctx.report(0, **{"acc@1": 0.9, "val:acc": 0.8})  # any name, as Tune takes it
+    assert ctx.latest_metrics == {"acc@1": 0.9, "val:acc": 0.8}
 
 
 def test_nan_is_recorded_as_is() -> None:
