@@ -150,7 +150,7 @@ def _say_again(said: list[warnings.WarningMessage], source: Path, document: Yaml
 
 
 def _to_config_error(source: Path, document: YamlDocument, exc: ValidationError) -> ConfigError:
-    errors = exc.errors(include_url=False)
+    errors = _branch_chosen(exc.errors(include_url=False), document.data)
     # A misspelt key also makes the intended key "missing"; the misspelling is the
     # cause, so unknown keys are reported first.
     errors.sort(key=lambda e: e["type"] != "extra_forbidden")
@@ -313,16 +313,101 @@ def _step(node: Any, element: str | int) -> tuple[Any, bool]:
     if origin is list:
         return _unwrap(typing.get_args(node)[0]), False
     if origin in (typing.Union, types.UnionType):
-        for member in typing.get_args(node):
-            if typing.get_origin(member) is typing.Annotated and any(
-                isinstance(m, Tag) and m.tag == element for m in typing.get_args(member)[1:]
-            ):
-                return _unwrap(member), True
-            if isinstance(member, type) and issubclass(member, BaseModel):
-                tag = member.model_fields.get("type")
-                if tag is not None and element in typing.get_args(tag.annotation):
-                    return member, True
+        return _union_step(node, element)
     return None, False
+
+
+def _union_step(union: Any, element: str | int) -> tuple[Any, bool]:
+    """Follow a union tag (a discriminator's value, or a plain union's branch)."""
+    if isinstance(element, str) and (member := _branch_member(union, element)) is not None:
+        return _unwrap(member), True
+    for member in typing.get_args(union):
+        if typing.get_origin(member) is typing.Annotated and any(
+            isinstance(m, Tag) and m.tag == element for m in typing.get_args(member)[1:]
+        ):
+            return _unwrap(member), True
+        if isinstance(member, type) and issubclass(member, BaseModel):
+            tag = member.model_fields.get("type")
+            if tag is not None and element in typing.get_args(tag.annotation):
+                return member, True
+    return None, False
+
+
+def _branch_member(union: Any, tag: str) -> Any:
+    """The member of ``union`` that pydantic's branch ``tag`` stands for (``None``: none)."""
+    for member in typing.get_args(union):
+        if typing.get_origin(member) is typing.Literal and tag.startswith("literal["):
+            return member
+        name = member.__name__ if isinstance(member, type) else str(member)  # list[str]
+        if tag == name or tag.endswith(f" {name}]"):
+            return member
+    return None
+
+
+def _branch_kind(tag: str | int) -> str:
+    """The form of value a union's branch takes: a string, a list, a number or a mapping."""
+    tag = str(tag)
+    if tag.startswith("literal[") or tag in ("str", "constrained-str"):
+        return "str"
+    if tag.startswith(("list[", "tuple[", "set[")):
+        return "list"
+    if tag in ("int", "float", "bool"):
+        return "number"
+    return "mapping"
+
+
+def _form_of(value: Any) -> str | None:
+    """The form of a value as :func:`_branch_kind` names a branch's."""
+    if isinstance(value, dict):
+        return "mapping"
+    if isinstance(value, list | tuple):
+        return "list"
+    if isinstance(value, str):
+        return "str"
+    return "number" if isinstance(value, int | float) else None
+
+
+def _branch_chosen(errors: list[ErrorDetails], data: Any) -> list[ErrorDetails]:
+    """The errors of the branch of a union that its value's form chose, the other
+    branches' left out: ``train.metrics`` is a name or a mapping, so a mapping's errors
+    are its keys', not "'{...}' is not allowed"; ``train.command`` a string or a list, so
+    a list's are its items'. A value of no branch's form gets the first branch's."""
+    unions: dict[tuple[str | int, ...], list[ErrorDetails]] = {}
+    for error in errors:
+        for at in _union_tags(error["loc"]):
+            unions.setdefault(tuple(error["loc"][:at]), []).append(error)
+    left_out: list[ErrorDetails] = []
+    for prefix, group in unions.items():
+        tags = list(dict.fromkeys(e["loc"][len(prefix)] for e in group))
+        if len(tags) < 2:
+            continue
+        form = _form_of(_value_at(data, _user_path(prefix)))
+        chosen = [t for t in tags if _branch_kind(t) == form] or tags[:1]
+        left_out += [e for e in group if e["loc"][len(prefix)] not in chosen]
+    return [e for e in errors if not any(e is out for out in left_out)]
+
+
+def _union_tags(loc: Sequence[str | int]) -> list[int]:
+    """Where in ``loc`` a union's branch is named (its tag), outermost first."""
+    node: Any = RunConfig
+    tags: list[int] = []
+    for index, element in enumerate(loc):
+        node, is_tag = _step(node, element)
+        if is_tag:
+            tags.append(index)
+    return tags
+
+
+def _value_at(data: Any, path: KeyPath) -> Any:
+    """The value the document holds at ``path`` (``None``: not there)."""
+    for key in path:
+        if isinstance(data, dict):
+            data = data.get(key)
+        elif isinstance(data, list) and isinstance(key, int) and 0 <= key < len(data):
+            data = data[key]
+        else:
+            return None
+    return data
 
 
 def _unwrap(annotation: Any) -> Any:

@@ -502,6 +502,37 @@ def test_a_dict_is_checked_as_a_file_is_and_its_errors_name_it_dict() -> None:
     assert load_config(sections).objective_list[0].metric == "score"
 
 
+@pytest.mark.parametrize(
+    ("train", "said"),
+    [
+        (
+            {"command": "x", "metrics": {"patterns": 5}},
+            ["train.metrics.patterns: expected a list, got 5; write a list"],
+        ),
+        (
+            {"command": "x", "metrics": {"scalar": True}},
+            ["train.metrics.scalar: unknown key 'scalar'; did you mean 'scalars'?"],
+        ),
+        (
+            {"command": "x", "metrics": "stdout-json"},
+            ["train.metrics: 'stdout-json' is not allowed; did you mean 'stdout-jsonl'?"],
+        ),
+        (
+            {"command": ["python", 5]},
+            ["train.command.1: expected a string, got 5; write a string"],
+        ),
+        ({"command": 5}, ["train.command: expected a string, got 5; write a string"]),
+    ],
+)
+def test_a_value_that_may_take_two_forms_is_judged_by_the_form_it_has(
+    write_config: ConfigWriter, train: dict[str, object], said: list[str]
+) -> None:
+    # train.metrics is a name or a mapping, train.command a string or a list: pydantic
+    # reports each form's errors, under its own names for them ("literal[...]", "str").
+    error = _error(write_config, {"train": train})
+    assert [f"{e.key}: {e.problem}; {e.fix}" for e in (error, *error.others)] == said
+
+
 class OwnSampler(optuna.samplers.RandomSampler):
     """A sampler of the user's own (a notebook's, say)."""
 
