@@ -11,6 +11,7 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from optuna.trial import FrozenTrial, TrialState
@@ -67,7 +68,8 @@ class MlflowMirror(TrialListener):
         parent_run_id: this search's parent run.
         objectives: the config's objectives (``until`` ones get a metric of their own).
         logs_dir: where workers of this machine copy each trial's stdout and stderr;
-            attached to its run as ``logs/stdout.txt`` and ``logs/stderr.txt``.
+            attached to its run as ``logs/stdout.txt`` and ``logs/stderr.txt`` when it
+            ends, and then removed.
     """
 
     def __init__(
@@ -153,6 +155,17 @@ class MlflowMirror(TrialListener):
         tags["hpsearch.knob_notes"] = "; ".join(knobs.notes) or "all knobs applied"
         self._tracker.set_tags(self._runs[event.number], tags)
 
+    def _move_output(self, run_id: str, number: int) -> None:
+        """Attach trial ``number``'s stdout and stderr (their last 4 MiB) to its run, and
+        remove their files: the workers' folder keeps only running trials' output."""
+        for stream in ("stdout", "stderr"):
+            path = output_file(self._logs_dir, number, stream)
+            text = output_tail(path)
+            if text is not None:
+                self._tracker.log_text(run_id, text, f"logs/{stream}.txt")
+            if path:
+                Path(path).unlink(missing_ok=True)
+
     def on_ended(self, event: TrialEnded) -> None:
         run_id = self._runs.pop(event.number)
         logged = self._logged.pop(event.number, set())
@@ -172,10 +185,7 @@ class MlflowMirror(TrialListener):
         if event.error:
             tags["hpsearch.error"] = kept_error(event.error, MAX_TAG_CHARS)
             self._tracker.log_text(run_id, event.error, "error.txt")
-        for stream in ("stdout", "stderr"):
-            text = output_tail(output_file(self._logs_dir, event.number, stream))
-            if text is not None:
-                self._tracker.log_text(run_id, text, f"logs/{stream}.txt")
+        self._move_output(run_id, event.number)
         for index, objective in enumerate(self._objectives):
             if objective.until is not None:
                 # MLflow metric names cannot hold the objective's name ("x@y>=0.9").

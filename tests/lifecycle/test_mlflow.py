@@ -190,3 +190,28 @@ def test_an_objectives_user_attrs_tag_its_run_where_mlflow_takes_their_names() -
     [run] = [r for r in tracker.runs.values() if r.name == "trial-0"]
     assert {k: run.tags[k] for k in user_attrs} == {k: str(v) for k, v in user_attrs.items()}
     assert not set(refused) & set(run.tags)  # one refused name would fail the run's batch
+
+
+def test_a_trials_output_moves_into_its_run_when_it_ends(tmp_path: Path) -> None:
+    logs = tmp_path / "workers"
+    logs.mkdir()
+    tracker = MemoryTracker()
+    objectives = [ObjectiveSpec(metric="v", direction="maximize")]
+    mirror = MlflowMirror(
+        tracker, "study", tracker.start_run("search"), objectives, logs_dir=str(logs)
+    )
+    admission = Admission(cpus=1.0, gpus=0.0, reason="test")
+    study = optuna.create_study()
+    for number in (0, 1):
+        mirror.on_opened(TrialOpened(number, {}, admission, study.ask(), {}))
+    (logs / "trial-0.stdout").write_text("epoch 0: loss 0.5\n")
+    (logs / "trial-0.stderr").write_text("a warning\n")
+    (logs / "trial-1.stdout").write_text("still running\n")
+    mirror.on_ended(TrialEnded(0, Outcome.COMPLETE, (0.5,), {}, {}, {}, admission, 1.0))
+    [run] = [r for r in tracker.runs.values() if r.name == "trial-0"]
+    assert run.artifacts == {
+        "logs/stdout.txt": "epoch 0: loss 0.5\n",
+        "logs/stderr.txt": "a warning\n",
+    }
+    # Moved: the folder keeps only the output of trials still running.
+    assert sorted(p.name for p in logs.iterdir()) == ["trial-1.stdout"]
