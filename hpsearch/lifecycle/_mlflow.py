@@ -8,8 +8,6 @@ trial's outcome.
 
 from __future__ import annotations
 
-import posixpath
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -42,21 +40,22 @@ from hpsearch.tracking import (
     TRIAL_NUMBER_TAG,
     RunStatus,
     Tracker,
+    mlflow_name,
 )
 from hpsearch.trial.death import output_file, output_tail
 from hpsearch.trial.protocol import Assignment, Outcome
 
-_TAG_NAME = re.compile(r"(?!mlflow\.)[\w./ :-]{1,250}")
-"""A user attr's name that may name a tag: MLflow's characters, none of MLflow's own names."""
+_MAX_TAG_NAME = 250
+"""The longest name MLflow takes for a tag."""
 
 
 def _taggable(name: str) -> bool:
-    """Whether MLflow takes ``name`` as a tag's (its characters, and a path it need not
-    normalise: no ``//``, ``./``, ``..``, leading ``/`` or lone ``.``), so that one attr's
-    name cannot fail the batch that ends the trial's run."""
-    if not _TAG_NAME.fullmatch(name) or posixpath.normpath(name) != name:
+    """Whether MLflow takes ``name`` as a tag's (its characters, a path it need not
+    normalise, none of MLflow's own names), so that one attr's name cannot fail the batch
+    that ends the trial's run."""
+    if not 0 < len(name) <= _MAX_TAG_NAME or name.startswith("mlflow."):
         return False
-    return name != "." and not name.startswith(("/", ".."))
+    return mlflow_name(name) == name
 
 
 class MlflowMirror(TrialListener):

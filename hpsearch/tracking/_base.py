@@ -9,6 +9,7 @@ user's search); :class:`~hpsearch.tracking.MemoryTracker` keeps them in memory
 from __future__ import annotations
 
 import enum
+import functools
 import os
 import posixpath
 import re
@@ -142,6 +143,7 @@ _REFUSED_IN_NAMES = re.compile(r"[^\w./ :-]")
 """A character MLflow refuses in a metric's or a param's name (outside Windows)."""
 
 
+@functools.lru_cache(maxsize=4096)  # each trial reports the same few names
 def mlflow_name(name: str) -> str:
     """The name MLflow takes for a metric or a param named ``name``: itself where MLflow
     takes it; else each character MLflow refuses made ``_`` (``acc@1`` is ``acc_1``, as
