@@ -264,15 +264,20 @@ def _printed_objectives(
     launch: TrialLaunch, final: Mapping[str, float], ctx: TrialContext
 ) -> dict[str, float]:
     """The objectives a completed script reported nowhere but printed as text for people
-    (``val_acc: 0.91``, Lightning's results table) on the stdout its trial captured:
-    their last values, as ``metrics: {scalars: true}`` would read them."""
+    (``val_acc: 0.91``, Lightning's results table) on the stdout its trial captured, or
+    logged on its stderr (Python's ``logging`` writes there): their last values, as
+    ``metrics: {scalars: true}`` would read them (stdout's first)."""
     command = launch.settings.command
-    if command is None or isinstance(command.metrics, TextMetrics) or not launch.stdout_file:
+    if command is None or isinstance(command.metrics, TextMetrics):
         return {}  # reading text already, or no script
     reported = {**ctx.latest_metrics, **final}
     missing = [name for name in launch.settings.objectives if name not in reported]
-    text = output_tail(launch.stdout_file) if missing else None
-    return last_printed(text, missing) if text else {}
+    printed: dict[str, float] = {}
+    for path in (launch.stdout_file, launch.stderr_file):
+        text = output_tail(path) if path and len(printed) < len(missing) else None
+        if text:
+            printed.update(last_printed(text, [name for name in missing if name not in printed]))
+    return printed
 
 
 def _logged_objectives(

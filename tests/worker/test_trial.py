@@ -217,3 +217,17 @@ def test_a_scripts_objective_printed_only_as_text_is_read_from_its_output_at_its
     bare = execute_trial(launch, assigned=HERE, send=lambda _: None)
     assert bare.outcome is Outcome.COMPLETE
     assert bare.metrics == {}
+    # Logged with Python's logging, which writes to stderr.
+    script.write_text(
+        "import logging, sys\n"
+        "logging.basicConfig(level=logging.INFO)\n"
+        "logging.info('epoch 3: score: %s', sys.argv[1])\n"
+    )
+    out.unlink()
+    with captured_output(str(out), str(err)):
+        logged = execute_trial(
+            launch.model_copy(update={"stdout_file": str(out), "stderr_file": str(err)}),
+            assigned=HERE,
+            send=lambda _: None,
+        )
+    assert logged.metrics == {"score": 0.75}
