@@ -201,9 +201,9 @@ class CommandSpec(Settings):
             )
         if self.metrics == "stdout-jsonl":
             return (
-                "print it on stdout (stderr, where logging writes, is not read) as a JSON line, "
-                f"{line}, or read the text it prints with train.metrics (patterns, or "
-                "scalars: true; stderr: true reads stderr too)"
+                f"print it on stdout as a JSON line, {line}, or as {metric}: ... (on stdout or "
+                "stderr: read when the script ends), or read the text it prints with "
+                "train.metrics (patterns, or scalars: true; stderr: true reads stderr too)"
             )
         where = "stdout or stderr" if self.metrics.stderr else "stdout (or set stderr: true)"
         return (

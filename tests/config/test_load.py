@@ -317,7 +317,7 @@ def test_a_training_script_is_a_command_whose_placeholders_are_parameters(
     [
         ("tests.train_functions:quick", "report it with ctx.report(step, val_loss=...)"),
         ({"tune": "tests.tune_trainables:with_data"}, 'tune.report({"val_loss": ...})'),
-        ({"command": "python t.py"}, "print it on stdout (stderr, where logging writes, is not"),
+        ({"command": "python t.py"}, "or as val_loss: ... (on stdout or stderr: read when the"),
         ({"command": "python t.py"}, '{"step": 0, "val_loss": ...}'),
         (
             {"command": "python t.py", "metrics": "file-jsonl"},
