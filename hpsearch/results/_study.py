@@ -9,7 +9,7 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
@@ -65,6 +65,22 @@ class TrialResult:
     checkpoint_dir: str | None = None
     fused_group: int | None = None
     user_attrs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def value(self) -> float | None:
+        """The value of the only objective, as Optuna's ``FrozenTrial.value`` (``None``:
+        not complete).
+
+        Raises:
+            ResultsError: the trial has several objective values (read ``values``).
+        """
+        if self.values is None:
+            return None
+        if len(self.values) != 1:
+            raise ResultsError(
+                f"trial {self.number} has {len(self.values)} objective values; read values"
+            )
+        return self.values[0]
 
     @property
     def reason(self) -> str:
@@ -184,6 +200,24 @@ class StudyResults:
             )
         self._require_complete()
         return TrialResult.from_frozen(self.name, self._study.best_trial)
+
+    @property
+    def best_value(self) -> float:
+        """The best trial's value, as Optuna's ``Study.best_value`` (one objective).
+
+        Raises:
+            ResultsError: as :attr:`best_trial`.
+        """
+        return cast("float", self.best_trial.value)  # the best trial is complete
+
+    @property
+    def best_params(self) -> dict[str, Any]:
+        """The best trial's parameters, as Optuna's ``Study.best_params`` (one objective).
+
+        Raises:
+            ResultsError: as :attr:`best_trial`.
+        """
+        return self.best_trial.params
 
     @property
     def best_trials(self) -> list[TrialResult]:

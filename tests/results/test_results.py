@@ -59,6 +59,9 @@ def test_best_trial_and_dataframe(write_config: ConfigWriter) -> None:
         "checkpoint_dir": None,
     }
     assert results.best_trials == [best]
+    # Optuna's names for them, as an Optuna user reads a study.
+    assert (best.value, results.best_value, results.best_params) == (0.9, 0.9, {"x": 0.9})
+    assert results.trials[3].value is None  # failed
     frame = results.trials_dataframe()
     assert list(frame["mlflow_run_id"][:3]) == ["run-0", "run-1", "run-2"]
     assert list(frame["metrics_speed"][:3]) == [2.0, 9.0, 5.0]
@@ -104,6 +107,10 @@ def test_pareto_front(write_config: ConfigWriter) -> None:
     assert [t.number for t in results.best_trials] == [0, 1]
     with pytest.raises(ResultsError, match="no single best trial"):
         _ = results.best_trial
+    with pytest.raises(ResultsError, match="no single best trial"):
+        _ = results.best_value
+    with pytest.raises(ResultsError, match="trial 0 has 2 objective values; read values"):
+        _ = results.trials[0].value
 
 
 def test_no_completed_trial_yet(write_config: ConfigWriter) -> None:
