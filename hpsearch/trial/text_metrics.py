@@ -39,7 +39,7 @@ from pydantic import Field, field_validator, model_validator
 from hpsearch._settings import Settings
 
 _SCALAR = re.compile(
-    r"(?P<key>[A-Za-z_][\w./-]*)['\"]?\s*[:=]\s*"
+    r"(?P<key>[A-Za-z_][\w./@-]*)['\"]?\s*[:=]\s*"
     r"(?:(?:(?:np|numpy|torch)\.)?(?:float\d*|int\d*|tensor)\()?"
     r"(?P<value>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)(?![\w:/-]|\.\w|%\|)"
 )
@@ -48,7 +48,7 @@ time such as ``eta: 0:00:05``, a count such as ``10/100``, a progress bar's shar
 such as tqdm's ``train: 100%|###|``; a sentence's full stop may end it); the key may be
 quoted, as in a printed dict (Hugging Face's Trainer logs ``{'loss': 0.69, 'epoch': 0.5}``),
 and the number printed as NumPy 2 or torch print one (``np.float64(0.81)``,
-``tensor(0.5)``)."""
+``tensor(0.5)``); ``Acc@1: 76.1`` is ``Acc@1`` (timm's top-1 accuracy)."""
 
 
 _NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"

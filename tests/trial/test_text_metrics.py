@@ -115,6 +115,12 @@ def test_scalars_read_rows_of_numbers_under_a_header_of_names_as_fastai_prints_e
     ]
 
 
+def test_scalars_read_timms_top_1_accuracy_by_its_name() -> None:
+    reader = TextReader(TextMetrics(scalars=True))
+    line = "Test: [  10/10]  Time: 0.525 (0.525)  Loss:  0.4123 (0.4000)  Acc@1: 90.0000 (89.5)"
+    assert reader.read(line) == (0, {"Time": 0.525, "Loss": 0.4123, "Acc@1": 90.0})
+
+
 def test_lines_without_a_step_are_counted_apart_from_those_with_one() -> None:
     # A script's epoch lines carry the step; its progress bar's lines do not, and
     # reach the reader before or after them as stdout's and stderr's threads go.
