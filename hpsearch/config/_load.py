@@ -8,7 +8,7 @@ import re
 import types
 import typing
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -204,7 +204,9 @@ def _describe(error: ErrorDetails, key_path: KeyPath) -> tuple[str, str]:  # noq
             fix = f"write {theirs}"
         return f"unknown type '{ctx.get('tag')}'", fix
     if kind == "union_tag_not_found":
-        fix = "write {type: float|int|categorical, ...}, a list of choices, or a plain constant"
+        fix = _typed_range(given) or (
+            "write {type: float|int|categorical, ...}, a list of choices, or a plain constant"
+        )
         if isinstance(given, dict) and ({"distribution", "_type"} & set(given)):
             # A parameter copied from a W&B sweep or an NNI search space.
             fix += "; hpsearch convert FILE turns a W&B sweep or an NNI space into a config"
@@ -215,6 +217,8 @@ def _describe(error: ErrorDetails, key_path: KeyPath) -> tuple[str, str]:  # noq
         return f"'{given}' is not of the form package.module:function", _train_fix(str(given))
     if kind in _TYPE_WORDS and (optuna_object := _optuna_object(given, key_path)) is not None:
         return optuna_object
+    if kind in _TYPE_WORDS and key_path in _SECTION_FIXES:
+        return f"expected {_TYPE_WORDS[kind]}, got {_show(given)}", _SECTION_FIXES[key_path](given)
     if kind in _TYPE_WORDS:
         wanted = _TYPE_WORDS[kind]
         if isinstance(given, str) and wanted in ("a number", "an integer"):
@@ -231,6 +235,38 @@ def _describe(error: ErrorDetails, key_path: KeyPath) -> tuple[str, str]:  # noq
         message = message.removeprefix("Value error, ")
     problem, _, fix = message.partition("; ")
     return problem, fix or "change the value"
+
+
+_SECTION_FIXES: dict[KeyPath, Callable[[Any], str]] = {
+    ("objective",): lambda given: (
+        f"write {{metric: {given}, direction: maximize}} (or minimize)"
+        if isinstance(given, str)
+        else "write {metric: NAME, direction: maximize} (or minimize)"
+    ),
+    ("objectives",): lambda _: (
+        "write a list, objectives: [{metric: A, direction: maximize}, {metric: B, "
+        "direction: minimize}], or one as objective: {metric: A, direction: maximize}"
+    ),
+}
+"""The fix for a section given in the wrong form, by what it was given."""
+
+
+def _typed_range(given: Any) -> str:
+    """The fix for a range written without its ``type`` (W&B's ``{min: 1, max: 8}``, or
+    ``{low: .., high: ..}``): the range with the type its bounds say, or W&B's choices or
+    constant as this config writes them; empty if it says none of these."""
+    if not isinstance(given, dict):
+        return ""
+    if isinstance(given.get("values"), list):  # W&B's and NNI's choices
+        return f"write the list of choices alone: {given['values']}"
+    if "value" in given and len(given) == 1:  # W&B's constant
+        return f"write the constant alone: {given['value']}"
+    low, high = given.get("low", given.get("min")), given.get("high", given.get("max"))
+    numbers = (low, high)
+    if not all(isinstance(n, int | float) and not isinstance(n, bool) for n in numbers):
+        return ""
+    kind = "int" if all(isinstance(n, int) for n in numbers) else "float"
+    return f"write {{type: {kind}, low: {low}, high: {high}}}"
 
 
 def _optuna_object(given: Any, key_path: KeyPath) -> tuple[str, str] | None:

@@ -533,6 +533,34 @@ def test_a_value_that_may_take_two_forms_is_judged_by_the_form_it_has(
     assert [f"{e.key}: {e.problem}; {e.fix}" for e in (error, *error.others)] == said
 
 
+@pytest.mark.parametrize(
+    ("update", "said"),
+    [
+        (
+            {"objective": "val_accuracy"},
+            "objective: expected a mapping (key: value lines), got the string 'val_accuracy'; "
+            "write {metric: val_accuracy, direction: maximize} (or minimize)",
+        ),
+        (
+            {"objective": None, "objectives": {"metric": "a", "direction": "maximize"}},
+            "objectives: expected a list, got a mapping; write a list, objectives: [{metric: "
+            "A, direction: maximize}, {metric: B, direction: minimize}], or one as objective: "
+            "{metric: A, direction: maximize}",
+        ),
+        # A range as W&B writes one (min/max, values, value), or without its type.
+        ({"space": {"lr": {"min": 0.1, "max": 1}}}, "write {type: float, low: 0.1, high: 1}"),
+        ({"space": {"n": {"low": 1, "high": 8}}}, "write {type: int, low: 1, high: 8}"),
+        ({"space": {"n": {"values": [1, 2]}}}, "write the list of choices alone: [1, 2]"),
+        ({"space": {"n": {"value": 3}}}, "write the constant alone: 3"),
+    ],
+)
+def test_a_section_in_the_wrong_form_is_told_the_right_one_from_what_it_holds(
+    write_config: ConfigWriter, update: dict[str, object], said: str
+) -> None:
+    error = _error(write_config, update)
+    assert f"{error.key}: {error.problem}; {error.fix}".endswith(said)
+
+
 class OwnSampler(optuna.samplers.RandomSampler):
     """A sampler of the user's own (a notebook's, say)."""
 
