@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Callable, Mapping, Sequence
 
@@ -53,10 +54,16 @@ class ObjectiveValues:
             value = objective_reading(metrics, objective.metric)
             if value is None:
                 reported = ", ".join(sorted(metrics)) or "nothing"
+                fix = (
+                    f"{self._how_to_report(objective.metric)}, "
+                    f"or fix the objective in {self._source}"
+                )
+                close = difflib.get_close_matches(objective.metric, list(metrics), n=1)
+                if close:  # a slip in the config's spelling, or in the code's
+                    fix = f"did you mean '{close[0]}'? Else {fix}"
                 return None, (
                     f"train finished without reporting the objective metric '{objective.metric}' "
-                    f"(reported: {reported}); {self._how_to_report(objective.metric)}, "
-                    f"or fix the objective in {self._source}"
+                    f"(reported: {reported}); {fix}"
                 )
             if not math.isfinite(value):
                 return None, f"the objective metric '{objective.metric}' is {value}"

@@ -147,6 +147,8 @@ def test_a_long_error_is_kept_whole_in_error_txt_and_its_ends_in_the_records(
     ("event", "words"),
     [
         (report(0, other=1.0), "without reporting the objective metric 'score' (reported: other)"),
+        # A name close to the objective's: one spelling or the other is a slip.
+        (report(0, Score=1.0, other=1.0), "(reported: Score, other); did you mean 'Score'? Else"),
         (report(0, score=float("nan")), "'score' is nan"),
     ],
 )
