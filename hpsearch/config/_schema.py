@@ -189,6 +189,10 @@ class StudySpec(Settings):
             defaults to beat (Optuna's ``enqueue_trial``, Ray Tune's
             ``points_to_evaluate``). Parameters left out are sampled. A run enqueues
             only those the study has not run or queued already.
+        max_initial_failures: a run whose first this many trials all fail (none
+            completed or was pruned) starts no more, those running finish, and it exits
+            naming their error, as W&B's agent stops: a cause they share (a metric's
+            name, an import, a script's flag) would fail the whole budget. ``0``: never.
     """
 
     name: str = Field(min_length=1)
@@ -202,6 +206,7 @@ class StudySpec(Settings):
     allow_space_change: bool = False
     strict_space: bool = False
     enqueue: list[dict[str, Any]] = Field(default_factory=list)
+    max_initial_failures: int = Field(default=5, ge=0)
 
 
 class ExecutionSpec(Settings):

@@ -82,8 +82,7 @@ def read_yaml(path: Path) -> YamlDocument:
         ) from None
     except yaml.MarkedYAMLError as exc:
         line = exc.problem_mark.line + 1 if exc.problem_mark else None
-        # YAML indents with spaces only; a tab (an editor's) reads as a stray character.
-        fix = "indent with spaces, not tabs" if "'\\t'" in str(exc.problem) else "fix the syntax"
+        fix = _syntax_fix(str(exc.problem), text.splitlines()[line - 1] if line else "")
         raise ConfigError(path, "", f"invalid YAML: {exc.problem}", fix, line=line) from None
     except yaml.YAMLError as exc:
         raise ConfigError(path, "", f"invalid YAML: {exc}", "fix the syntax") from None
@@ -120,3 +119,20 @@ def _index_keys(source: Path, node: yaml.Node, prefix: KeyPath, out: dict[KeyPat
         for index, item in enumerate(node.value):
             out[(*prefix, index)] = item.start_mark.line + 1
             _index_keys(source, item, (*prefix, index), out)
+
+
+_PLACEHOLDER_IN_FLOW = re.compile(r"\{[^{}]*\{\w[\w.]*\}")
+"""A ``{...}`` mapping on one line holding a ``{name}`` placeholder unquoted."""
+
+
+def _syntax_fix(problem: str, line: str) -> str:
+    """What to change for a YAML syntax error ``problem`` on ``line``."""
+    if "'\\t'" in problem:
+        return "indent with spaces, not tabs"  # YAML indents with spaces; a tab is stray
+    if _PLACEHOLDER_IN_FLOW.search(line):
+        # train: {command: python t.py --lr {lr}}: YAML reads {lr} as a mapping of its own.
+        return (
+            "quote a command holding {placeholders} inside { }, e.g. train: {command: "
+            '"python train.py --lr {lr}"}, or write it on lines of its own'
+        )
+    return "fix the syntax"

@@ -18,6 +18,7 @@ from hpsearch.lifecycle._verdicts import VerdictPoster
 from hpsearch.pruning import VerdictBoard
 from hpsearch.telemetry import ClusterGpuMetrics
 from hpsearch.tracking import OutageTracker
+from hpsearch.trial.protocol import Outcome
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,37 @@ class SearchStop(TrialListener):
             self._stop(f"trial {event.number} asked it to ({event.stop_search})")
 
 
+class InitialFailures(TrialListener):
+    """Stops the search when the first ``limit`` trials of its run to end all failed
+    (``study.max_initial_failures``): no trial starts after it, those running finish.
+
+    W&B's agent stops so (after 5), and Optuna's ``optimize`` at a trial's first
+    exception: a cause every trial shares (a metric's name, an import, a flag) would
+    otherwise fail the whole budget, an hour-long trial after another. A completed or
+    pruned trial ends the watch; an interrupted one counts for neither.
+    """
+
+    def __init__(self, limit: int, stop: Callable[[str], None]) -> None:
+        self._limit = limit
+        self._stop = stop
+        self._failed = 0
+        self._watching = limit > 0
+
+    def on_ended(self, event: TrialEnded) -> None:
+        if not self._watching:
+            return
+        if event.outcome in (Outcome.COMPLETE, Outcome.PRUNED):
+            self._watching = False
+        elif event.outcome is Outcome.FAIL:
+            self._failed += 1
+            if self._failed >= self._limit:
+                self._watching = False
+                self._stop(
+                    f"its first {self._limit} trials failed and none completed "
+                    "(study.max_initial_failures); fix what they say, or raise it"
+                )
+
+
 def search_listeners(
     config: RunConfig, study: str, parent: ParentRun, beside: Beside, clock: Callable[[], float]
 ) -> list[TrialListener]:
@@ -78,4 +110,5 @@ def search_listeners(
         listeners.append(OutageLimit(tracker.down_for, limit, tracker.uri, config.source))
     if beside.stop is not None:
         listeners.append(SearchStop(beside.stop))
+        listeners.append(InitialFailures(config.study.max_initial_failures, beside.stop))
     return [*listeners, *beside.given]

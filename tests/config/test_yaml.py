@@ -86,3 +86,18 @@ def test_a_tab_indent_is_told_to_be_spaces(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         read_yaml(_write(tmp_path, "study:\n\tname: s\n"))
     assert (info.value.line, info.value.fix) == (2, "indent with spaces, not tabs")
+
+
+def test_a_command_with_placeholders_inside_braces_is_told_to_be_quoted(tmp_path: Path) -> None:
+    # YAML reads the {lr} of train: {command: ... {lr}} as a mapping of its own.
+    with pytest.raises(ConfigError) as info:
+        read_yaml(_write(tmp_path, "study: {name: s}\ntrain: {command: python t.py --lr {lr}}\n"))
+    assert (info.value.line, info.value.fix) == (
+        2,
+        'quote a command holding {placeholders} inside { }, e.g. train: {command: "python '
+        'train.py --lr {lr}"}, or write it on lines of its own',
+    )
+    quoted = 'train: {command: "python t.py --lr {lr}"}\n'
+    assert read_yaml(_write(tmp_path, quoted)).data == {
+        "train": {"command": "python t.py --lr {lr}"}
+    }

@@ -632,3 +632,34 @@ def test_a_fused_groups_members_share_a_gpu_as_one_process(
     run = d.tracker.client.get_run(d.run_id(first))
     assert run.data.metrics["trials_sharing_gpu"] == 2.0
     assert "1 co-tenant trial(s)" in d.handle.study.trials[first].user_attrs[attrs.PRUNE_REASON]
+
+
+@pytest.mark.parametrize(
+    ("first", "limit", "stops"),
+    [
+        (Outcome.FAIL, 5, True),  # the first five failed: a cause they share
+        (Outcome.COMPLETE, 5, False),  # one completed first: failures of their own
+        (Outcome.PRUNED, 5, False),
+        (Outcome.FAIL, 0, False),  # max_initial_failures: 0, never
+    ],
+)
+def test_a_run_whose_first_trials_all_fail_starts_no_more(
+    write_config: ConfigWriter, driver: DriverFactory, first: Outcome, limit: int, stops: bool
+) -> None:
+    d = driver(load_config(write_config({"study": {"max_initial_failures": limit}})))
+    outcomes = [first, Outcome.FAIL, Outcome.FAIL, Outcome.FAIL, Outcome.FAIL]
+    for index, outcome in enumerate(outcomes):
+        d.launch(f"t{index}")
+        if outcome is Outcome.COMPLETE:
+            d.ledger.event(f"t{index}", report(0, score=0.5))
+        error = "ImportError: no module named 'missing'" if outcome is Outcome.FAIL else ""
+        d.ledger.event(f"t{index}", end(outcome, error))
+        d.ledger.ended(f"t{index}")
+    budget = d.parts.budget
+    assert budget is not None
+    assert budget.stopped == (
+        "its first 5 trials failed and none completed (study.max_initial_failures); fix "
+        "what they say, or raise it"
+        if stops
+        else ""
+    )
