@@ -639,7 +639,6 @@ def test_a_fused_groups_members_share_a_gpu_as_one_process(
     [
         (Outcome.FAIL, 5, True),  # the first five failed: a cause they share
         (Outcome.COMPLETE, 5, False),  # one completed first: failures of their own
-        (Outcome.PRUNED, 5, False),
         (Outcome.FAIL, 0, False),  # max_initial_failures: 0, never
     ],
 )
