@@ -266,7 +266,8 @@ def _typed_range(given: Any) -> str:
     if not all(isinstance(n, int | float) and not isinstance(n, bool) for n in numbers):
         return ""
     kind = "int" if all(isinstance(n, int) for n in numbers) else "float"
-    return f"write {{type: {kind}, low: {low}, high: {high}}}"
+    more = "".join(f", {key}: {str(given[key]).lower()}" for key in ("step", "log") if key in given)
+    return f"write {{type: {kind}, low: {low}, high: {high}{more}}}"
 
 
 def _optuna_object(given: Any, key_path: KeyPath) -> tuple[str, str] | None:

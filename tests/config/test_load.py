@@ -550,6 +550,10 @@ def test_a_value_that_may_take_two_forms_is_judged_by_the_form_it_has(
         # A range as W&B writes one (min/max, values, value), or without its type.
         ({"space": {"lr": {"min": 0.1, "max": 1}}}, "write {type: float, low: 0.1, high: 1}"),
         ({"space": {"n": {"low": 1, "high": 8}}}, "write {type: int, low: 1, high: 8}"),
+        (
+            {"space": {"lr": {"low": 1e-4, "high": 0.1, "log": True}}},
+            "write {type: float, low: 0.0001, high: 0.1, log: true}",
+        ),
         ({"space": {"n": {"values": [1, 2]}}}, "write the list of choices alone: [1, 2]"),
         ({"space": {"n": {"value": 3}}}, "write the constant alone: 3"),
     ],
