@@ -270,13 +270,12 @@ def _printed_objectives(
     command = launch.settings.command
     if command is None or isinstance(command.metrics, TextMetrics):
         return {}  # reading text already, or no script
-    reported = {**ctx.latest_metrics, **final}
-    missing = [name for name in launch.settings.objectives if name not in reported]
+    missing = _unreported(launch.settings.objectives, final, ctx)
     printed: dict[str, float] = {}
     for path in (launch.stdout_file, launch.stderr_file):
-        text = output_tail(path) if path and len(printed) < len(missing) else None
-        if text:
-            printed.update(last_printed(text, [name for name in missing if name not in printed]))
+        still = [name for name in missing if name not in printed]
+        if still and path and (text := output_tail(path)):
+            printed.update(last_printed(text, still))
     return printed
 
 
@@ -285,13 +284,19 @@ def _logged_objectives(
 ) -> dict[str, float]:
     """The objectives a completed trial reported nowhere but logged to MLflow itself, in
     its own runs (``mlflow.log_metric`` in code that already logs there): their last values."""
-    reported = {**ctx.latest_metrics, **final}
-    missing = [name for name in settings.objectives if name not in reported]
+    missing = _unreported(settings.objectives, final, ctx)
     tracking = settings.tracking
     if not missing or tracking is None:
         return {}
     trial = TrialOf(tracking.experiment, tracking.study, number)
     return logged_by_own_runs(tracking.uri, trial, missing)
+
+
+def _unreported(
+    objectives: Sequence[str], final: Mapping[str, float], ctx: TrialContext
+) -> list[str]:
+    """The objectives neither a report nor the trial's final metrics gave."""
+    return [name for name in objectives if name not in ctx.latest_metrics and name not in final]
 
 
 def _train_of(settings: TrialSettings, trial: MemberSpec) -> Callable[..., Any]:
