@@ -254,11 +254,15 @@ class TrialContext:
         """The latest value of every metric reported so far."""
         return dict(self._latest)
 
-    def report(self, step: int, **metrics: Any) -> None:
+    def report(self, step: int, *given: Mapping[str, Any], **metrics: Any) -> None:
         """Report metrics for one step (an epoch, or a number of batches).
+
+        ``ctx.report(epoch, loss=0.3, acc=0.9)``, or with the metrics as one dict,
+        ``ctx.report(epoch, {"loss": 0.3, "acc@1": 0.9})`` (any name, ``acc@1`` too).
 
         Args:
             step: a non-negative integer, increasing over the trial.
+            *given: at most one dict of metric name to value, as ``**metrics``.
             **metrics: metric name to a real number (Python, NumPy or 0-d tensor).
                 Figures from :meth:`add_metrics_source` (the throughput meter of
                 ``hpsearch.torch.configure``) are added unless named here.
@@ -268,11 +272,23 @@ class TrialContext:
         """
         if isinstance(step, Mapping):  # tune.report's habit: the metrics as one dict
             raise TypeError(
-                "ctx.report takes the step first and the metrics by name: "
-                "ctx.report(epoch, loss=0.3), or ctx.report(epoch, **metrics) for a dict"
+                "ctx.report takes the step first, then the metrics: "
+                "ctx.report(epoch, loss=0.3), or ctx.report(epoch, metrics) for a dict"
             )
         if isinstance(step, bool) or not isinstance(step, numbers.Integral) or step < 0:
-            raise ValueError(f"ctx.report: step must be a non-negative integer, got {step!r}")
+            # Optuna's trial.report(value, step) puts the value first.
+            hint = " (Optuna's order is report(value, step))" if given or not metrics else ""
+            raise ValueError(
+                f"ctx.report: step must be a non-negative integer, got {step!r}; "
+                f"write ctx.report(step, name=value){hint}"
+            )
+        if len(given) > 1 or any(not isinstance(one, Mapping) for one in given):
+            raise TypeError(
+                "ctx.report: after the step, give the metrics as one dict or by name: "
+                f"ctx.report(epoch, {{'loss': 0.3}}) or ctx.report(epoch, loss=0.3); "
+                f"got {', '.join(repr(one) for one in given)}"
+            )
+        metrics = {**(dict(given[0]) if given else {}), **metrics}
         if not metrics:
             raise ValueError(
                 "ctx.report: give at least one metric, e.g. ctx.report(epoch, loss=0.3)"

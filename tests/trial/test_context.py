@@ -34,10 +34,22 @@ def test_bad_steps(step: object) -> None:
         TrialContext.local().report(step, loss=1.0)  # type: ignore[arg-type]
 
 
-def test_metrics_given_as_one_dict_say_how_report_takes_them() -> None:
-    # As tune.report takes them: ctx.report takes the step first, the metrics by name.
-    with pytest.raises(TypeError, match=r"ctx.report\(epoch, \*\*metrics\) for a dict"):
-        TrialContext.local().report({"loss": 0.3})  # type: ignore[arg-type]
+def test_metrics_may_come_as_one_dict_after_the_step() -> None:
+    ctx = TrialContext.local()
+    ctx.report(0, {"acc@1": 0.9, "loss": np.float32(0.5)}, lr=0.1)
+    assert ctx.history[0].metrics == {"acc@1": 0.9, "loss": 0.5, "lr": 0.1}
+    # As tune.report takes them (no step): the step comes first.
+    with pytest.raises(TypeError, match=r"ctx.report\(epoch, metrics\) for a dict"):
+        ctx.report({"loss": 0.3})  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"as one dict or by name.*got 0.5"):
+        ctx.report(1, 0.5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="as one dict or by name"):
+        ctx.report(1, {"a": 1.0}, {"b": 2.0})
+
+
+def test_optunas_order_of_value_and_step_is_named() -> None:
+    with pytest.raises(ValueError, match=r"got 0.93; .*Optuna's order is report\(value, step\)"):
+        TrialContext.local().report(0.93, 5)  # type: ignore[arg-type]
 
 
 def test_bad_metrics() -> None:
