@@ -8,6 +8,8 @@ import importlib
 import io
 import os
 import sys
+from importlib.machinery import EXTENSION_SUFFIXES
+from pathlib import Path
 from types import ModuleType
 
 
@@ -73,3 +75,44 @@ def import_user_module(module_name: str) -> ModuleType:
         sys.argv = saved_argv
     sys.stderr.write(said.getvalue())
     return module
+
+
+def shadowing(directory: str) -> list[tuple[str, str, str]]:
+    """The modules of ``directory`` named as a module this process imported from elsewhere:
+    each as (its file or folder, the module's name, where the imported one lives).
+
+    A Ray worker has the project's folder first on its path (``PYTHONPATH``), as
+    ``python -m`` has, and imports Ray before any trial runs: a project's ``cmd.py`` or
+    ``code.py`` is then what ``import ray`` gets for ``pdb``'s ``import cmd`` and
+    ``import code``, and the worker never starts (Ray retries it for minutes). A module
+    built into Python or frozen (``sys``, ``os``) is found before the path, so it is
+    never shadowed.
+    """
+    folder = Path(directory).resolve()
+    try:
+        entries = sorted(folder.iterdir())
+    except OSError:
+        return []
+    found: list[tuple[str, str, str]] = []
+    for entry in entries:
+        name = _module_name(entry)
+        module = sys.modules.get(name) if name else None
+        spec = getattr(module, "__spec__", None)
+        origin = getattr(spec, "origin", None)
+        if not origin or origin in {"built-in", "frozen"} or name == "__main__":
+            continue
+        if not Path(origin).resolve().is_relative_to(folder):  # not the project's own
+            found.append((entry.name, name, origin))
+    return found
+
+
+def _module_name(entry: Path) -> str:
+    """The module ``import`` would find at ``entry`` in a folder on the path; empty: none."""
+    if entry.is_dir():
+        name = entry.name if (entry / "__init__.py").is_file() else ""
+    elif entry.name.endswith(".py"):
+        name = entry.name[:-3]
+    else:
+        suffix = next((s for s in EXTENSION_SUFFIXES if entry.name.endswith(s)), None)
+        name = entry.name[: -len(suffix)] if suffix else ""
+    return name if name.isidentifier() else ""

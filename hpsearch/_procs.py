@@ -68,3 +68,42 @@ def start_time(pid: int) -> int | None:
         return None
     # After the command: state is field 3 of stat, starttime field 22.
     return int(fields[19]) if len(fields) > 19 else None
+
+
+def waited_ticks(pid: str | int) -> int | None:
+    """The CPU time (clock ticks) of the children process ``pid`` (``self`` too) waited for."""
+    fields = _stat_fields(PROC / str(pid) / "stat")
+    # After the command: cutime and cstime are fields 16 and 17 of stat.
+    return int(fields[13]) + int(fields[14]) if len(fields) > 14 else None
+
+
+def thread_activity(task: Path) -> tuple[int, int] | None:
+    """How much a thread has run (``/proc/<pid>/task/<tid>``): its CPU time in clock ticks,
+    and how often it was switched to the CPU and off it. ``None``: gone.
+
+    The count moves each time the thread wakes, from a 50 ms sleep or a lock's poll,
+    where a 10 ms tick of CPU time may take minutes to; a thread blocked on a lock,
+    a pipe or a socket leaves both where they were.
+    """
+    fields = _stat_fields(task / "stat")
+    try:
+        status = (task / "status").read_text()
+    except OSError:
+        return None
+    if len(fields) < 13:
+        return None
+    switches = sum(
+        int(line.split(":", 1)[1])
+        for line in status.splitlines()
+        if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches"))
+    )
+    # After the command: utime and stime are fields 14 and 15 of stat.
+    return int(fields[11]) + int(fields[12]), switches
+
+
+def _stat_fields(stat: Path) -> list[str]:
+    """The fields of a ``stat`` file after the command (which may hold spaces); none: gone."""
+    try:
+        return stat.read_text().rpartition(")")[2].split()
+    except OSError:
+        return []

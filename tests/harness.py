@@ -185,6 +185,7 @@ def make_launch(
         objectives=("score",),
         oom=oom or OomSpec(),
         timeout_s=None,
+        hang_s=None,
         decision_board="",
         pace_file="",
         worker_dir="",

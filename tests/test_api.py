@@ -538,3 +538,21 @@ def test_the_simulated_runner_plays_a_search_as_ray_runs_it(
     # The search is worth comparing: retried, retried twice, run out of memory, fitted.
     assert [t[2] for t in ray] == ["COMPLETE", "COMPLETE", "PRUNED", "COMPLETE"]
     assert [len(t[4] or ()) for t in ray] == [1, 2, 2, 0]
+
+
+def test_a_hung_trial_is_named_hung_by_its_last_line_where_no_reaper_read_its_exit(
+    write_config: ConfigWriter,
+) -> None:
+    # The test process's Ray, as a cluster joined by address: no reaper runs its workers.
+    path = write_config(
+        {
+            "train": "tests.train_functions:still",
+            "space": {"how": "deadlock", "work_s": 0},
+            "study": {"n_trials": 1},
+            "execution": {"hang_timeout": 2},
+        }
+    )
+    (trial,) = hpsearch.run(path).results.study.trials
+    assert trial.user_attrs[attrs.ERROR].startswith(
+        "hung: used no CPU time and reported nothing for execution.hang_timeout (2 s)"
+    )

@@ -22,8 +22,8 @@ _OURS = [
     for folder in ("hpsearch", "scripts", "tests", "examples", "docs")
     for path in (REPO / folder).rglob("*.py")
 ]
-USER_CODE = ("mypkg/", "src/mypkg/", "hb_space.py")
-"""The user's package (in a src layout too) and module the pages' examples invent."""
+USER_CODE = ("mypkg/", "src/mypkg/", "hb_space.py", "code.py", "cmd.py")
+"""The user's package (in a src layout too) and modules the pages' examples invent."""
 OPTUNA_EXAMPLES = frozenset(
     {
         "basic/quadratic.py",

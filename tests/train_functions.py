@@ -154,6 +154,29 @@ def hangs(params: dict[str, Any], ctx: TrialContext) -> None:
         time.sleep(3600)
 
 
+def still(params: dict[str, Any], ctx: TrialContext) -> dict[str, float]:
+    """Reports step 0, then, by ``how``: waits on an event no one sets (a deadlock), waits
+    on a child that sleeps (a read with no timeout), or works ``work_s`` without a report
+    (busy), or waits ``work_s`` on a lock by polling it (as ``filelock`` does)."""
+    import subprocess
+    import sys
+    import threading
+
+    ctx.report(0, score=float(params["x"]))
+    how = params["how"]
+    if how == "deadlock":
+        threading.Event().wait()
+    elif how == "child":
+        subprocess.run([sys.executable, "-c", "import time; time.sleep(3600)"], check=False)
+    end = time.monotonic() + float(params["work_s"])
+    while time.monotonic() < end:
+        if how == "busy":
+            sum(range(1000))
+        else:
+            time.sleep(0.05)
+    return {"score": float(params["x"])}
+
+
 def returns_given(params: dict[str, Any], ctx: TrialContext) -> Any:
     """Returns ``given`` as it is (a string, a list: what a user's train may return)."""
     return params["given"]

@@ -1,4 +1,5 @@
-"""When a trial has run past ``execution.trial_timeout``, and when its driver kills it.
+"""When a trial has run past ``execution.trial_timeout``, and when its driver kills it;
+what a trial ended for either limit (``execution.hang_timeout`` too) failed with.
 
 The worker ends itself at the limit (a timer that exits its process). A worker
 that cannot (stopped with SIGSTOP, or a trial holding the GIL in a C loop or a
@@ -30,6 +31,17 @@ def timeout_error(limit_s: float, last_step: int | None, killed: bool) -> str:
     return (
         f"timeout: ran past execution.trial_timeout ({limit_s:g} s) {how}; "
         f"last reported step: {last}"
+    )
+
+
+def hung_error(limit_s: float, last_step: int | None) -> str:
+    """Why a trial whose worker ended itself for being still (``execution.hang_timeout``)
+    failed."""
+    last = "none" if last_step is None else str(last_step)
+    return (
+        f"hung: used no CPU time and reported nothing for execution.hang_timeout "
+        f"({limit_s:g} s), and its worker was ended; last reported step: {last} (a trial "
+        "that waits so long on purpose needs a longer execution.hang_timeout, or null)"
     )
 
 

@@ -10,12 +10,27 @@ import optuna
 from optuna.trial import FrozenTrial
 
 from hpsearch import attrs
-from hpsearch.lifecycle._deadline import KILL_GRACE_S, past_limit, timeout_error
+from hpsearch.lifecycle._deadline import KILL_GRACE_S, hung_error, past_limit, timeout_error
 from hpsearch.lifecycle._events import Ending, TrialEnded, TrialOpened, TrialStarted
 from hpsearch.lifecycle._launches import Launches
 from hpsearch.placement import Admission
-from hpsearch.trial.death import node_lost, stderr_file, worker_death, worker_exit
-from hpsearch.trial.protocol import Assignment, MemberSpec, Outcome, TrialSettings, WorkerEvent
+from hpsearch.trial.death import (
+    WorkerExit,
+    node_lost,
+    output_tail,
+    stderr_file,
+    worker_death,
+    worker_exit,
+)
+from hpsearch.trial.protocol import (
+    EXIT_HUNG,
+    HUNG_SAID,
+    Assignment,
+    MemberSpec,
+    Outcome,
+    TrialSettings,
+    WorkerEvent,
+)
 
 
 @dataclass
@@ -252,10 +267,22 @@ def worker_died(record: OpenTrial, crash: str, settings: TrialSettings, now: flo
     pid = record.assigned.pid if record.assigned is not None else None
     ended = worker_exit(settings.worker_dir, pid)
     evidence = crash if ended is None else f"{ended.describe()}\n{crash}"
+    stderr = stderr_file(settings.worker_dir, record.number)
     limit = settings.timeout_s
     if limit is not None and past_limit(record.started_at, limit, now):
         killed = past_limit(record.started_at, limit, now, KILL_GRACE_S)
         error = timeout_error(limit, record.last_step, killed)
+    elif settings.hang_s is not None and _ended_hung(ended, stderr):
+        error = hung_error(settings.hang_s, record.last_step)
     else:
-        error = worker_death(crash, stderr_file(settings.worker_dir, record.number), ended)
+        error = worker_death(crash, stderr, ended)
     return Death(Outcome.FAIL, error, evidence)
+
+
+def _ended_hung(ended: WorkerExit | None, stderr: str) -> bool:
+    """Whether a worker ended itself for its trial being still: its exit code says so, or,
+    where no reaper caught the code, the last line it wrote."""
+    if ended is not None:
+        return ended.code == EXIT_HUNG
+    said = (output_tail(stderr, limit=4096) if stderr else None) or ""
+    return HUNG_SAID in said.rstrip().rpartition("\n")[2]

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from hpsearch._importable import shadowing
 from hpsearch.adapters import (
     asked_resources,
     check_fusion,
@@ -16,6 +17,7 @@ from hpsearch.adapters import (
     resolve_train_function,
 )
 from hpsearch.config import RunConfig
+from hpsearch.errors import ConfigError
 from hpsearch.lifecycle._launches import FusionPlan, Launches
 from hpsearch.placement import FusionSizer, PackingAdmission
 from hpsearch.study import StudyHandle, serve_study
@@ -44,6 +46,7 @@ def check_user_code(config: RunConfig) -> CheckedCode:
     Raises:
         ConfigError: naming the key, what is wrong and how to fix it.
     """
+    _check_project_names(os.getcwd(), config.source)
     check_train(
         config.train_target,
         config.command,
@@ -57,6 +60,26 @@ def check_user_code(config: RunConfig) -> CheckedCode:
         return CheckedCode(notes=notes)
     shared = check_fusion(fusion.train, fusion.shared, config.space, config.source)
     return CheckedCode(shared, notes)
+
+
+def _check_project_names(folder: str, source: str) -> None:
+    """A module of the project's folder that a worker would import in place of Python's or
+    a library's (:func:`~hpsearch._importable.shadowing`): one line now, where each
+    worker would fail to start, after Ray had retried it for minutes."""
+    found = shadowing(folder)
+    if not found:
+        return
+    entry, name, origin = found[0]
+    others = ", ".join(e for e, _, _ in found[1:])
+    more = f"; {len(found) - 1} more: {others}" if others else ""
+    raise ConfigError(
+        source,
+        "train",
+        f"{entry} in {folder} has the name of the module '{name}' ({origin}) that "
+        f"each trial's worker imports before its trial, and the worker, which has this "
+        f"folder first on its path, would import {entry} instead and fail to start",
+        f"rename {entry} (and what imports it){more}",
+    )
 
 
 def _resources_note(config: RunConfig) -> tuple[str, ...]:
@@ -123,6 +146,7 @@ def launches_for(
         objectives=tuple(o.metric for o in config.objective_list),
         oom=config.oom,
         timeout_s=config.execution.trial_timeout,
+        hang_s=config.execution.hang_timeout,
         decision_board=side.decision_board,
         pace_file=side.pace_file,
         worker_dir=side.worker_dir,

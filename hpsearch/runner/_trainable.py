@@ -13,7 +13,7 @@ from hpsearch.runner._tune_dicts import launch_of, tune_result
 from hpsearch.trial.context import PruneOracle
 from hpsearch.trial.death import captured_output
 from hpsearch.trial.protocol import Assignment, WorkerEvent
-from hpsearch.worker import execute_group, execute_trial, time_limit, use_gpu
+from hpsearch.worker import execute_group, execute_trial, hang_limit, time_limit, use_gpu
 
 NODE_ID_LABEL = "ray.io/node-id"
 """The label every Ray node carries with its id (placement groups select on it)."""
@@ -34,6 +34,7 @@ def run_trial(config: dict[str, Any]) -> None:
         assigned = replace(assigned, mps_client=use_mps(launch.settings.worker_dir, index))
 
     def send(event: WorkerEvent) -> None:
+        heard()
         tune.report(tune_result(event))
 
     oracle_for = None
@@ -47,6 +48,10 @@ def run_trial(config: dict[str, Any]) -> None:
     with (
         captured_output(launch.stdout_file, launch.stderr_file),
         time_limit(launch.settings.timeout_s, first),
+        # A script's runner only waits on the script: the script's processes work.
+        hang_limit(
+            launch.settings.hang_s, first, caller_works=launch.settings.command is None
+        ) as heard,
     ):
         if len(launch.members) > 1:
             for end in execute_group(launch, assigned=assigned, send=send, oracle_for=oracle_for):

@@ -270,29 +270,7 @@ class TrialContext:
         Raises:
             TypeError, ValueError: a step or metric the search cannot record.
         """
-        if isinstance(step, Mapping):  # tune.report's habit: the metrics as one dict
-            raise TypeError(
-                "ctx.report takes the step first, then the metrics: "
-                "ctx.report(epoch, loss=0.3), or ctx.report(epoch, metrics) for a dict"
-            )
-        if isinstance(step, bool) or not isinstance(step, numbers.Integral) or step < 0:
-            # Optuna's trial.report(value, step) puts the value first.
-            hint = " (Optuna's order is report(value, step))" if given or not metrics else ""
-            raise ValueError(
-                f"ctx.report: step must be a non-negative integer, got {step!r}; "
-                f"write ctx.report(step, name=value){hint}"
-            )
-        if len(given) > 1 or any(not isinstance(one, Mapping) for one in given):
-            raise TypeError(
-                "ctx.report: after the step, give the metrics as one dict or by name: "
-                f"ctx.report(epoch, {{'loss': 0.3}}) or ctx.report(epoch, loss=0.3); "
-                f"got {', '.join(repr(one) for one in given)}"
-            )
-        metrics = {**(dict(given[0]) if given else {}), **metrics}
-        if not metrics:
-            raise ValueError(
-                "ctx.report: give at least one metric, e.g. ctx.report(epoch, loss=0.3)"
-            )
+        metrics = _given_metrics(step, given, metrics)
         values: dict[str, float] = {}
         for name, value in metrics.items():
             if not name:
@@ -458,3 +436,35 @@ def as_metric_value(name: str, value: Any, where: str = "ctx.report") -> float:
     # NaN and inf are kept: they are facts about the trial; the driver judges an
     # objective that is not finite.
     return float(value)
+
+
+def _given_metrics(
+    step: object, given: tuple[Mapping[str, Any], ...], named: dict[str, Any]
+) -> dict[str, Any]:
+    """The metrics of one ``ctx.report(step, *given, **named)``, its step checked.
+
+    Raises:
+        TypeError, ValueError: a step or metrics given in a form ``report`` does not take.
+    """
+    if isinstance(step, Mapping):  # tune.report's habit: the metrics as one dict
+        raise TypeError(
+            "ctx.report takes the step first, then the metrics: "
+            "ctx.report(epoch, loss=0.3), or ctx.report(epoch, metrics) for a dict"
+        )
+    if isinstance(step, bool) or not isinstance(step, numbers.Integral) or step < 0:
+        # Optuna's trial.report(value, step) puts the value first.
+        hint = " (Optuna's order is report(value, step))" if given or not named else ""
+        raise ValueError(
+            f"ctx.report: step must be a non-negative integer, got {step!r}; "
+            f"write ctx.report(step, name=value){hint}"
+        )
+    if len(given) > 1 or any(not isinstance(one, Mapping) for one in given):
+        raise TypeError(
+            "ctx.report: after the step, give the metrics as one dict or by name: "
+            f"ctx.report(epoch, {{'loss': 0.3}}) or ctx.report(epoch, loss=0.3); "
+            f"got {', '.join(repr(one) for one in given)}"
+        )
+    metrics = {**(dict(given[0]) if given else {}), **named}
+    if not metrics:
+        raise ValueError("ctx.report: give at least one metric, e.g. ctx.report(epoch, loss=0.3)")
+    return metrics

@@ -71,6 +71,12 @@ class EventKind(StrEnum):
 
 EXIT_TIMEOUT = 124
 """The exit code of a worker that ended itself past its trial's time limit (as ``timeout``'s)."""
+EXIT_HUNG = 125
+"""The exit code of a worker that ended itself because its trial was still (no CPU time of
+its own, no report) for ``execution.hang_timeout``."""
+HUNG_SAID = "(execution.hang_timeout): hung; ending its worker"
+"""How the line a hung trial's worker writes to its stderr as it ends itself ends: what
+tells the driver where no reaper caught the exit code (a cluster joined by address)."""
 
 
 class _Frozen(BaseModel):
@@ -107,6 +113,8 @@ class TrialSettings(_Frozen):
         oom: the config's ``oom`` section.
         timeout_s: the longest a trial may run (``execution.trial_timeout``); past it
             the worker process ends itself with :data:`EXIT_TIMEOUT`.
+        hang_s: how long a trial may be still (``execution.hang_timeout``); past it the
+            worker process ends itself with :data:`EXIT_HUNG`.
         decision_board: name of the Ray actor holding pruning decisions; empty when
             no pruner is configured (``ctx.should_prune()`` is then always false).
         pace_file: where the driver publishes simulated GPUs' speed shares
@@ -136,6 +144,7 @@ class TrialSettings(_Frozen):
     objectives: tuple[str, ...]
     oom: OomSpec
     timeout_s: float | None
+    hang_s: float | None
     decision_board: str
     pace_file: str
     worker_dir: str

@@ -12,6 +12,8 @@ from hpsearch._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from hpsearch.worker._group import execute_group
+    from hpsearch.worker._hang import hang_limit
+    from hpsearch.worker._limits import time_limit
     from hpsearch.worker._trial import (
         NVIDIA_DRIVER,
         Sender,
@@ -21,7 +23,6 @@ if TYPE_CHECKING:
         final_metrics,
         limit_torch_threads,
         release_memory,
-        time_limit,
         use_gpu,
     )
 
@@ -35,6 +36,7 @@ __all__ = [
     "execute_group",
     "execute_trial",
     "final_metrics",
+    "hang_limit",
     "limit_torch_threads",
     "release_memory",
     "time_limit",

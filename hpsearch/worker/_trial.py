@@ -15,9 +15,7 @@ import gc
 import logging
 import math
 import os
-import signal
 import sys
-import threading
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -25,7 +23,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from hpsearch._procs import descendants
 from hpsearch.adapters import install_pickles, resolve_train_function
 from hpsearch.oom import BatchRetry, OomReport, device_oom, retry_smaller
 from hpsearch.simulation import PaceReader
@@ -42,7 +39,6 @@ from hpsearch.trial.context import (
 )
 from hpsearch.trial.death import output_tail
 from hpsearch.trial.protocol import (
-    EXIT_TIMEOUT,
     Assignment,
     EndReport,
     EventKind,
@@ -93,40 +89,6 @@ class Sender:
 
     def knobs(self, knobs: KnobReport) -> None:
         self._emit(WorkerEvent(kind=EventKind.KNOBS, knobs=knobs))
-
-
-@contextmanager
-def time_limit(seconds: float | None, number: int) -> Iterator[None]:
-    """End this worker process (exit :data:`EXIT_TIMEOUT`) if the block runs past ``seconds``.
-
-    A hung trial (a deadlock, a stuck collective, a blocking C call) cannot be
-    stopped from inside Python; ending its process frees its resources, and the
-    driver records the trial as timed out.
-    """
-    if seconds is None:
-        yield
-        return
-
-    def overdue() -> None:
-        sys.stderr.write(
-            f"hpsearch: trial {number} ran past execution.trial_timeout ({seconds:g} s); "
-            "ending its worker\n"
-        )
-        sys.stderr.flush()
-        # What the trial started (a script and its children, DataLoader workers) ends with
-        # it: an exiting process takes none of its descendants along.
-        for child in descendants(os.getpid()):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(child, signal.SIGKILL)
-        os._exit(EXIT_TIMEOUT)
-
-    timer = threading.Timer(seconds, overdue)
-    timer.daemon = True
-    timer.start()
-    try:
-        yield
-    finally:
-        timer.cancel()
 
 
 def execute_trial(

@@ -1,4 +1,5 @@
-"""A trial that hangs is stopped at ``execution.trial_timeout`` and the search goes on."""
+"""A trial that hangs is stopped at ``execution.trial_timeout``, or once it has been still
+(no CPU time, no report) for ``execution.hang_timeout``, and the search goes on."""
 
 from __future__ import annotations
 
@@ -170,3 +171,52 @@ def _running(pid: int) -> bool:
     """Whether process ``pid`` runs (a zombie does not)."""
     found = [p for p in processes() if p.pid == pid]
     return bool(found) and found[0].state != "Z"
+
+
+def test_a_still_trial_is_ended_as_hung_and_a_busy_or_polling_one_is_not(
+    write_config: ConfigWriter, project: Path
+) -> None:
+    limit = 2
+    path = write_config(
+        {
+            "train": "tests.train_functions:still",
+            "space": {
+                "how": {"type": "categorical", "choices": ["deadlock", "child", "busy", "poll"]},
+                "work_s": 2 * limit,  # past the limit, without a report
+            },
+            "study": {"n_trials": 4},
+            "execution": {"hang_timeout": limit, "max_concurrent": 4, "cpus_per_trial": 0.5},
+        }
+    )
+    queued = open_study(load_config(path)).study
+    for x, how in ((0.1, "deadlock"), (0.2, "child"), (0.3, "busy"), (0.4, "poll")):
+        queued.enqueue_trial({"x": x, "how": how})
+
+    outcome = hpsearch.run(path)
+
+    trials = {t.params["how"]: t for t in outcome.results.study.trials}
+    assert {how: t.state.name for how, t in trials.items()} == {
+        "deadlock": "FAIL",
+        "child": "FAIL",
+        "busy": "COMPLETE",
+        "poll": "COMPLETE",
+    }
+    for how in ("deadlock", "child"):
+        error = trials[how].user_attrs[attrs.ERROR]
+        assert error.startswith(
+            f"hung: used no CPU time and reported nothing for execution.hang_timeout ({limit} s)"
+        ), error
+        assert "last reported step: 0" in error
+        # Ended near the limit after its report, not the hour it would wait.
+        assert trials[how].user_attrs[attrs.DURATION] < limit + 10
+    # The sleeping child went with its trial's worker.
+    assert not [
+        p for p in processes() if p.state != "Z" and _cmdline(p.pid).endswith("sleep(3600)")
+    ]
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+    except OSError:
+        return ""

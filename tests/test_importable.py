@@ -1,0 +1,33 @@
+"""A project's modules named as one a worker imports first: found before any worker starts."""
+
+from __future__ import annotations
+
+import cmd  # imported by pdb, which `import ray` imports: in every Ray worker
+import json
+import pdb
+from pathlib import Path
+
+from hpsearch._importable import shadowing
+
+
+def test_a_projects_module_named_as_an_imported_one_is_found(tmp_path: Path) -> None:
+    assert pdb.Pdb is not None
+    (tmp_path / "cmd.py").write_text("raise SystemExit('not the cmd pdb wants')\n")
+    (tmp_path / "json").mkdir()
+    (tmp_path / "json" / "__init__.py").write_text("")
+    (tmp_path / "mytrain.py").write_text("")  # a name of its own
+    (tmp_path / "sys.py").write_text("")  # built in: found before the path
+    (tmp_path / "os.py").write_text("")  # frozen: found before the path
+    (tmp_path / "yaml").mkdir()  # no __init__.py: a namespace portion, found last
+
+    found = shadowing(str(tmp_path))
+
+    assert found == [
+        ("cmd.py", "cmd", str(cmd.__spec__.origin)),
+        ("json", "json", str(json.__spec__.origin)),
+    ]
+
+
+def test_a_module_imported_from_the_project_itself_is_its_own(tmp_path: Path) -> None:
+    assert shadowing(str(Path(__file__).resolve().parents[1])) == []  # hpsearch, tests
+    assert shadowing(str(tmp_path / "gone")) == []
