@@ -227,9 +227,14 @@ def _describe(error: ErrorDetails, key_path: KeyPath) -> tuple[str, str]:  # noq
             fix = f"write {{type: {given}}}"  # sampler: tpe, pruner: median
         else:
             fix = f"write {wanted}"
+        if given is False and _nullable(key_path):  # "off", as YAML reads it
+            fix += ", or null for none"
         return f"expected {wanted}, got {_show(given)}", fix
     if kind in {"greater_than", "greater_than_equal", "too_short"}:
-        return f"{error['msg'].lower()} (got {_show(given)})", "change the value"
+        fix = "change the value"
+        if given in (0, False) and _nullable(key_path):  # 0 as "none", as other tools take it
+            fix += ", or write null for none"
+        return f"{error['msg'].lower()} (got {_show(given)})", fix
     message = error["msg"]
     if message.startswith("Value error, "):
         message = message.removeprefix("Value error, ")
@@ -323,6 +328,17 @@ def _user_path(loc: Sequence[str | int]) -> KeyPath:
         if not is_tag:
             path.append(element)
     return tuple(path)
+
+
+def _nullable(key_path: KeyPath) -> bool:
+    """Whether the setting at ``key_path`` (the user's keys) takes ``null``."""
+    node: Any = RunConfig
+    for key in key_path[:-1]:
+        node, _ = _step(node, key)
+    if not key_path or not (isinstance(node, type) and issubclass(node, BaseModel)):
+        return False
+    field = node.model_fields.get(str(key_path[-1]))
+    return field is not None and type(None) in typing.get_args(field.annotation)
 
 
 def _valid_keys(loc: Sequence[str | int]) -> list[str]:

@@ -198,6 +198,17 @@ def test_bad_duration_is_explained(write_config: ConfigWriter) -> None:
     assert "15m" in str(error)
 
 
+def test_a_zero_or_false_where_null_means_none_says_null(write_config: ConfigWriter) -> None:
+    # 0 and off are "no limit" in other tools; here a limit that can be none is null.
+    for given in (0, False):
+        error = _error(write_config, {"execution": {"hang_timeout": given}})
+        assert error.key == "execution.hang_timeout"
+        assert error.fix.endswith("null for none"), error.fix
+    assert _error(write_config, {"execution": {"trial_timeout": -1}}).fix == "change the value"
+    # A setting that cannot be none is not told to be null.
+    assert "null" not in _error(write_config, {"execution": {"cpus_per_trial": 0}}).fix
+
+
 def test_empty_file(write_config: ConfigWriter) -> None:
     assert "empty" in str(_error(write_config, ""))
 
