@@ -78,15 +78,17 @@ def import_user_module(module_name: str) -> ModuleType:
 
 
 def shadowing(directory: str) -> list[tuple[str, str, str]]:
-    """The modules of ``directory`` named as a module this process imported from elsewhere:
-    each as (its file or folder, the module's name, where the imported one lives).
+    """The modules of ``directory`` named as a module of Python's own that this process
+    imported from elsewhere: each as (its file or folder, the module's name, where the
+    imported one lives).
 
     A Ray worker has the project's folder first on its path (``PYTHONPATH``), as
     ``python -m`` has, and imports Ray before any trial runs: a project's ``cmd.py`` or
     ``code.py`` is then what ``import ray`` gets for ``pdb``'s ``import cmd`` and
     ``import code``, and the worker never starts (Ray retries it for minutes). A module
     built into Python or frozen (``sys``, ``os``) is found before the path, so it is
-    never shadowed.
+    never shadowed. Only Python's own modules are named: a project's package that is
+    also installed (``pip install .``) and imported from there is the same code.
     """
     folder = Path(directory).resolve()
     try:
@@ -96,7 +98,7 @@ def shadowing(directory: str) -> list[tuple[str, str, str]]:
     found: list[tuple[str, str, str]] = []
     for entry in entries:
         name = _module_name(entry)
-        module = sys.modules.get(name) if name else None
+        module = sys.modules.get(name) if name in sys.stdlib_module_names else None
         spec = getattr(module, "__spec__", None)
         origin = getattr(spec, "origin", None)
         if not origin or origin in {"built-in", "frozen"} or name == "__main__":

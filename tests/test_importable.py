@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import cmd  # imported by pdb, which `import ray` imports: in every Ray worker
+import importlib
 import json
 import pdb
+import sys
 from pathlib import Path
+
+import pytest
 
 from hpsearch._importable import shadowing
 
@@ -31,3 +35,22 @@ def test_a_projects_module_named_as_an_imported_one_is_found(tmp_path: Path) -> 
 def test_a_module_imported_from_the_project_itself_is_its_own(tmp_path: Path) -> None:
     assert shadowing(str(Path(__file__).resolve().parents[1])) == []  # hpsearch, tests
     assert shadowing(str(tmp_path / "gone")) == []
+
+
+def test_a_projects_package_also_installed_elsewhere_is_not_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `pip install .` put a copy in site-packages, and the script that runs the search
+    # imported it from there: the workers import the project's, the same code.
+    installed = tmp_path / "site-packages"
+    (installed / "hp_mypkg").mkdir(parents=True)
+    (installed / "hp_mypkg" / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(installed))
+    importlib.import_module("hp_mypkg")
+    project = tmp_path / "project"
+    (project / "hp_mypkg").mkdir(parents=True)
+    (project / "hp_mypkg" / "__init__.py").write_text("")
+    try:
+        assert shadowing(str(project)) == []
+    finally:
+        sys.modules.pop("hp_mypkg", None)
