@@ -129,11 +129,12 @@ def hang_limit(
 
     thread = threading.Thread(target=watch, name="hpsearch-hang-watch", daemon=True)
     thread.start()
-    # Every thread there now but the caller is Ray's or hpsearch's, this watch's too.
-    before.update(int(entry.name) for entry in (PROC / "self" / "task").iterdir())
-    ready.set()
     try:
+        # Every thread there now but the caller is Ray's or hpsearch's, this watch's too.
+        before.update(int(entry.name) for entry in (PROC / "self" / "task").iterdir())
+        ready.set()
         yield lambda: stillness.heard(clock())
     finally:
         stop.set()
+        ready.set()  # a watch still waiting for the snapshot ends too
         thread.join()
