@@ -31,6 +31,14 @@ TAIL_LINES = 50
 """How many of a dead worker's last stderr lines its trial's record keeps."""
 
 _FATAL = re.compile(r"Fatal Python error: (?P<what>[^\n]+)")
+_NEVER_STARTED = "worker startup repeatedly failed"
+"""Ray's words for a trial whose worker process never started (after minutes of retries)."""
+NEVER_STARTED_FIX = (
+    "Ray could not start a Python worker for it: run python -c 'import ray' in the folder "
+    "hpsearch ran in to see why (a file there named as a module Python or a library "
+    "imports, a broken package on PYTHONPATH, a failing sitecustomize)"
+)
+"""What a trial whose worker never started is told to look at."""
 
 OUTPUT_KEPT_BYTES = 4 * 1024 * 1024
 """How much of a trial's stdout or stderr its MLflow run keeps (the end)."""
@@ -248,6 +256,8 @@ def worker_death(crash: str, path: str, ended: WorkerExit | None = None) -> str:
     fatal = _FATAL.search("\n".join(lines))
     if fatal is not None:
         text += f" ({fatal['what']})"
+    if _NEVER_STARTED in crash:
+        text += f"; {NEVER_STARTED_FIX}"
     if ended is not None:
         text += f"\nRay: {crash}"
     if lines:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from hpsearch.trial.death import (
+    NEVER_STARTED_FIX,
     TAIL_LINES,
     OutputBound,
     WorkerExit,
@@ -93,6 +94,16 @@ def test_the_record_of_a_death_keeps_the_signal_and_the_last_lines(tmp_path: Pat
     assert worker_death("the actor died", str(tmp_path / "missing")) == (
         "trial worker died: the actor died"
     )
+
+
+def test_a_worker_that_never_started_says_where_to_look(tmp_path: Path) -> None:
+    crash = (
+        "The actor is not schedulable: Could not create the actor because worker startup "
+        "repeatedly failed."
+    )
+    text = worker_death(crash, str(tmp_path / "none"))
+    assert text == f"trial worker died: {crash}; {NEVER_STARTED_FIX}"
+    assert "python -c 'import ray' in the folder hpsearch ran in" in text
 
 
 def test_a_progress_bar_in_a_dead_workers_stderr_is_its_last_drawing(tmp_path: Path) -> None:
