@@ -228,11 +228,11 @@ class ExecutionSpec(Settings):
         runtime_env: Ray runtime environment for the job (e.g. ``working_dir``, ``pip``).
         trial_timeout: the longest one trial may run (seconds, or ``90m``, ``2h``); a
             trial past it is stopped and ends FAIL with reason ``timeout``. Off by default.
-        hang_timeout: how long a trial may be still (no CPU time of its own, no report)
-            before it is taken for hung (a deadlock, a read with no timeout): its worker
-            is ended and it ends FAIL with reason ``hung``; the search goes on. A trial
-            that waits this long on purpose (for a job elsewhere, nested Ray tasks) needs
-            more, or ``null``: never.
+        hang_timeout: how long a trial may be still (its threads and processes not
+            running at all, no report) before it is taken for hung (a deadlock, a read
+            with no timeout): its worker is ended and it ends FAIL with reason ``hung``;
+            the search goes on. A trial that waits this long on purpose (for a job
+            elsewhere, nested Ray tasks) needs more, or ``null``: never.
         trials_dir: each trial's own folder is ``<dir>/<study>/trial-<N>``, kept after
             it ends: ``HPSEARCH_TRIAL_DIR`` in the trial's environment, and PyTorch
             Lightning's ``default_root_dir`` unless the code gives one.

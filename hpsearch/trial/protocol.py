@@ -72,8 +72,8 @@ class EventKind(StrEnum):
 EXIT_TIMEOUT = 124
 """The exit code of a worker that ended itself past its trial's time limit (as ``timeout``'s)."""
 EXIT_HUNG = 125
-"""The exit code of a worker that ended itself because its trial was still (no CPU time of
-its own, no report) for ``execution.hang_timeout``."""
+"""The exit code of a worker that ended itself because its trial was still (it did not run
+at all, and did not report) for ``execution.hang_timeout``."""
 HUNG_SAID = "(execution.hang_timeout): hung; ending its worker"
 """How the line a hung trial's worker writes to its stderr as it ends itself ends: what
 tells the driver where no reaper caught the exit code (a cluster joined by address)."""

@@ -1,17 +1,17 @@
-"""A trial that hangs: its code used no CPU time and reported nothing for
-``execution.hang_timeout``.
+"""A trial that hangs: its code did not run at all (no CPU time, not one wake-up) and
+reported nothing for ``execution.hang_timeout``.
 
 A deadlock (a lock, a queue whose producer died), a read from a socket with no
 timeout, a wait for a peer that never comes: such a trial held its slot, and the
 search its end, for ever unless ``execution.trial_timeout`` was set. A trial that
 works uses CPU time, on a GPU too (its thread launches the kernels and waits on
 them), and one that waits on a download or on a lock another trial holds polls, so
-it ticks; a trial whose own threads and processes used not one clock tick, and that
-reported nothing, for the whole limit is hung. Its worker then ends itself (exit
+it wakes; a trial whose own threads and processes neither used a clock tick nor woke
+once, and that reported nothing, for the whole limit is hung. Its worker then ends itself (exit
 :data:`~hpsearch.trial.protocol.EXIT_HUNG`), taking what the trial started along, and
 the driver records the trial FAIL with reason ``hung``; the search goes on.
 
-A trial's own CPU time is that of the thread that runs it, of the threads it
+A trial's own running is that of the thread that runs it, of the threads it
 started, and of the processes below its worker (a script and its children, DataLoader
 workers); not Ray's threads or hpsearch's, which tick while the trial hangs. Where
 there is no ``/proc`` (macOS) nothing is watched.
@@ -36,8 +36,8 @@ Activity = dict[str, tuple[int, int]]
 
 
 class Stillness:
-    """How long a trial has been still (no tick of CPU time, no report), and whether that
-    is past its limit. A pure policy: the caller gives the samples and the clock.
+    """How long a trial has been still (it did not run, and did not report), and whether
+    that is past its limit. A pure policy: the caller gives the samples and the clock.
     """
 
     def __init__(self, limit_s: float, now: float) -> None:
@@ -50,7 +50,7 @@ class Stillness:
         self._since = now
 
     def hung(self, sample: Activity, now: float) -> bool:
-        """Whether, with its CPU time as ``sample`` now, the trial has been still for its limit.
+        """Whether, with its running as ``sample`` now, the trial has been still for its limit.
 
         Any change counts as work: a tick, a thread or process started or ended.
         """
@@ -62,7 +62,7 @@ class Stillness:
 
 
 def watch_every(limit_s: float) -> float:
-    """How often a trial's CPU time is read: often enough to end it near its limit, and
+    """How often a trial's running is read: often enough to end it near its limit, and
     at most every 5 s (a read lists ``/proc``: a few milliseconds)."""
     return min(5.0, max(0.05, limit_s / 20))
 
@@ -100,7 +100,7 @@ def hang_limit(
     seconds: float | None, number: int, *, caller_works: bool = True
 ) -> Iterator[Callable[[], None]]:
     """End this worker process (exit :data:`EXIT_HUNG`) if the trial run in the block is
-    still (no CPU time of its own, no report) for ``seconds``; ``None``: never.
+    still (it did not run, and did not report) for ``seconds``; ``None``: never.
 
     Yields what to call at each report. ``caller_works``: the calling thread runs the
     trial's code (a training function); a script's runner only waits on the script,
