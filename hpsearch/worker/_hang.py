@@ -62,9 +62,11 @@ class Stillness:
 
 
 def watch_every(limit_s: float) -> float:
-    """How often a trial's running is read: often enough to end it near its limit, and
-    at most every 5 s (a read lists ``/proc``: a few milliseconds)."""
-    return min(5.0, max(0.05, limit_s / 20))
+    """How often a trial's running is read: often enough to end it near its limit (a
+    twentieth of it), and no more than every 30 s for long limits: a read lists all of
+    ``/proc``, 5 ms with 116 processes here, and tens of milliseconds on a machine of
+    16 packed trials and their DataLoader workers, for each of them."""
+    return min(30.0, max(0.05, limit_s / 20))
 
 
 def own_activity(before: frozenset[int], caller: int | None) -> Activity:

@@ -28,9 +28,10 @@ def test_still_for_its_limit_is_hung_and_any_change_or_report_starts_it_again() 
     assert not stillness.hung({"t1": (5, 11), "p7.7": (0, 1)}, 40.0)
 
 
-def test_the_watch_reads_often_enough_for_its_limit_and_at_most_every_5_s() -> None:
+def test_the_watch_reads_a_twentieth_of_its_limit_apart_within_bounds() -> None:
     assert watch_every(2.0) == 0.1
-    assert watch_every(600.0) == 5.0
+    assert watch_every(600.0) == 30.0  # the default: ended within 30 s past its limit
+    assert watch_every(3600.0) == 30.0
     assert watch_every(0.1) == 0.05
 
 
