@@ -231,8 +231,9 @@ class ExecutionSpec(Settings):
         hang_timeout: how long a trial may be still (its threads and processes not
             running at all, no report) before it is taken for hung (a deadlock, a read
             with no timeout): its worker is ended and it ends FAIL with reason ``hung``;
-            the search goes on. A trial that waits this long on purpose (for a job
-            elsewhere, nested Ray tasks) needs more, or ``null``: never.
+            the search goes on. A trial that waits this long on purpose in a call that
+            never wakes (a blocking read from a job elsewhere) needs more, or ``null``:
+            never; ``ray.get`` on its own Ray tasks wakes each second, and is not still.
         trials_dir: each trial's own folder is ``<dir>/<study>/trial-<N>``, kept after
             it ends: ``HPSEARCH_TRIAL_DIR`` in the trial's environment, and PyTorch
             Lightning's ``default_root_dir`` unless the code gives one.
