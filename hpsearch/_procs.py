@@ -29,12 +29,8 @@ def processes() -> Iterator[ProcessEntry]:
     for entry in PROC.iterdir():
         if not entry.name.isdigit():
             continue
-        try:
-            # pid (comm) state ppid pgrp ...: comm may hold spaces, so split after ")".
-            fields = (entry / "stat").read_text().rpartition(")")[2].split()
-        except OSError:
-            continue  # it ended while being read
-        if len(fields) > 2:
+        fields = _stat_fields(entry / "stat")  # none: it ended while being read
+        if len(fields) > 2:  # state ppid pgrp ...
             yield ProcessEntry(int(entry.name), fields[0], int(fields[1]), int(fields[2]))
 
 
@@ -62,10 +58,7 @@ def group_running(group: int) -> bool | None:
 def start_time(pid: int) -> int | None:
     """When process ``pid`` started (clock ticks since boot): with its id, it names one
     process, as ids are reused. ``None``: no such process (or no ``/proc``)."""
-    try:
-        fields = (PROC / str(pid) / "stat").read_text().rpartition(")")[2].split()
-    except OSError:
-        return None
+    fields = _stat_fields(PROC / str(pid) / "stat")
     # After the command: state is field 3 of stat, starttime field 22.
     return int(fields[19]) if len(fields) > 19 else None
 
@@ -102,7 +95,8 @@ def thread_activity(task: Path) -> tuple[int, int] | None:
 
 
 def _stat_fields(stat: Path) -> list[str]:
-    """The fields of a ``stat`` file after the command (which may hold spaces); none: gone."""
+    """The fields of a ``stat`` file after ``pid (comm)``, split after the last ``)``: a
+    command may hold spaces and parentheses. None: the process or thread is gone."""
     try:
         return stat.read_text().rpartition(")")[2].split()
     except OSError:
