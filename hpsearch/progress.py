@@ -18,6 +18,7 @@ from hpsearch.lifecycle import TrialEnded, TrialListener, TrialReported, TrialSt
 from hpsearch.placement import GpuDecision
 from hpsearch.pruning import dominates
 from hpsearch.study import BudgetCount, TrialBudget
+from hpsearch.trial.death import headline
 from hpsearch.trial.protocol import Outcome
 
 RUNNING_SHOWN = 4
@@ -241,7 +242,7 @@ class ProgressView(TrialListener):
             step = f"at step {summary.pruned_at}: " if summary.pruned_at is not None else ""
             detail = _clipped(f"{step}{summary.prune_reason}", 160)
         elif summary.error:
-            detail = _clipped(summary.error.strip().splitlines()[-1], 160)
+            detail = _clipped(headline(summary.error), 160)
         return Text.assemble(
             f"trial {summary.number} ",
             (summary.outcome.value.upper(), style),

@@ -63,14 +63,20 @@ def test_a_trials_line_gives_a_long_reason_whole_or_cut_at_a_word_with_an_ellips
     )
     short = "ValueError: x must be positive"
     long = "train finished without reporting " + "the objective metric 'score', " * 8 + "or fix it"
-    for number, error in enumerate((short, long)):
+    # A worker that died: its record's first line says how, as hpsearch trials says it.
+    died = (
+        "trial worker died: exit code 0\nRay: The actor died unexpectedly.\n"
+        "The actor is dead because its worker process has died."
+    )
+    for number, error in enumerate((short, long, died)):
         view.on_ended(
             TrialEnded(
                 number, Outcome.FAIL, None, {}, {}, {}, Admission(1, 0, ""), 0.5, error=error
             )
         )
-    first, second = out.getvalue().splitlines()[:2]
+    first, second, third = out.getvalue().splitlines()[:3]
     assert f"FAIL {short} (0.5s)" in first
+    assert "trial 2 FAIL trial worker died: exit code 0 (0.5s)" in third
     assert "FAIL train finished without reporting the objective metric 'score'" in second
     kept, _, after = second.partition("… (0.5s)")
     assert after, second

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from hpsearch.trial.death import HUNG, TIMED_OUT
+
 KILL_GRACE_S = 5.0
 """How long past the limit a worker has to end itself before the driver kills it."""
 
@@ -29,7 +31,7 @@ def timeout_error(limit_s: float, last_step: int | None, killed: bool) -> str:
     how = "did not end, and was killed by the driver" if killed else "and was stopped"
     last = "none" if last_step is None else str(last_step)
     return (
-        f"timeout: ran past execution.trial_timeout ({limit_s:g} s) {how}; "
+        f"{TIMED_OUT}: ran past execution.trial_timeout ({limit_s:g} s) {how}; "
         f"last reported step: {last}"
     )
 
@@ -39,7 +41,7 @@ def hung_error(limit_s: float, last_step: int | None) -> str:
     failed."""
     last = "none" if last_step is None else str(last_step)
     return (
-        f"hung: used no CPU time and reported nothing for execution.hang_timeout "
+        f"{HUNG}: used no CPU time and reported nothing for execution.hang_timeout "
         f"({limit_s:g} s), and its worker was ended; last reported step: {last} (a trial "
         "that waits so long on purpose needs a longer execution.hang_timeout, or null)"
     )

@@ -15,6 +15,7 @@ from hpsearch.lifecycle._events import Ending, TrialEnded, TrialOpened, TrialSta
 from hpsearch.lifecycle._launches import Launches
 from hpsearch.placement import Admission
 from hpsearch.trial.death import (
+    NODE_LOST,
     WorkerExit,
     node_lost,
     output_tail,
@@ -262,7 +263,7 @@ def worker_died(record: OpenTrial, crash: str, settings: TrialSettings, now: flo
     """Why ``record``'s worker died, from the runner's error, its stderr and its exit."""
     if node_lost(crash):
         # Not the trial's fault: it runs again (from its last checkpoint) next run.
-        reason = f"its node was lost; it runs again, from its last checkpoint\nRay: {crash}"
+        reason = f"{NODE_LOST}; it runs again, from its last checkpoint\nRay: {crash}"
         return Death(Outcome.INTERRUPTED, reason)
     pid = record.assigned.pid if record.assigned is not None else None
     ended = worker_exit(settings.worker_dir, pid)

@@ -19,6 +19,7 @@ from hpsearch.config import DEFAULT_STUDY_STORAGE, MEMORY_STORAGE, load_config
 from hpsearch.errors import ResultsError
 from hpsearch.storage_faults import CREATE_TRIES, Stores, cannot_open_line, creation_race
 from hpsearch.study import config_space_check
+from hpsearch.trial.death import headline
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -88,7 +89,7 @@ class TrialResult:
         if self.prune_reason:
             return self.prune_reason.strip().splitlines()[0]
         if self.error:
-            return _headline(self.error)
+            return headline(self.error)
         return ""
 
     @classmethod
@@ -311,7 +312,7 @@ class StudyResults:
         ]
         pruned = [t for t in trials if t.state == TrialState.PRUNED]
         causes = Counter(
-            [_headline(str(t.user_attrs.get(attrs.ERROR, "unknown error"))) for t in failed]
+            [headline(str(t.user_attrs.get(attrs.ERROR, "unknown error"))) for t in failed]
             + [f"pruned: {t.user_attrs.get(attrs.PRUNE_REASON, 'by the pruner')}" for t in pruned]
         )
         if not causes:
@@ -334,21 +335,6 @@ class StudyResults:
         raise ResultsError(
             f"study '{self.name}' has no completed trial yet; wait for the first trial to finish"
         )
-
-
-def _headline(error: str) -> str:
-    """The line of a trial's error that says what happened.
-
-    hpsearch's own records lead with it (``trial worker died: ...``, ``timeout:
-    ...``); a Python traceback ends with it.
-    """
-    lines = [line.strip() for line in error.strip().splitlines() if line.strip()]
-    if not lines:
-        return "unknown error"
-    first = lines[0]
-    if first.startswith(("trial worker died:", "timeout:")) or len(lines) == 1:
-        return first[:500]
-    return lines[-1][:500]
 
 
 def _kept_checkpoint(folder: str | None) -> str | None:

@@ -48,6 +48,35 @@ OUTPUT_BOUND_BYTES = 4 * OUTPUT_KEPT_BYTES
 is cut to its last ``OUTPUT_KEPT_BYTES``, so a trial printing without end cannot fill
 the disk (the files live in the driver's temporary folder, often memory)."""
 
+WORKER_DIED = "trial worker died"
+TIMED_OUT = "timeout"
+HUNG = "hung"
+NODE_LOST = "its node was lost"
+ENDINGS_SEEN = (WORKER_DIED, TIMED_OUT, HUNG, NODE_LOST)
+"""How the records of the ends hpsearch saw happen to a trial's worker begin: each
+leads with what happened (the runner's words and the stderr's last lines follow)."""
+
+_SEEN_END = re.compile("|".join(rf"{re.escape(ending)}[:;]" for ending in ENDINGS_SEEN))
+
+HEADLINE_CHARS = 500
+"""The most of a trial's error one line shows (the whole is in its record)."""
+
+
+def headline(error: str) -> str:
+    """The line of a trial's error that says what happened.
+
+    A record of an end hpsearch saw (:data:`ENDINGS_SEEN`) leads with it; a Python
+    traceback ends with it (the exception), as does a script's stderr.
+    """
+    lines = [line.strip() for line in error.strip().splitlines() if line.strip()]
+    if not lines:
+        return "unknown error"
+    first = lines[0]
+    if _SEEN_END.match(first) or len(lines) == 1:
+        return first[:HEADLINE_CHARS]
+    return lines[-1][:HEADLINE_CHARS]
+
+
 EXITS = "exits"
 """The subfolder of the workers' folder where the reaper writes each worker's exit."""
 
@@ -252,7 +281,7 @@ def worker_death(crash: str, path: str, ended: WorkerExit | None = None) -> str:
     kept = output_tail(path) if path else None
     # A progress bar's line (tqdm redraws it with carriage returns) as a terminal shows it.
     lines = [shown(line) for line in kept.rstrip("\n").split("\n")] if kept else []
-    text = f"trial worker died: {crash if ended is None else ended.describe()}"
+    text = f"{WORKER_DIED}: {crash if ended is None else ended.describe()}"
     fatal = _FATAL.search("\n".join(lines))
     if fatal is not None:
         text += f" ({fatal['what']})"

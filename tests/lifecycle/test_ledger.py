@@ -25,6 +25,7 @@ from hpsearch.simulation import LoadModelBackend
 from hpsearch.study import BudgetCount, count_budget, open_study
 from hpsearch.telemetry import GpuInfo, GpuLoad
 from hpsearch.tracking import PARENT_TAG, TRIAL_NUMBER_TAG
+from hpsearch.trial.death import headline
 from hpsearch.trial.protocol import (
     Assignment,
     EndReport,
@@ -189,6 +190,9 @@ def test_a_trial_whose_node_died_runs_again_with_its_seed_and_checkpoints(
     lost, again = d.handle.study.trials
     assert lost.user_attrs[attrs.OUTCOME] == "interrupted"
     assert lost.user_attrs[attrs.ERROR].startswith("its node was lost")
+    assert headline(lost.user_attrs[attrs.ERROR]) == (  # what its one line shows
+        "its node was lost; it runs again, from its last checkpoint"
+    )
     assert again.state == TrialState.WAITING
     assert again.system_attrs["fixed_params"] == lost.params
     assert again.user_attrs[attrs.RETRY_OF] == 0

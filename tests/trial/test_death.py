@@ -18,6 +18,7 @@ from hpsearch.trial.death import (
     WorkerExit,
     captured_output,
     cut_to_tail,
+    headline,
     output_file,
     output_tail,
     reaper_command,
@@ -94,6 +95,24 @@ def test_the_record_of_a_death_keeps_the_signal_and_the_last_lines(tmp_path: Pat
     assert worker_death("the actor died", str(tmp_path / "missing")) == (
         "trial worker died: the actor died"
     )
+
+
+def test_a_records_headline_is_the_line_that_says_what_happened(tmp_path: Path) -> None:
+    log = tmp_path / "trial-1.stderr"
+    log.write_text("loading data\nSegmentation fault (core dumped)\n")
+    died = worker_death("The actor died unexpectedly.\n\tpid: 7", str(log), WorkerExit(-11))
+    assert headline(died) == "trial worker died: killed by signal 11 (SIGSEGV)"
+    traceback = (
+        "Traceback (most recent call last):\n"
+        '  File "train.py", line 3, in train\n'
+        "    raise ValueError('bad width')\n"
+        "ValueError: bad width\n"
+    )
+    assert headline(traceback) == "ValueError: bad width"
+    # A user's multi-line error that happens to begin with one of hpsearch's words.
+    assert headline("hungry for data\nValueError: empty loader") == "ValueError: empty loader"
+    assert headline("the objective metric 'acc' is nan") == "the objective metric 'acc' is nan"
+    assert headline(" \n") == "unknown error"
 
 
 def test_a_worker_that_never_started_says_where_to_look(tmp_path: Path) -> None:
