@@ -40,6 +40,12 @@ NEVER_STARTED_FIX = (
 )
 """What a trial whose worker never started is told to look at."""
 
+EXITED_FIX = (
+    "the trial's code ended its process before it returned, as os._exit(0) does: "
+    "return from train instead"
+)
+"""What a trial whose worker exited with code 0 (not a crash: an exit) is told."""
+
 OUTPUT_KEPT_BYTES = 4 * 1024 * 1024
 """How much of a trial's stdout or stderr its MLflow run keeps (the end)."""
 
@@ -287,6 +293,10 @@ def worker_death(crash: str, path: str, ended: WorkerExit | None = None) -> str:
         text += f" ({fatal['what']})"
     if _NEVER_STARTED in crash:
         text += f"; {NEVER_STARTED_FIX}"
+    if ended is not None and ended.code == 0:
+        # sys.exit raises SystemExit, which the worker catches: exit code 0 came from
+        # os._exit or a C library's exit().
+        text += f" ({EXITED_FIX})"
     if ended is not None:
         text += f"\nRay: {crash}"
     if lines:

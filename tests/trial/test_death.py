@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from hpsearch.trial.death import (
+    EXITED_FIX,
     NEVER_STARTED_FIX,
     TAIL_LINES,
     OutputBound,
@@ -102,6 +103,8 @@ def test_a_records_headline_is_the_line_that_says_what_happened(tmp_path: Path) 
     log.write_text("loading data\nSegmentation fault (core dumped)\n")
     died = worker_death("The actor died unexpectedly.\n\tpid: 7", str(log), WorkerExit(-11))
     assert headline(died) == "trial worker died: killed by signal 11 (SIGSEGV)"
+    exited = worker_death("The actor died unexpectedly.", str(log), WorkerExit(0))
+    assert headline(exited) == f"trial worker died: exit code 0 ({EXITED_FIX})"
     traceback = (
         "Traceback (most recent call last):\n"
         '  File "train.py", line 3, in train\n'
