@@ -316,7 +316,8 @@ class TrialLedger:
     def _finish(self, record: OpenTrial, ending: Ending) -> Outcome:
         values: tuple[float, ...] | None = None
         if ending.outcome is Outcome.COMPLETE:
-            values, problem = self._objectives.values(record.metrics, record.reached)
+            unread = record.end.end.unread if record.end and record.end.end else ()
+            values, problem = self._objectives.values(record.metrics, record.reached, unread)
             if problem:
                 ending.outcome, ending.error = Outcome.FAIL, problem
         self._announce(record)

@@ -8,6 +8,10 @@ from collections.abc import Callable, Mapping, Sequence
 
 from hpsearch.config import ObjectiveSpec
 from hpsearch.telemetry import objective_reading
+from hpsearch.trial.text_metrics import pattern_for
+
+QUOTED_CHARS = 160
+"""The most of an output line a trial's failure quotes."""
 
 
 class ObjectiveValues:
@@ -41,9 +45,13 @@ class ObjectiveValues:
                 reached[index] = value
 
     def values(
-        self, metrics: Mapping[str, float], reached: Mapping[int, float]
+        self,
+        metrics: Mapping[str, float],
+        reached: Mapping[int, float],
+        unread: Sequence[tuple[str, str]] = (),
     ) -> tuple[tuple[float, ...] | None, str]:
-        """The objective values of a completed trial, or why there are none."""
+        """The objective values of a completed trial, or why there are none (``unread``:
+        the lines of a script's output that named a missing one with more than a number)."""
         values = []
         for index, objective in enumerate(self.objectives):
             if objective.until is not None:
@@ -59,7 +67,10 @@ class ObjectiveValues:
                     f"or fix the objective in {self._source}"
                 )
                 close = difflib.get_close_matches(objective.metric, list(metrics), n=1)
-                if close:  # a slip in the config's spelling, or in the code's
+                named = dict(unread).get(objective.metric)
+                if named is not None:  # printed for people: a count, a percent, words
+                    fix = f"{_unread_fix(objective.metric, named)}; else {fix}"
+                elif close:  # a slip in the config's spelling, or in the code's
                     fix = f"did you mean '{close[0]}'? Else {fix}"
                 return None, (
                     f"train finished without reporting the objective metric '{objective.metric}' "
@@ -69,3 +80,19 @@ class ObjectiveValues:
                 return None, f"the objective metric '{objective.metric}' is {value}"
             values.append(value)
         return tuple(values), ""
+
+
+def _unread_fix(metric: str, line: str) -> str:
+    """What a trial whose output named ``metric`` on ``line``, with no number read as it,
+    is told: a pattern that reads it where one can be made (the same for every trial of
+    the script, as the line's numbers are not), else the line."""
+    pattern = pattern_for(line, metric)
+    if pattern is None:
+        quoted = line if len(line) <= QUOTED_CHARS else f"{line[: QUOTED_CHARS - 1]}…"
+        return f"its output names it, but not as a number: {quoted!r}; print it as a number"
+    # As YAML reads it in single quotes: backslashes as they are, a quote doubled.
+    yaml_quoted = pattern.replace("'", "''")
+    return (
+        "its output names it with more than a number; read it with "
+        f"train.metrics: {{patterns: ['{yaml_quoted}']}}"
+    )

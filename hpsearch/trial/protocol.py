@@ -294,6 +294,9 @@ class EndReport:
             member's group was split (``None``: none did).
         stop_search: why the trial asked the search to start no more trials
             (``ctx.stop_search``, an objective's ``study.stop()``); empty: it did not.
+        unread: the objectives a completed script reported nowhere but named in its
+            output with more than a number (``Accuracy: 9842/10000 (98%)``), each with
+            the last line that named it: what its failure quotes.
     """
 
     reason: str = ""
@@ -301,6 +304,7 @@ class EndReport:
     retries: tuple[BatchRetry, ...] = ()
     fused_oom_at: int | None = None
     stop_search: str = ""
+    unread: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -241,6 +241,49 @@ def last_printed(text: str, names: Sequence[str]) -> dict[str, float]:
     return last
 
 
+def naming_lines(text: str, names: Sequence[str]) -> dict[str, str]:
+    """The last line of ``text`` that names each of ``names`` as a metric is named
+    (``name: ...``, ``name=...``), as a terminal shows it: where a script prints a metric
+    that no rule reads (``Accuracy: 9842/10000 (98%)``), what its trial quotes."""
+    found: dict[str, str] = {}
+    for name in names:
+        naming = re.compile(rf"(?<![\w.@/-]){re.escape(name)}['\"]?\s*[:=]\s*\S")
+        for line in reversed(text.splitlines()):
+            if naming.search(line):
+                found[name] = shown(line).strip()
+                break
+    return found
+
+
+def pattern_for(line: str, name: str) -> str | None:
+    """A pattern that reads ``name``'s number from ``line``, which names it with more
+    than a number (``Accuracy: 9842/10000 (98%)``): a percent where there is one, else
+    its first number. ``None``: no number follows the name, or the name cannot be a
+    pattern's group (``val/acc``: a group's name is a Python identifier)."""
+    where = re.search(rf"(?<![\w.@/-]){re.escape(name)}['\"]?\s*[:=]", line)
+    if where is None or not name.isidentifier():
+        return None
+    rest = line[where.end() :]
+    numbers = list(re.finditer(_NUMBER, rest))
+    if not numbers:
+        return None
+    percents = [n for n in numbers if rest[n.end() : n.end() + 1] == "%"]
+    chosen = (percents or numbers)[0]
+    pattern, at = _literal(line[where.start() : where.end()]), 0
+    for number in numbers:
+        pattern += _literal(rest[at : number.start()])
+        if number is chosen:
+            return pattern + rf"(?P<{name}>[\d.]+)"
+        pattern += r"[\d.]+"
+        at = number.end()
+    return None  # not reached: the chosen number is one of them
+
+
+def _literal(text: str) -> str:
+    """``text`` as a pattern matches it, its spaces left plain (a config's reader sees them)."""
+    return re.escape(text).replace("\\ ", " ")
+
+
 def _numbers(groups: dict[str, str | None]) -> dict[str, float]:
     values: dict[str, float] = {}
     for name, text in groups.items():

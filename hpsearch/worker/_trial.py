@@ -50,7 +50,7 @@ from hpsearch.trial.protocol import (
     WorkerEvent,
 )
 from hpsearch.trial.seeds import seed_everything
-from hpsearch.trial.text_metrics import TextMetrics, last_printed
+from hpsearch.trial.text_metrics import TextMetrics, last_printed, naming_lines
 from hpsearch.worker._exits import exit_failure
 from hpsearch.worker._threads import with_thread_hint
 from hpsearch.worker._trial_env import trial_environment
@@ -200,10 +200,12 @@ def _call_train(
         result = _attempt(train, attempt, ctx, trial.seed, settings.objectives)
         if result.oom is None:
             final = dict(result.final or {})
+            unread: tuple[tuple[str, str], ...] = ()
             if result.outcome is Outcome.COMPLETE:
                 final.update(_printed_objectives(launch, final, ctx))
                 final.update(_logged_objectives(settings, trial.number, final, ctx))
-            end = EndReport(retries=tuple(retries), stop_search=ctx.stop_asked)
+                unread = _unread_objectives(launch, final, ctx)
+            end = EndReport(retries=tuple(retries), stop_search=ctx.stop_asked, unread=unread)
             return result.outcome, result.error, final, end
         # Out of the except block (whose traceback held the failed frames' tensors),
         # the memory can be given back before anything else runs in this process.
@@ -239,6 +241,22 @@ def _printed_objectives(
         if still and path and (text := output_tail(path)):
             printed.update(last_printed(text, still))
     return printed
+
+
+def _unread_objectives(
+    launch: TrialLaunch, final: Mapping[str, float], ctx: TrialContext
+) -> tuple[tuple[str, str], ...]:
+    """The objectives a completed script reported nowhere, each with the last line of its
+    output (stdout's first) that names it with more than a number: what no rule read."""
+    if launch.settings.command is None:
+        return ()
+    missing = _unreported(launch.settings.objectives, final, ctx)
+    named: dict[str, str] = {}
+    for path in (launch.stdout_file, launch.stderr_file):
+        still = [name for name in missing if name not in named]
+        if still and path and (text := output_tail(path)):
+            named.update(naming_lines(text, still))
+    return tuple(named.items())
 
 
 def _logged_objectives(

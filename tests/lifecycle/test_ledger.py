@@ -7,6 +7,7 @@ each test plays the runner's part by hand.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -164,6 +165,21 @@ def test_complete_without_a_usable_objective_fails(
     trial = d.handle.study.trials[0]
     assert trial.state == TrialState.FAIL
     assert words in trial.user_attrs[attrs.ERROR]
+
+
+def test_a_script_that_printed_its_objective_for_people_fails_with_a_pattern_to_read_it(
+    write_config: ConfigWriter, driver: DriverFactory
+) -> None:
+    d = driver(load_config(write_config()))
+    d.launch("t0")
+    printed = ("score", "Test set: Average loss: 0.0339, score: 9890/10000 (99%)")
+    ending = end(Outcome.COMPLETE, loss=0.1)
+    d.ledger.event("t0", replace(ending, end=EndReport(unread=(printed,))))
+    assert d.ledger.ended("t0") is Outcome.FAIL
+    assert (
+        "(reported: loss); its output names it with more than a number; read it with "
+        r"train.metrics: {patterns: ['score: [\d.]+/[\d.]+ \((?P<score>[\d.]+)']}; else "
+    ) in d.handle.study.trials[0].user_attrs[attrs.ERROR]
 
 
 def test_worker_crash_fails_the_trial(write_config: ConfigWriter, driver: DriverFactory) -> None:

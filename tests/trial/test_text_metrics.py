@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from hpsearch.trial.text_metrics import TextMetrics, TextReader
+from hpsearch.trial.text_metrics import TextMetrics, TextReader, naming_lines, pattern_for
 
 MNIST = (
     r"Test set: Average loss: (?P<val_loss>[\d.]+), Accuracy: \d+/\d+ \((?P<val_accuracy>[\d.]+)%\)"
@@ -171,3 +171,28 @@ def test_a_pattern_that_never_matched_is_named() -> None:
 def test_bad_patterns_are_refused_with_the_fix(fields: dict[str, object], words: str) -> None:
     with pytest.raises(ValidationError, match=words):
         TextMetrics.model_validate(fields)
+
+
+MNIST_OUTPUT = """Train Epoch: 1 [0/60000 (0%)]\tLoss: 2.305
+Test set: Average loss: 0.0472, Accuracy: 9842/10000 (98%)
+Train Epoch: 2 [0/60000 (0%)]\tLoss: 0.212
+Test set: Average loss: 0.0339, Accuracy: 9890/10000 (99%)
+"""
+"""PyTorch's MNIST example's output, which names its accuracy with a count and a percent."""
+
+
+def test_a_metric_named_with_more_than_a_number_is_found_and_a_pattern_reads_it() -> None:
+    named = naming_lines(MNIST_OUTPUT, ["Accuracy", "acc", "Average"])
+    assert named == {"Accuracy": "Test set: Average loss: 0.0339, Accuracy: 9890/10000 (99%)"}
+    # The pattern made from the line reads its percent, as train.metrics.patterns reads it.
+    pattern = pattern_for(named["Accuracy"], "Accuracy")
+    assert pattern == r"Accuracy: [\d.]+/[\d.]+ \((?P<Accuracy>[\d.]+)"
+    reader = TextReader(TextMetrics(patterns=[pattern]))
+    read = [reader.read(line) for line in MNIST_OUTPUT.splitlines()]
+    assert [r[1] for r in read if r is not None] == [{"Accuracy": 98.0}, {"Accuracy": 99.0}]
+    # No percent: its first number.
+    assert pattern_for("acc's value: 0.91 (best 0.93)", "value") == r"value: (?P<value>[\d.]+)"
+    assert pattern_for("top-1 acc=76.1 (±0.2) after 90 epochs", "acc") == r"acc=(?P<acc>[\d.]+)"
+    # A name a group cannot have, or no number after the name: no pattern.
+    assert pattern_for("val/acc: 9842/10000", "val/acc") is None
+    assert pattern_for("accuracy: n/a", "accuracy") is None

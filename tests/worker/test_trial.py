@@ -231,3 +231,32 @@ def test_a_scripts_objective_printed_only_as_text_is_read_from_its_output_at_its
             send=lambda _: None,
         )
     assert logged.metrics == {"score": 0.75}
+    assert logged.end is not None
+    assert logged.end.unread == ()
+
+
+@pytest.mark.process  # a script of its own
+def test_a_scripts_objective_printed_with_more_than_a_number_is_quoted_in_its_end(
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(  # as PyTorch's MNIST example prints its accuracy, to stderr too
+        "import sys\n"
+        "for right in (9842, 9890):\n"
+        "    print(f'Test set: Average loss: 0.03, score: {right}/10000 ({right / 100:.0f}%)')\n"
+        "print('score: pending', file=sys.stderr)\n"
+    )
+    command = CommandSpec(command=[sys.executable, str(script)])
+    launch = make_launch({}, command=command, trial_dir=str(tmp_path / "t"))
+    out, err = tmp_path / "trial-3.stdout", tmp_path / "trial-3.stderr"
+    with captured_output(str(out), str(err)):
+        end = execute_trial(
+            launch.model_copy(update={"stdout_file": str(out), "stderr_file": str(err)}),
+            assigned=HERE,
+            send=lambda _: None,
+        )
+    assert end.outcome is Outcome.COMPLETE  # the driver fails it: no objective value
+    assert end.metrics == {}
+    assert end.end is not None
+    # The last line of stdout (read first) that names it: what the failure makes a pattern of.
+    assert end.end.unread == (("score", "Test set: Average loss: 0.03, score: 9890/10000 (99%)"),)
