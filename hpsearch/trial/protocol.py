@@ -296,7 +296,8 @@ class EndReport:
             (``ctx.stop_search``, an objective's ``study.stop()``); empty: it did not.
         unread: the objectives a completed script reported nowhere but named in its
             output with more than a number (``Accuracy: 9842/10000 (98%)``), each with
-            the last line that named it: what its failure quotes.
+            the last line that named it (the part around the name): what its failure
+            makes a pattern of.
     """
 
     reason: str = ""

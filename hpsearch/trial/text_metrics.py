@@ -249,8 +249,10 @@ def naming_lines(text: str, names: Sequence[str]) -> dict[str, str]:
     for name in names:
         naming = re.compile(rf"(?<![\w.@/-]){re.escape(name)}['\"]?\s*[:=]\s*\S")
         for line in reversed(text.splitlines()):
-            if naming.search(line):
-                found[name] = shown(line).strip()
+            drawn = shown(line)
+            if (named := naming.search(drawn)) is not None:
+                # What is around the name: a line can be megabytes (no newline for hours).
+                found[name] = drawn[max(0, named.start() - 80) : named.end() + 300].strip()
                 break
     return found
 

@@ -190,6 +190,11 @@ def test_a_metric_named_with_more_than_a_number_is_found_and_a_pattern_reads_it(
     reader = TextReader(TextMetrics(patterns=[pattern]))
     read = [reader.read(line) for line in MNIST_OUTPUT.splitlines()]
     assert [r[1] for r in read if r is not None] == [{"Accuracy": 98.0}, {"Accuracy": 99.0}]
+    # A line of megabytes (a progress bar never ended) gives what is around the name.
+    long = naming_lines("x" * 10_000_000 + " Accuracy: 98/100 (98%) " + "y" * 1000, ["Accuracy"])
+    assert long["Accuracy"].startswith("x" * 79 + " Accuracy: 98/100 (98%) yyy")
+    assert len(long["Accuracy"]) < 500
+    assert pattern_for(long["Accuracy"], "Accuracy") == pattern
     # No percent: its first number.
     assert pattern_for("acc's value: 0.91 (best 0.93)", "value") == r"value: (?P<value>[\d.]+)"
     assert pattern_for("top-1 acc=76.1 (±0.2) after 90 epochs", "acc") == r"acc=(?P<acc>[\d.]+)"
