@@ -246,6 +246,11 @@ _SECTION_FIXES: dict[KeyPath, Callable[[Any], str]] = {
     ("objective",): lambda given: (
         f"write {{metric: {given}, direction: maximize}} (or minimize)"
         if isinstance(given, str)
+        # Several, as Optuna's directions=[...] lists them: the list has its own key.
+        else "several objectives are a list under objectives: (objectives: [{metric: A, "
+        "direction: maximize}, {metric: B, direction: minimize}]), or write one as "
+        "objective: {metric: A, direction: maximize}"
+        if isinstance(given, list)
         else "write {metric: NAME, direction: maximize} (or minimize)"
     ),
     ("objectives",): lambda _: (

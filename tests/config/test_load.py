@@ -552,6 +552,13 @@ def test_a_value_that_may_take_two_forms_is_judged_by_the_form_it_has(
             "objective: expected a mapping (key: value lines), got the string 'val_accuracy'; "
             "write {metric: val_accuracy, direction: maximize} (or minimize)",
         ),
+        (  # several, under the one objective's key (as Optuna lists directions=[...])
+            {"objective": [{"metric": "a", "direction": "maximize"}] * 2},
+            "objective: expected a mapping (key: value lines), got a list; several "
+            "objectives are a list under objectives: (objectives: [{metric: A, direction: "
+            "maximize}, {metric: B, direction: minimize}]), or write one as objective: "
+            "{metric: A, direction: maximize}",
+        ),
         (
             {"objective": None, "objectives": {"metric": "a", "direction": "maximize"}},
             "objectives: expected a list, got a mapping; write a list, objectives: [{metric: "
