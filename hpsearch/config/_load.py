@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import re
 import types
@@ -172,22 +173,35 @@ def _one_error(source: Path, document: YamlDocument, error: ErrorDetails) -> Con
     )
 
 
+def _unknown_key(error: ErrorDetails, key_path: KeyPath) -> tuple[str, str]:
+    """Problem and fix for a key the section does not have."""
+    moved = MOVED_KEYS.get(key_path)
+    if moved is not None:
+        return f"this key is now {moved[0]}", moved[1]
+    name = str(key_path[-1]) if key_path else "?"
+    valid = _valid_keys(error["loc"][:-1])
+    ours = _OTHER_TOOLS_KEYS.get(name)
+    close = [ours] if ours in valid else difflib.get_close_matches(name, valid, n=1, cutoff=0.5)
+    if close:
+        return f"unknown key '{name}'", f"did you mean '{close[0]}'?"
+    if key_path[:-1] in _CONSTRUCTED and "options" in valid:
+        # Optuna's keyword (MedianPruner(n_startup_trials=5)), written beside type.
+        given = error.get("input")
+        written = json.dumps(given) if isinstance(given, str | int | float | bool) else "..."
+        return f"unknown key '{name}'", (
+            f"the {key_path[-2]}'s own arguments go under options: write "
+            f"options: {{{name}: {written}}}"
+        )
+    return f"unknown key '{name}'", f"valid keys here: {', '.join(valid)}"
+
+
 def _describe(error: ErrorDetails, key_path: KeyPath) -> tuple[str, str]:  # noqa: PLR0911, PLR0912
     """Problem and fix for one pydantic error (one flat case per error kind)."""
     kind = error["type"]
     ctx = error.get("ctx", {})
     given = error.get("input")
     if kind == "extra_forbidden":
-        moved = MOVED_KEYS.get(key_path)
-        if moved is not None:
-            return f"this key is now {moved[0]}", moved[1]
-        name = str(key_path[-1]) if key_path else "?"
-        valid = _valid_keys(error["loc"][:-1])
-        ours = _OTHER_TOOLS_KEYS.get(name)
-        close = [ours] if ours in valid else difflib.get_close_matches(name, valid, n=1, cutoff=0.5)
-        if close:
-            return f"unknown key '{name}'", f"did you mean '{close[0]}'?"
-        return f"unknown key '{name}'", f"valid keys here: {', '.join(valid)}"
+        return _unknown_key(error, key_path)
     if kind == "missing":
         return "required key is missing", "add it"
     if kind == "literal_error":
@@ -241,6 +255,9 @@ def _describe(error: ErrorDetails, key_path: KeyPath) -> tuple[str, str]:  # noq
     problem, _, fix = message.partition("; ")
     return problem, fix or "change the value"
 
+
+_CONSTRUCTED: frozenset[KeyPath] = frozenset({("study", "sampler"), ("study", "pruner")})
+"""The sections that name an Optuna class and pass their ``options`` to its constructor."""
 
 _SECTION_FIXES: dict[KeyPath, Callable[[Any], str]] = {
     ("objective",): lambda given: (

@@ -119,6 +119,24 @@ def test_a_sampler_or_pruner_named_alone_is_told_the_mapping_to_write(
     assert any(line.endswith("; write {type: median}") for line in said)
 
 
+def test_a_samplers_or_pruners_own_argument_beside_its_type_is_told_to_go_under_options(
+    write_config: ConfigWriter,
+) -> None:
+    # As Optuna's MedianPruner(n_startup_trials=5) and TPESampler(multivariate=True) take them.
+    update = {
+        "sampler": {"type": "tpe", "multivariate": True, "optons": {}},
+        "pruner": {"type": "median", "n_startup_trials": 5},
+    }
+    said = _error(write_config, {"study": update}).every_problem()
+    assert sorted(line.split(": ", 1)[1] for line in said) == [
+        "study.pruner.n_startup_trials: unknown key 'n_startup_trials'; the pruner's own "
+        "arguments go under options: write options: {n_startup_trials: 5}",
+        "study.sampler.multivariate: unknown key 'multivariate'; the sampler's own "
+        "arguments go under options: write options: {multivariate: true}",
+        "study.sampler.optons: unknown key 'optons'; did you mean 'options'?",
+    ]
+
+
 def test_misspelt_value_suggests_the_allowed_one(write_config: ConfigWriter) -> None:
     error = _error(write_config, {"objective": {"direction": "maximise"}})
     assert error.key == "objective.direction"
