@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import inspect
 import warnings
 from collections.abc import Callable
@@ -20,11 +21,12 @@ def construct_checked(
     accepted = parameters(factory)
     for option in kwargs:
         if option not in accepted:
+            close = difflib.get_close_matches(option, accepted, n=1)
             raise ConfigError(
                 source,
                 f"{key}.options.{option}",
                 f"{name} takes no option '{option}'",
-                f"valid options: {', '.join(accepted)}",
+                f"did you mean '{close[0]}'?" if close else f"valid options: {', '.join(accepted)}",
             )
     needed = [n for n in required(factory) if n not in kwargs]
     if needed:

@@ -37,7 +37,12 @@ def test_sampler_options_are_checked() -> None:
     with pytest.raises(ConfigError) as info:
         make_sampler(spec, "c.yaml")
     assert info.value.key == "study.sampler.options.n_startup_trial"
-    assert "n_startup_trials" in str(info.value)
+    assert str(info.value).endswith(
+        "TPESampler takes no option 'n_startup_trial'; did you mean 'n_startup_trials'?"
+    )
+    far = SamplerSpec(type="random", options={"multivariate": True})
+    with pytest.raises(ConfigError, match="takes no option 'multivariate'; valid options: seed"):
+        make_sampler(far, "c.yaml")
 
 
 @pytest.mark.parametrize(
