@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import http.client
 import logging
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -496,6 +499,55 @@ def cli(*args: str, env: dict[str, str | None] | None = None) -> CliResult:
 
     result = CliRunner().invoke(main, list(args), env=env, catch_exceptions=False)
     return CliResult(result.exit_code, result.stdout, result.stderr)
+
+
+PORT_TRIES = 3
+"""How many free ports a test's server is started on before the test fails: another
+process (a Ray's gRPC server, through the whole suite) may bind the port found free in
+the seconds before the server does."""
+
+
+def serve_on_a_free_port(
+    start: Callable[[int], subprocess.Popen[Any]], health: str, timeout: float
+) -> tuple[subprocess.Popen[Any], int]:
+    """A server ``start(port)`` started, answering 200 at ``health`` (a path), on a port
+    free when chosen; one taken meanwhile (the server exited, or what answers is not
+    HTTP) is given up for another, :data:`PORT_TRIES` times.
+
+    Raises:
+        AssertionError: it did not answer in ``timeout`` seconds, or it exited (or its
+            port was taken) each time: its log says which.
+    """
+    taken = []
+    for _ in range(PORT_TRIES):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port: int = probe.getsockname()[1]
+        server = start(port)
+        deadline = time.monotonic() + timeout
+        while (state := _http_state(f"http://127.0.0.1:{port}{health}", server)) is False:
+            assert time.monotonic() < deadline, f"no answer at port {port} in {timeout} s"
+            time.sleep(0.5)
+        if state:
+            return server, port
+        server.terminate()
+        server.wait(timeout=60)
+        taken.append(port)
+    raise AssertionError(f"the server exited, or found its port taken, on ports {taken}")
+
+
+def _http_state(url: str, server: subprocess.Popen[Any]) -> bool | None:
+    """``True``: ``url`` answers 200; ``False``: not yet; ``None``: its port is another
+    program's (the server exited, or what answers is not HTTP: a gRPC server's bytes)."""
+    if server.poll() is not None:
+        return None
+    try:
+        with urllib.request.urlopen(url, timeout=2) as reply:
+            return bool(reply.status == 200)
+    except http.client.HTTPException:
+        return None
+    except OSError:
+        return False
 
 
 def wait_for(

@@ -34,7 +34,7 @@ from tests.conftest import (
     cli,
     hpsearch_cli,
     mlflow_client,
-    wait_for,
+    serve_on_a_free_port,
 )
 
 pytestmark = pytest.mark.process
@@ -251,29 +251,21 @@ def test_ui_serves_the_store_to_loopback_and_to_the_machines_name(project: Path)
     # The store a search writes (the UI is the subject here, not the search).
     tracker = MlflowTracker(DEFAULT_TRACKING_URI, "test-study", DEFAULT_ARTIFACT_LOCATION)
     tracker.end_run(tracker.start_run("parent"), RunStatus.FINISHED)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
     log = project / "ui.log"
-    with log.open("w") as errors:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "hpsearch", "ui", "--host", "0.0.0.0", "--port", str(port)],
-            stdout=subprocess.DEVNULL,
-            stderr=errors,
-        )
-    base = f"http://127.0.0.1:{port}"
+
+    def start(port: int) -> subprocess.Popen[bytes]:
+        with log.open("a") as errors:
+            return subprocess.Popen(
+                [sys.executable, "-m", "hpsearch", "ui", "--host", "0.0.0.0", "--port", str(port)],
+                stdout=subprocess.DEVNULL,
+                stderr=errors,
+            )
+
     # On every interface, the UI answers to this machine's name (a LAN, a tunnel's
     # far end) as well as to loopback: MLflow alone answers 403 "Invalid Host header".
-
-    def healthy() -> bool:
-        try:
-            with urllib.request.urlopen(f"{base}/health", timeout=2) as response:
-                return bool(response.status == 200)
-        except OSError:
-            return False
-
+    server, port = serve_on_a_free_port(start, "/health", 120)
+    base = f"http://127.0.0.1:{port}"
     try:
-        wait_for(healthy, 120, "the MLflow UI")
         for name in ("127.0.0.1", socket.gethostname()):
             request = urllib.request.Request(
                 f"{base}/api/2.0/mlflow/experiments/get-by-name?experiment_name=test-study",

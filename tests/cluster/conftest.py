@@ -21,7 +21,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from hpsearch.cli import JOB_EXECUTION
-from tests.conftest import RayAddressFile
+from tests.conftest import RayAddressFile, serve_on_a_free_port
 from tests.faults.conftest import drivers  # noqa: F401  (the fixture, shared here)
 
 
@@ -173,49 +172,40 @@ class Postgres:
 class MlflowServer:
     """``mlflow server`` on 127.0.0.1: runs in PostgreSQL or SQLite, artifacts in a folder."""
 
-    def __init__(self, backend: str, artifacts: Path, port: int | None = None) -> None:
-        self.port = port or free_port()  # a port again: the same server restarted
-        self.uri = f"http://127.0.0.1:{self.port}"
+    def __init__(self, backend: str, artifacts: Path) -> None:
         self.log = artifacts.parent / "mlflow-server.log"
         mlflow = str(Path(sys.executable).parent / "mlflow")
-        with open(self.log, "a") as log:
-            self.process = subprocess.Popen(
-                [
-                    mlflow,
-                    "server",
-                    "--backend-store-uri",
-                    backend,
-                    "--artifacts-destination",
-                    str(artifacts),
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(self.port),
-                    "--workers",
-                    "1",
-                ],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                # As hpsearch ui runs it: without the job runner of MLflow's GenAI
-                # features (seven polling workers, for the whole test session).
-                env={**os.environ, JOB_EXECUTION: "false"},
-            )
-        self._wait_healthy(120)
 
-    def _wait_healthy(self, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"mlflow server exited: {self.log.read_text()[-2000:]}")
-            with (
-                contextlib.suppress(OSError),
-                urllib.request.urlopen(f"{self.uri}/health", timeout=2) as reply,
-            ):
-                if reply.status == 200:
-                    return
-            time.sleep(0.5)
-        raise RuntimeError(f"mlflow server not healthy in {timeout_s} s: {self.log.read_text()}")
+        def start(port: int) -> subprocess.Popen[bytes]:
+            with open(self.log, "a") as log:
+                return subprocess.Popen(
+                    [
+                        mlflow,
+                        "server",
+                        "--backend-store-uri",
+                        backend,
+                        "--artifacts-destination",
+                        str(artifacts),
+                        "--host",
+                        "127.0.0.1",
+                        "--port",
+                        str(port),
+                        "--workers",
+                        "1",
+                    ],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    # As hpsearch ui runs it: without the job runner of MLflow's GenAI
+                    # features (seven polling workers, for the whole test session).
+                    env={**os.environ, JOB_EXECUTION: "false"},
+                )
+
+        try:
+            self.process, self.port = serve_on_a_free_port(start, "/health", 120)
+        except AssertionError as exc:
+            raise RuntimeError(f"mlflow server: {exc}: {self.log.read_text()[-2000:]}") from None
+        self.uri = f"http://127.0.0.1:{self.port}"
 
     def stop(self) -> None:
         with contextlib.suppress(ProcessLookupError):
