@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -170,9 +171,6 @@ def _node_id(head: subprocess.Popen[str]) -> str:
 @pytest.fixture
 def ray_head(project: Path) -> Iterator[RayHead]:
     """A Ray cluster started with ``ray start --head`` on 127.0.0.1, with token authentication."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": os.urandom(16).hex()}
     ray = str(Path(sys.executable).parent / "ray")
     address_file = RayAddressFile()
@@ -183,7 +181,7 @@ def ray_head(project: Path) -> Iterator[RayHead]:
             ray,
             "start",
             "--head",
-            f"--port={port}",
+            "--port=0",  # Ray's pick: a port probed free here could be taken before it binds
             "--node-ip-address=127.0.0.1",
             "--num-cpus=2",
             "--include-dashboard=false",
@@ -198,13 +196,18 @@ def ray_head(project: Path) -> Iterator[RayHead]:
     )
     try:
         printed = []
+        address = None
         assert head.stdout is not None
-        for line in head.stdout:
+        for line in head.stdout:  # its port, in the command it says adds a node
             printed.append(line)
-            if "Ray runtime started" in line:
+            if (said := re.search(r"ray start --address='[^']*:(\d+)'", line)) is not None:
+                address = f"127.0.0.1:{said[1]}"
+                break
+            if "will now block forever" in line:  # said after the address: none came
                 break
         assert head.poll() is None, "".join(printed)
-        yield RayHead(f"127.0.0.1:{port}", _node_id(head), env)
+        assert address is not None, "".join(printed)
+        yield RayHead(address, _node_id(head), env)
     finally:
         # The whole group at once: `ray start` waits half a minute on SIGTERM.
         os.killpg(head.pid, signal.SIGKILL)
