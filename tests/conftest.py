@@ -508,11 +508,15 @@ the seconds before the server does."""
 
 
 def serve_on_a_free_port(
-    start: Callable[[int], subprocess.Popen[Any]], health: str, timeout: float
+    start: Callable[[int], subprocess.Popen[Any]],
+    health: str,
+    timeout: float,
+    stop: Callable[[subprocess.Popen[Any]], object] = subprocess.Popen.terminate,
 ) -> tuple[subprocess.Popen[Any], int]:
     """A server ``start(port)`` started, answering 200 at ``health`` (a path), on a port
     free when chosen; one taken meanwhile (the server exited, or what answers is not
-    HTTP) is given up for another, :data:`PORT_TRIES` times.
+    HTTP) is given up for another, :data:`PORT_TRIES` times. ``stop`` ends one given up
+    (a server that leads a process group: its whole group).
 
     Raises:
         AssertionError: it did not answer in ``timeout`` seconds, or it exited (or its
@@ -526,11 +530,14 @@ def serve_on_a_free_port(
         server = start(port)
         deadline = time.monotonic() + timeout
         while (state := _http_state(f"http://127.0.0.1:{port}{health}", server)) is False:
-            assert time.monotonic() < deadline, f"no answer at port {port} in {timeout} s"
+            if time.monotonic() > deadline:
+                stop(server)
+                server.wait(timeout=60)
+                raise AssertionError(f"no answer at port {port} in {timeout} s")
             time.sleep(0.5)
         if state:
             return server, port
-        server.terminate()
+        stop(server)
         server.wait(timeout=60)
         taken.append(port)
     raise AssertionError(f"the server exited, or found its port taken, on ports {taken}")

@@ -202,15 +202,20 @@ class MlflowServer:
                 )
 
         try:
-            self.process, self.port = serve_on_a_free_port(start, "/health", 120)
+            self.process, self.port = serve_on_a_free_port(start, "/health", 120, _kill_group)
         except AssertionError as exc:
             raise RuntimeError(f"mlflow server: {exc}: {self.log.read_text()[-2000:]}") from None
         self.uri = f"http://127.0.0.1:{self.port}"
 
     def stop(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, 9)
+        _kill_group(self.process)
         self.process.wait()
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    """SIGKILL to the process group ``process`` leads (a server and its workers)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
 
 
 @pytest.fixture(scope="session")
