@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from hpsearch.adapters import install_pickles, resolve_train_function
 from hpsearch.oom import BatchRetry, OomReport, device_oom, retry_smaller
@@ -54,6 +54,8 @@ from hpsearch.trial.text_metrics import TextMetrics, last_printed, naming_lines
 from hpsearch.worker._exits import exit_failure
 from hpsearch.worker._threads import with_thread_hint
 from hpsearch.worker._trial_env import trial_environment
+
+T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
 
@@ -234,13 +236,9 @@ def _printed_objectives(
     command = launch.settings.command
     if command is None or isinstance(command.metrics, TextMetrics):
         return {}  # reading text already, or no script
-    missing = _unreported(launch.settings.objectives, final, ctx)
-    printed: dict[str, float] = {}
-    for path in (launch.stdout_file, launch.stderr_file):
-        still = [name for name in missing if name not in printed]
-        if still and path and (text := output_tail(path)):
-            printed.update(last_printed(text, still))
-    return printed
+    return _found_in_output(
+        launch, _unreported(launch.settings.objectives, final, ctx), last_printed
+    )
 
 
 def _unread_objectives(
@@ -251,12 +249,20 @@ def _unread_objectives(
     if launch.settings.command is None:
         return ()
     missing = _unreported(launch.settings.objectives, final, ctx)
-    named: dict[str, str] = {}
+    return tuple(_found_in_output(launch, missing, naming_lines).items())
+
+
+def _found_in_output(
+    launch: TrialLaunch, names: Sequence[str], find: Callable[[str, Sequence[str]], Mapping[str, T]]
+) -> dict[str, T]:
+    """What ``find`` finds of ``names`` in the output the trial captured: its stdout's,
+    then its stderr's for the names stdout did not give."""
+    found: dict[str, T] = {}
     for path in (launch.stdout_file, launch.stderr_file):
-        still = [name for name in missing if name not in named]
+        still = [name for name in names if name not in found]
         if still and path and (text := output_tail(path)):
-            named.update(naming_lines(text, still))
-    return tuple(named.items())
+            found.update(find(text, still))
+    return found
 
 
 def _logged_objectives(

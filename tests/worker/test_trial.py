@@ -15,6 +15,7 @@ from hpsearch.trial.protocol import (
     Assignment,
     EventKind,
     Outcome,
+    TrialLaunch,
     WorkerEvent,
     dump_event,
     load_event,
@@ -24,6 +25,16 @@ from hpsearch.worker import execute_trial
 from tests.harness import make_launch
 
 HERE = Assignment(cpus=1.0, gpu_ids=(), node_id="node", pid=7)
+
+
+def _execute_captured(launch: TrialLaunch, out: Path, err: Path) -> WorkerEvent:
+    """``launch`` run with its output captured to ``out`` and ``err``, as a worker runs it."""
+    with captured_output(str(out), str(err)):
+        return execute_trial(
+            launch.model_copy(update={"stdout_file": str(out), "stderr_file": str(err)}),
+            assigned=HERE,
+            send=lambda _: None,
+        )
 
 
 def _execute(
@@ -205,12 +216,7 @@ def test_a_scripts_objective_printed_only_as_text_is_read_from_its_output_at_its
     command = CommandSpec(command=[sys.executable, str(script), "{x}"])
     launch = make_launch({"x": 0.75}, command=command, trial_dir=str(tmp_path / "t"))
     out, err = tmp_path / "trial-3.stdout", tmp_path / "trial-3.stderr"
-    with captured_output(str(out), str(err)):
-        end = execute_trial(
-            launch.model_copy(update={"stdout_file": str(out), "stderr_file": str(err)}),
-            assigned=HERE,
-            send=lambda _: None,
-        )
+    end = _execute_captured(launch, out, err)
     assert end.outcome is Outcome.COMPLETE
     assert end.metrics == {"score": 0.75}  # its last value
     # Where the output was not captured, nothing is read: the driver says what is missing.
@@ -224,12 +230,7 @@ def test_a_scripts_objective_printed_only_as_text_is_read_from_its_output_at_its
         "logging.info('epoch 3: score: %s', sys.argv[1])\n"
     )
     out.unlink()
-    with captured_output(str(out), str(err)):
-        logged = execute_trial(
-            launch.model_copy(update={"stdout_file": str(out), "stderr_file": str(err)}),
-            assigned=HERE,
-            send=lambda _: None,
-        )
+    logged = _execute_captured(launch, out, err)
     assert logged.metrics == {"score": 0.75}
     assert logged.end is not None
     assert logged.end.unread == ()
@@ -249,12 +250,7 @@ def test_a_scripts_objective_printed_with_more_than_a_number_is_quoted_in_its_en
     command = CommandSpec(command=[sys.executable, str(script)])
     launch = make_launch({}, command=command, trial_dir=str(tmp_path / "t"))
     out, err = tmp_path / "trial-3.stdout", tmp_path / "trial-3.stderr"
-    with captured_output(str(out), str(err)):
-        end = execute_trial(
-            launch.model_copy(update={"stdout_file": str(out), "stderr_file": str(err)}),
-            assigned=HERE,
-            send=lambda _: None,
-        )
+    end = _execute_captured(launch, out, err)
     assert end.outcome is Outcome.COMPLETE  # the driver fails it: no objective value
     assert end.metrics == {}
     assert end.end is not None
