@@ -28,6 +28,7 @@ from hpsearch._compat import (
     ray_on_loopback_only,
 )
 from hpsearch._procs import descendants
+from hpsearch._ray_watchdog import CLEAN_END, NO_SCRATCH
 from hpsearch.config import ExecutionSpec
 from hpsearch.errors import HpsearchError
 from hpsearch.interrupts import sigterm_as_ctrl_c
@@ -99,7 +100,10 @@ def ray_cluster(
         except (ConnectionError, ValueError, RuntimeError) as exc:
             raise HpsearchError(_connect_error(spec.address, exc)) from None
         started_here = True
-    watchdog = _start_watchdog() if started_here and not spec.address else None
+    # Ray's processes to end with the driver, where it started them; the scratch folder,
+    # wherever the driver's Ray is its own or a cluster's (a Ray already running in this
+    # process outlives the search anyway).
+    watchdog = _start_watchdog(not spec.address, scratch) if started_here else None
     try:
         # After ray.init, which makes SIGTERM exit at once, skipping the search's end.
         with sigterm_as_ctrl_c():
@@ -112,25 +116,32 @@ def ray_cluster(
             ray.shutdown()
             _remove_session(session_dir)
         if watchdog is not None:
+            with contextlib.suppress(OSError):  # it ended: it kills and removes nothing
+                os.write(watchdog, CLEAN_END)  # the scratch folder is the runner's to remove
             os.close(watchdog)  # the watchdog finds nothing left, and ends
 
 
-def _start_watchdog() -> int | None:
-    """Start :mod:`hpsearch._ray_watchdog` on the local Ray's processes; return the pipe's
-    write end, which only this process holds (``None``: no process of Ray's is known)."""
-    node = getattr(ray._private.worker, "_global_node", None)
+_WATCHDOG = "hpsearch._ray_watchdog"
+
+
+def _start_watchdog(local: bool, scratch: Path | None) -> int | None:
+    """Start :mod:`hpsearch._ray_watchdog` on the local Ray's processes (``local``: the
+    driver started them) and ``scratch``; return the pipe's write end, which only this
+    process holds (``None``: neither a process of Ray's nor a folder to watch)."""
+    node = getattr(ray._private.worker, "_global_node", None) if local else None
     roots = [
         info.process.pid
         for infos in (node.all_processes.values() if node is not None else [])
         for info in infos
         if info.process is not None
     ]
-    if not roots:
+    if not roots and scratch is None:
         return None
+    where = str(scratch) if scratch is not None else NO_SCRATCH
     read_end, write_end = os.pipe()  # neither is inherited by what Ray starts (PEP 446)
     try:
         subprocess.Popen(
-            [sys.executable, "-m", "hpsearch._ray_watchdog", str(read_end), *map(str, roots)],
+            [sys.executable, "-m", _WATCHDOG, str(read_end), where, *map(str, roots)],
             pass_fds=(read_end,),
             start_new_session=True,  # a signal to the driver's group leaves it to clean up
             stdin=subprocess.DEVNULL,

@@ -35,9 +35,10 @@ def test_a_rerun_right_after_a_kill_reclaims_the_dead_drivers_trials_and_finishe
             "study": {"n_trials": N_TRIALS, "heartbeat_grace": GRACE_S},
         }
     )
-    # A temp root of its own (short: Ray's sockets live under it), to find its processes.
+    # A temp root of its own (short: Ray's sockets live under it), to find its processes
+    # and the search's scratch folder.
     root = Path(tempfile.mkdtemp(prefix="rk", dir="/tmp"))
-    first = drivers.start(path, env={**os.environ, "RAY_TMPDIR": str(root)})
+    first = drivers.start(path, env={**os.environ, "RAY_TMPDIR": str(root), "TMPDIR": str(root)})
 
     # Ray's processes: the driver's descendants (the agents' command lines name no folder),
     # read before the study, so that the kill follows the read that found two running
@@ -71,6 +72,8 @@ def test_a_rerun_right_after_a_kill_reclaims_the_dead_drivers_trials_and_finishe
     # Ray's processes (GCS, raylet, agents, workers) do not outlive the killed driver:
     # left alone, its agents would live about a minute.
     wait_for(its_ray_is_gone, 15, "the killed driver's Ray processes to end")
+    # Nor does the search's scratch folder (the trials' output, the workers' exits).
+    wait_for(lambda: not list(root.glob("hpsearch-*")), 5, "its scratch folder to go")
     shutil.rmtree(root, ignore_errors=True)
 
     started = time.monotonic()
