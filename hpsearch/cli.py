@@ -807,13 +807,9 @@ def monitor(
 def _print_best(console: Console, results: Any, config: str) -> None:
     from rich.table import Table
 
-    from hpsearch.errors import ResultsError
-
-    try:
-        trials = results.best_trials
-    except ResultsError as exc:
-        console.print(str(exc))
-        return
+    # A study with no completed trial raises ResultsError: one line and exit code 2, as
+    # with --json, so that `hpsearch best CONFIG && ...` stops there.
+    trials = results.best_trials
     title = "Pareto front" if results.is_multi_objective else "best trial"
     table = Table(title=f"{results.name}: {title}", title_justify="left")
     table.add_column("trial", justify="right")

@@ -104,6 +104,20 @@ def test_best_json(write_config: ConfigWriter) -> None:
     assert "best trial" in out
 
 
+@pytest.mark.parametrize("form", [(), ("--json",)])
+def test_best_of_a_study_with_no_completed_trial_exits_2_saying_why(
+    write_config: ConfigWriter, form: tuple[str, ...]
+) -> None:
+    path = write_config()
+    handle = open_study(load_config(path))
+    trial = handle.ask({"x": optuna.distributions.FloatDistribution(0.0, 1.0)})
+    handle.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+    code, out, err = _invoke("best", str(path), *form)
+    assert code == 2
+    assert out == ""
+    assert err.startswith("error: no trial of study 'test-study' completed (1 failed, 0 pruned)")
+
+
 def test_ui_refuses_a_server_uri(write_config: ConfigWriter) -> None:
     code, _, err = _invoke(
         "ui", str(write_config({"tracking": {"uri": "http://mlflow.example:5000"}}))
