@@ -31,4 +31,3 @@ def test_the_scratch_folder_goes_only_with_a_driver_that_did_not_end_its_search(
     finally:
         os.close(read_end)
     assert folder.exists() is kept
-
