@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from hpsearch.errors import ConfigError, HpsearchError, one_line
+from hpsearch.errors import ConfigError, HpsearchError, ResultsError, one_line
 from hpsearch.interrupts import interrupted, terminated, terminated_by, terminated_exit_code
 from hpsearch.storage_faults import Stores, storage_fault
 
@@ -234,7 +234,10 @@ def run(  # noqa: PLR0917 - click passes one parameter per option
     # A search that produced nothing is not a success, whatever stopped it.
     failed = results.why_none_completed() if outcome.finished else None
     if failed is None:
-        _print_best(console, results, str(config))
+        try:
+            _print_best(console, results, str(config))
+        except ResultsError as exc:  # stopped before its first trial ended: said, no error
+            console.print(str(exc))
     if outcome.stopped:
         console.print(
             f"the search stopped: {outcome.stopped}; `hpsearch run {config}` goes on with "
@@ -807,8 +810,8 @@ def monitor(
 def _print_best(console: Console, results: Any, config: str) -> None:
     from rich.table import Table
 
-    # A study with no completed trial raises ResultsError: one line and exit code 2, as
-    # with --json, so that `hpsearch best CONFIG && ...` stops there.
+    # A study with no completed trial raises ResultsError: for `hpsearch best`, one line
+    # and exit code 2, as with --json, so that `hpsearch best CONFIG && ...` stops there.
     trials = results.best_trials
     title = "Pareto front" if results.is_multi_objective else "best trial"
     table = Table(title=f"{results.name}: {title}", title_justify="left")
