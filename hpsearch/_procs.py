@@ -94,6 +94,15 @@ def thread_activity(task: Path) -> tuple[int, int] | None:
     return int(fields[11]) + int(fields[12]), switches
 
 
+def thread_name(task: Path) -> str | None:
+    """A thread's name as ``/proc/<pid>/task/<tid>/comm`` gives it (15 characters at
+    most: ``grpc_global_tim`` for ``grpc_global_timer``). ``None``: gone."""
+    try:
+        return (task / "comm").read_text().rstrip("\n")
+    except OSError:
+        return None
+
+
 def _stat_fields(stat: Path) -> list[str]:
     """The fields of a ``stat`` file after ``pid (comm)``, split after the last ``)``: a
     command may hold spaces and parentheses. None: the process or thread is gone."""

@@ -13,8 +13,10 @@ the driver records the trial FAIL with reason ``hung``; the search goes on.
 
 A trial's own running is that of the thread that runs it, of the threads it
 started, and of the processes below its worker (a script and its children, DataLoader
-workers); not Ray's threads or hpsearch's, which tick while the trial hangs. Where
-there is no ``/proc`` (macOS) nothing is watched.
+workers); not Ray's threads or hpsearch's, which tick while the trial hangs: those
+there when the trial starts, and those gRPC's core (in Ray's worker) starts and ends as
+it needs them afterwards (:data:`FOREIGN_THREADS`). Where there is no ``/proc``
+(macOS) nothing is watched.
 """
 
 from __future__ import annotations
@@ -26,13 +28,21 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from hpsearch._procs import PROC, descendants, thread_activity, waited_ticks
+from hpsearch._procs import PROC, descendants, thread_activity, thread_name, waited_ticks
 from hpsearch.trial.protocol import EXIT_HUNG, HUNG_SAID
 from hpsearch.worker._limits import end_worker
 
 Activity = dict[str, tuple[int, int]]
 """How much a trial has run so far (:func:`~hpsearch._procs.thread_activity`), by thread
 (``t<id>``, ``p<pid>.<id>``) and by the children a process waited for (``p<pid>``)."""
+
+FOREIGN_THREADS = ("grpc_", "event_engine", "default-executo", "resolver-execut")
+"""How the threads that gRPC's core starts in a Ray worker after its trial has started
+are named (as ``/proc`` shows names: 15 characters at most): its timer
+(``grpc_global_timer``), its event engine's and executors' pools. They are Ray's, not
+the trial's, and not still: under load the timer woke about once a second for the 6-11
+s after a trial's first report (2026-11-30), and held a trial hung on a lock back from
+its 2 s limit that long."""
 
 
 class Stillness:
@@ -73,7 +83,7 @@ def own_activity(before: frozenset[int], caller: int | None) -> Activity:
     """How much the trial has run: this process's threads not in ``before`` (and thread
     ``caller``), every thread of the processes below it, and those it waited for."""
     sample: Activity = {}
-    for tid, activity in _threads(PROC / "self", skip=before - {caller or -1}):
+    for tid, activity in _threads(PROC / "self", skip=before - {caller or -1}, foreign=True):
         sample[f"t{tid}"] = activity
     for pid in descendants(os.getpid()):
         for tid, activity in _threads(PROC / str(pid)):
@@ -85,15 +95,19 @@ def own_activity(before: frozenset[int], caller: int | None) -> Activity:
 
 
 def _threads(
-    process: Path, skip: frozenset[int] = frozenset()
+    process: Path, skip: frozenset[int] = frozenset(), foreign: bool = False
 ) -> Iterator[tuple[int, tuple[int, int]]]:
-    """Each thread of ``process`` not in ``skip``, with its :func:`thread_activity`."""
+    """Each thread of ``process`` not in ``skip`` (nor, with ``foreign``, named as one of
+    :data:`FOREIGN_THREADS`), with its :func:`thread_activity`."""
     try:
         tids = [int(entry.name) for entry in (process / "task").iterdir()]
     except OSError:
         return  # ended
     for tid in tids:
-        if tid not in skip and (activity := thread_activity(process / "task" / str(tid))):
+        task = process / "task" / str(tid)
+        if tid in skip or (foreign and (thread_name(task) or "").startswith(FOREIGN_THREADS)):
+            continue
+        if activity := thread_activity(task):
             yield tid, activity
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 from hpsearch.worker._hang import Activity, Stillness, own_activity, watch_every
 
@@ -55,8 +56,42 @@ def test_a_blocked_thread_shows_no_running_and_a_polling_one_does() -> None:
         polling.join()
 
 
-def _poll(stop: threading.Event) -> None:
-    """Wait on ``stop`` by polling it, as ``filelock`` waits on a lock."""
+def test_the_threads_grpc_starts_in_the_worker_are_not_the_trials() -> None:
+    before = frozenset(int(t.native_id or 0) for t in threading.enumerate())
+    stop = threading.Event()
+    # gRPC's timer as Ray's worker starts it after the trial has (named by gRPC's core),
+    # and a thread of the trial's own that polls likewise.
+    timer = threading.Thread(target=_poll, args=(stop, "grpc_global_timer"), daemon=True)
+    own = threading.Thread(target=_poll, args=(stop, "loader"), daemon=True)
+    timer.start()
+    own.start()
+    try:
+        first = _named(before, own, "loader")
+        _named(before, timer, "grpc_global_tim")  # as /proc shows it: 15 characters
+        later = _changed(before, f"t{own.native_id}", first)  # both have polled since
+        assert f"t{own.native_id}" in later
+        assert f"t{timer.native_id}" not in later
+    finally:
+        stop.set()
+        timer.join()
+        own.join()
+
+
+def _named(before: frozenset[int], thread: threading.Thread, name: str) -> Activity:
+    """The activity once ``thread`` has its name under ``/proc`` (it names itself)."""
+    comm = Path(f"/proc/self/task/{thread.native_id}/comm")
+    for _ in range(200):
+        if comm.read_text().strip() == name:
+            return own_activity(before, caller=None)
+        time.sleep(0.01)
+    raise AssertionError(f"thread {thread.native_id} never named {name}")
+
+
+def _poll(stop: threading.Event, name: str | None = None) -> None:
+    """Wait on ``stop`` by polling it, as ``filelock`` waits on a lock; ``name``: named
+    so first, as a native library names its threads (``pthread_setname_np``)."""
+    if name is not None:
+        Path(f"/proc/self/task/{threading.get_native_id()}/comm").write_text(name)
     while not stop.is_set():
         time.sleep(0.01)
 
