@@ -371,6 +371,7 @@ def validate(config: Path) -> None:
             run_module=False,
             objective=loaded.optuna_objective,
             trainable=loaded.tune_trainable,
+            space=loaded.search_space.searched(),
         ),
         lambda: _check_fusion(loaded),
         lambda: make_sampler(loaded.study.sampler, loaded.source, loaded.search_space),

@@ -412,6 +412,10 @@ class SearchSpace:
         """Every entry, in the order of the config."""
         return dict(self._params)
 
+    def searched(self) -> list[str]:
+        """The names of the searched parameters (not the constants), in the config's order."""
+        return [name for name, spec in self._params.items() if not isinstance(spec, ConstantParam)]
+
     def distributions(self) -> dict[str, BaseDistribution]:
         """Optuna distributions of the searched parameters, for ``Study.ask``."""
         return {

@@ -10,6 +10,7 @@ import importlib.util
 import inspect
 import os
 import re
+import shlex
 import shutil
 import sys
 from collections.abc import Callable, Collection, Sequence
@@ -250,8 +251,10 @@ def check_train(
     run_module: bool = True,
     objective: str | None = None,
     trainable: str | None = None,
+    space: Collection[str] = (),
 ) -> None:
-    """Check a config's ``train``: the function imports, or the script's program is found.
+    """Check a config's ``train``: the function imports, or the script's program is found
+    (and, for a ``python`` script, that it gets the trial's parameters).
 
     Args:
         train: the training function, ``package.module:function`` (ignored with ``command``).
@@ -261,6 +264,7 @@ def check_train(
             enough (``hpsearch validate``: no torch to learn that a function exists).
         objective: the Optuna objective of ``train: {optuna: ...}`` (then ``train`` is empty).
         trainable: the Ray Tune trainable of ``train: {tune: ...}`` (then ``train`` is empty).
+        space: the names of the space's parameters, which a script must be given.
 
     Raises:
         ConfigError: naming ``train``, what is missing and how to fix it.
@@ -302,6 +306,39 @@ def check_train(
             f"Python's script '{script}' is not there (from {os.getcwd()})",
             "give its path from the directory hpsearch runs in",
         )
+    if script is not None and space:
+        _check_parameters_passed(command.arguments, script, space, source)
+
+
+READS_ITS_ENVIRONMENT = ("HPSEARCH_PARAMS", "environ", "getenv")
+"""What the source of a script that may take its parameters from its environment has."""
+
+
+def _check_parameters_passed(
+    arguments: Sequence[str], script: str, space: Collection[str], source: str
+) -> None:
+    """Refuse a ``python SCRIPT`` command that gives a trial's parameters nowhere: it names
+    none (``{args}``, ``{name}``, ``$HPSEARCH_PARAMS``), and the script reads no
+    environment variable (``HPSEARCH_PARAMS`` is where they would be). Every trial would
+    run alike, on the script's defaults, and the sampler would learn nothing from them."""
+    for argument in arguments:
+        if "{" in argument.replace("{{", "") or "HPSEARCH_PARAMS" in argument:
+            return
+    try:
+        text = Path(script).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return
+    if any(word in text for word in READS_ITS_ENVIRONMENT):
+        return
+    first = next(iter(space))
+    raise ConfigError(
+        source,
+        "train.command",
+        f"{shlex.join(arguments)} names none of the space's parameters ({{args}}, "
+        f"{{{first}}}), and {script} reads no environment variable (HPSEARCH_PARAMS): "
+        "every trial would run alike, on the script's defaults",
+        f"add {{args}} (one --name=value per parameter): command: {shlex.join(arguments)} {{args}}",
+    )
 
 
 _PYTHON = re.compile(r"python[\d.]*")

@@ -53,6 +53,7 @@ def check_user_code(config: RunConfig) -> CheckedCode:
         config.source,
         objective=config.optuna_objective,
         trainable=config.tune_trainable,
+        space=config.search_space.searched(),
     )
     notes = _resources_note(config)
     fusion = config.fusion

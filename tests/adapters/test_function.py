@@ -238,6 +238,40 @@ def test_a_command_whose_program_or_python_script_is_missing_is_refused_first(
             check(command)
 
 
+def test_a_python_script_given_none_of_the_searched_parameters_is_refused_first(
+    project: Path,
+) -> None:
+    from hpsearch.adapters import check_train
+    from hpsearch.trial.script import CommandSpec
+
+    def check(command: str, space: tuple[str, ...] = ("lr", "width")) -> None:
+        check_train("", CommandSpec(command=command), "c.yaml", space=space)
+
+    argparse_script = "import argparse\np = argparse.ArgumentParser()\n"
+    (project / "train.py").write_text(argparse_script)
+    (project / "from_env.py").write_text(
+        "import json, os\njson.loads(os.environ['HPSEARCH_PARAMS'])\n"
+    )
+    for given in (
+        "python train.py {args}",
+        "python train.py --lr {lr}",
+        "python train.py {args_no_hyphens}",
+        "python train.py --params $HPSEARCH_PARAMS",
+        "python from_env.py",  # it reads them from its environment
+        "bash -c 'python train.py'",  # not a python script: its program is not read
+    ):
+        check(given)
+    check("python train.py", space=())  # constants alone: every trial runs alike anyway
+    with pytest.raises(ConfigError) as info:
+        check("python train.py --epochs 3 --fmt={{x}}")  # a literal brace names nothing
+    assert str(info.value) == (
+        "c.yaml: train.command: python train.py --epochs 3 '--fmt={{x}}' names none of the "
+        "space's parameters ({args}, {lr}), and train.py reads no environment variable "
+        "(HPSEARCH_PARAMS): every trial would run alike, on the script's defaults; add {args} "
+        "(one --name=value per parameter): command: python train.py --epochs 3 '--fmt={{x}}' {args}"
+    )
+
+
 def test_a_program_installed_beside_hpsearch_is_found_though_its_environment_is_not_active(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
