@@ -13,7 +13,7 @@ import re
 import shlex
 import shutil
 import sys
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -264,7 +264,8 @@ def check_train(
             enough (``hpsearch validate``: no torch to learn that a function exists).
         objective: the Optuna objective of ``train: {optuna: ...}`` (then ``train`` is empty).
         trainable: the Ray Tune trainable of ``train: {tune: ...}`` (then ``train`` is empty).
-        space: the names of the space's parameters, which a script must be given.
+        space: the names of the searched parameters (not the constants): a script must be
+            given them.
 
     Raises:
         ConfigError: naming ``train``, what is missing and how to fix it.
@@ -312,6 +313,8 @@ def check_train(
 
 READS_ITS_ENVIRONMENT = ("HPSEARCH_PARAMS", "environ", "getenv")
 """What the source of a script that may take its parameters from its environment has."""
+MOST_SOURCES_READ = 200
+"""How many files of a script and the modules of its folder it imports are read at most."""
 
 
 def _check_parameters_passed(
@@ -324,11 +327,7 @@ def _check_parameters_passed(
     for argument in arguments:
         if "{" in argument.replace("{{", "") or "HPSEARCH_PARAMS" in argument:
             return
-    try:
-        text = Path(script).read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return
-    if any(word in text for word in READS_ITS_ENVIRONMENT):
+    if _reads_its_environment(Path(script)):
         return
     first = next(iter(space))
     raise ConfigError(
@@ -339,6 +338,48 @@ def _check_parameters_passed(
         "every trial would run alike, on the script's defaults",
         f"add {{args}} (one --name=value per parameter): command: {shlex.join(arguments)} {{args}}",
     )
+
+
+def _reads_its_environment(script: Path) -> bool:
+    """Whether ``script``, or a module of its folder it imports (and so on), may read its
+    environment (:data:`READS_ITS_ENVIRONMENT` in its source); ``True`` where unsure."""
+    queue, seen = [script], {script}
+    while queue:
+        if len(seen) > MOST_SOURCES_READ:
+            return True
+        source = queue.pop()
+        try:
+            text = source.read_text(encoding="utf-8", errors="replace")
+            tree = ast.parse(text)
+        except (OSError, SyntaxError, ValueError):
+            return True
+        if any(word in text for word in READS_ITS_ENVIRONMENT):
+            return True
+        for found in _local_imports(tree, script.parent, source.parent):
+            if found not in seen:
+                seen.add(found)
+                queue.append(found)
+    return False
+
+
+def _local_imports(tree: ast.AST, folder: Path, here: Path) -> Iterator[Path]:
+    """The files of ``folder`` (the script's, first on its path) that ``tree`` imports,
+    and those of ``here`` (its own folder) that it imports relatively (``from . import``)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names, root = [alias.name for alias in node.names], folder
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            root = folder if not node.level else here
+            names = [module] if module else []
+            names += [f"{module}.{alias.name}".lstrip(".") for alias in node.names]
+        else:
+            continue
+        for name in names:
+            base = root.joinpath(*name.split("."))
+            for found in (base.with_suffix(".py"), base / "__init__.py"):
+                if found.is_file():
+                    yield found
 
 
 _PYTHON = re.compile(r"python[\d.]*")

@@ -249,15 +249,20 @@ def test_a_python_script_given_none_of_the_searched_parameters_is_refused_first(
 
     argparse_script = "import argparse\np = argparse.ArgumentParser()\n"
     (project / "train.py").write_text(argparse_script)
-    (project / "from_env.py").write_text(
-        "import json, os\njson.loads(os.environ['HPSEARCH_PARAMS'])\n"
-    )
+    reads_env = "import json, os\nparams = json.loads(os.environ['HPSEARCH_PARAMS'])\n"
+    (project / "from_env.py").write_text(reads_env)
+    (project / "main.py").write_text("import argparse\nfrom lib.setup import params\n")
+    (project / "lib").mkdir()
+    (project / "lib" / "__init__.py").write_text("")
+    (project / "lib" / "setup.py").write_text("from .env import params\n")
+    (project / "lib" / "env.py").write_text(reads_env)
     for given in (
         "python train.py {args}",
         "python train.py --lr {lr}",
         "python train.py {args_no_hyphens}",
         "python train.py --params $HPSEARCH_PARAMS",
         "python from_env.py",  # it reads them from its environment
+        "python main.py",  # through a module of its folder, which a helper of its reads
         "bash -c 'python train.py'",  # not a python script: its program is not read
     ):
         check(given)
