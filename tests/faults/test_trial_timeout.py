@@ -153,7 +153,7 @@ def test_a_command_trial_past_its_limit_leaves_none_of_its_processes(
     )
     path = write_config(
         {
-            "train": {"command": "python hang.py"},
+            "train": {"command": "python hang.py {args}"},  # ignored: the script hangs
             "space": {"steps": None},
             "study": {"n_trials": 1},
             "execution": {"trial_timeout": 3},
