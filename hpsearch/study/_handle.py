@@ -6,6 +6,7 @@ import contextlib
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from datetime import datetime
 from typing import Any
 
 import optuna
@@ -18,7 +19,14 @@ from hpsearch import attrs
 from hpsearch._compat import new_optuna_trial
 from hpsearch._locks import store_lock
 from hpsearch.study._attrs import set_user_attr_late
-from hpsearch.study._heartbeat import GRACE_PERIOD_S, HEARTBEAT_INTERVAL_S, LOST_REASON
+from hpsearch.study._heartbeat import (
+    GRACE_PERIOD_S,
+    HEARTBEAT_INTERVAL_S,
+    INTERRUPTED,
+    LOST_REASON,
+    requeue_lost,
+    unqueued_interruptions,
+)
 
 
 class StudyHandle:
@@ -170,8 +178,12 @@ class StudyHandle:
         finally:
             self.study.sampler = own
 
-    def reclaim_stale(self) -> list[FrozenTrial]:
-        """Fail trials whose driver stopped stamping them; Optuna queues each again.
+    def reclaim_stale(self, now: datetime | None = None) -> list[FrozenTrial]:
+        """Fail trials whose driver stopped stamping them; Optuna queues each again. Queue
+        again, too, interrupted trials whose driver failed to (:func:`unqueued_interruptions`).
+
+        Args:
+            now: the time, as Optuna stamps a trial's end (default: now).
 
         Returns:
             The trials failed now (their MLflow runs still need ending).
@@ -183,11 +195,16 @@ class StudyHandle:
             # The reason goes on while they are RUNNING: a finished trial cannot change.
             for trial_id in storage._get_stale_trial_ids(self._study_id):  # type: ignore[attr-defined]
                 with contextlib.suppress(UpdateFinishedTrialError):  # another driver's now
-                    storage.set_trial_user_attr(trial_id, attrs.OUTCOME, "interrupted")
+                    storage.set_trial_user_attr(trial_id, attrs.OUTCOME, INTERRUPTED)
                     storage.set_trial_user_attr(trial_id, attrs.ERROR, LOST_REASON)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ExperimentalWarning)
             optuna.storages.fail_stale_trials(self.study)
+        # An interrupted trial whose driver failed before queueing its re-run: queued now.
+        trials = self.study.get_trials(deepcopy=False)
+        now = datetime.now() if now is None else now
+        for trial in unqueued_interruptions(trials, now, self.grace_period_s):
+            requeue_lost([])(self.study, trial)  # its MLflow run: ended as a finished trial's
         return list(self._stale)
 
     def _stamp_unstamped(self) -> None:

@@ -8,12 +8,14 @@ most :data:`MAX_LOST_RETRIES` times.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from datetime import datetime
 
 import optuna
-from optuna.trial import FrozenTrial
+from optuna.trial import FrozenTrial, TrialState
 
 from hpsearch import attrs
+from hpsearch.study._budget import retried_numbers
 
 HEARTBEAT_INTERVAL_S = 10
 """How often the driver stamps its running trials as alive (at most; a third of the grace)."""
@@ -23,6 +25,9 @@ GRACE_PERIOD_S = 30
 
 MAX_LOST_RETRIES = 2
 """How many times a trial lost with its driver is queued again (then it stays FAIL)."""
+INTERRUPTED = "interrupted"
+"""The ``hpsearch.outcome`` of a trial that was stopped and runs again (the value of
+``hpsearch.trial.protocol.Outcome.INTERRUPTED``, which this layer does not import)."""
 
 
 def heartbeat_timing(grace_s: float) -> tuple[int, int]:
@@ -75,3 +80,27 @@ def requeue_lost(lost: list[FrozenTrial]) -> Callable[[optuna.Study, FrozenTrial
         )
 
     return stale_trial
+
+
+def unqueued_interruptions(
+    trials: Sequence[FrozenTrial], now: datetime, grace_s: float
+) -> list[FrozenTrial]:
+    """The interrupted trials whose re-run was never queued, of ``trials`` at ``now``.
+
+    A driver that stops a trial sets it FAIL (interrupted), then queues its re-run: two
+    writes. One that died between them, or whose disk filled between them, left a FAIL
+    trial that counts toward ``n_trials`` and never runs again. Such a trial, failed
+    more than ``grace_s`` ago (a live driver queues the re-run at once) and not given
+    up on (:data:`MAX_LOST_RETRIES`), is queued again as a lost one is (:func:`requeue_lost`).
+    """
+    retried = retried_numbers(trials)
+    return [
+        trial
+        for trial in trials
+        if trial.state == TrialState.FAIL
+        and trial.user_attrs.get(attrs.OUTCOME) == INTERRUPTED
+        and trial.number not in retried
+        and len(trial.system_attrs.get("retry_history", [])) < MAX_LOST_RETRIES
+        and trial.datetime_complete is not None
+        and (now - trial.datetime_complete).total_seconds() >= grace_s
+    ]

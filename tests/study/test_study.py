@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+from datetime import datetime, timedelta
 
 import optuna
 import pytest
@@ -26,6 +27,7 @@ from hpsearch.study import (
     open_study,
 )
 from hpsearch.study import _storage as storage_module
+from hpsearch.trial.protocol import Outcome
 from tests.conftest import ConfigWriter, age_heartbeat
 
 
@@ -231,6 +233,43 @@ def test_an_interrupted_trial_is_queued_again_and_counted_once(config: RunConfig
     waiting = [t for t in handle.study.trials if t.state == TrialState.WAITING]
     assert [t.user_attrs[attrs.RETRY_OF] for t in waiting] == [stopped.number]
     assert count_budget(handle.study.trials) == BudgetCount(finished=0, running=0)
+
+
+def test_an_interrupted_trial_whose_rerun_was_never_queued_is_queued_a_grace_later(
+    config: RunConfig,
+) -> None:
+    # Its driver set it FAIL (interrupted) and failed before queueing the re-run, the
+    # write after (its disk full, or killed): it counted toward n_trials, and never ran.
+    handle = open_study(config)
+    stopped = handle.ask(config.search_space.distributions())
+    stopped.set_user_attr(attrs.OUTCOME, Outcome.INTERRUPTED.value)
+    handle.study.tell(stopped, state=TrialState.FAIL)
+    ended = handle.study.get_trials(deepcopy=False)[stopped.number].datetime_complete
+    assert ended is not None
+    assert count_budget(handle.study.trials) == BudgetCount(finished=1, running=0)
+
+    handle.reclaim_stale()  # at once: a live driver queues it itself
+    assert not [t for t in handle.study.trials if t.state == TrialState.WAITING]
+
+    later = ended + timedelta(seconds=GRACE_PERIOD_S)
+    assert handle.reclaim_stale(now=later) == []  # nothing was running: none failed now
+    waiting = [t for t in handle.study.trials if t.state == TrialState.WAITING]
+    assert [(t.params, t.user_attrs[attrs.RETRY_OF]) for t in waiting] == [
+        (stopped.params, stopped.number)
+    ]
+    assert count_budget(handle.study.trials) == BudgetCount(finished=0, running=0)
+    handle.reclaim_stale(now=later)  # queued once
+    assert len([t for t in handle.study.trials if t.state == TrialState.WAITING]) == 1
+
+
+def test_a_trial_that_failed_of_itself_is_not_queued_again(config: RunConfig) -> None:
+    handle = open_study(config)
+    failed = handle.ask(config.search_space.distributions())
+    failed.set_user_attr(attrs.OUTCOME, Outcome.FAIL.value)
+    handle.study.tell(failed, state=TrialState.FAIL)
+    later = datetime.now() + timedelta(seconds=GRACE_PERIOD_S + 60)
+    handle.reclaim_stale(now=later)
+    assert [t.state for t in handle.study.trials] == [TrialState.FAIL]
 
 
 def test_resumed_seeded_search_does_not_repeat_itself(config: RunConfig) -> None:
