@@ -336,7 +336,9 @@ def _check_parameters_passed(
         f"{shlex.join(arguments)} names none of the space's parameters ({{args}}, "
         f"{{{first}}}), and {script} reads no environment variable (HPSEARCH_PARAMS): "
         "every trial would run alike, on the script's defaults",
-        f"add {{args}} (one --name=value per parameter): command: {shlex.join(arguments)} {{args}}",
+        f"add {{args}} (one --name=value per parameter): command: {shlex.join(arguments)} "
+        "{args} (a script that reads them through an installed package: name HPSEARCH_PARAMS "
+        "in a comment of the script)",
     )
 
 
@@ -363,23 +365,26 @@ def _reads_its_environment(script: Path) -> bool:
 
 
 def _local_imports(tree: ast.AST, folder: Path, here: Path) -> Iterator[Path]:
-    """The files of ``folder`` (the script's, first on its path) that ``tree`` imports,
-    and those of ``here`` (its own folder) that it imports relatively (``from . import``)."""
+    """The project's files that ``tree`` imports: from ``folder`` (the script's, first on
+    its path), the folder hpsearch runs in and its ``src`` (a project installed from
+    there), and from ``here`` (the importing file's folder) what it imports relatively."""
+    project = [folder, Path.cwd(), Path.cwd() / SOURCE_FOLDER]
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            names, root = [alias.name for alias in node.names], folder
+            names, roots = [alias.name for alias in node.names], project
         elif isinstance(node, ast.ImportFrom):
             module = node.module or ""
-            root = folder if not node.level else here
+            roots = project if not node.level else [here]
             names = [module] if module else []
             names += [f"{module}.{alias.name}".lstrip(".") for alias in node.names]
         else:
             continue
         for name in names:
-            base = root.joinpath(*name.split("."))
-            for found in (base.with_suffix(".py"), base / "__init__.py"):
-                if found.is_file():
-                    yield found
+            for root in roots:
+                base = root.joinpath(*name.split("."))
+                for found in (base.with_suffix(".py"), base / "__init__.py"):
+                    if found.is_file():
+                        yield found
 
 
 _PYTHON = re.compile(r"python[\d.]*")

@@ -252,6 +252,10 @@ def test_a_python_script_given_none_of_the_searched_parameters_is_refused_first(
     reads_env = "import json, os\nparams = json.loads(os.environ['HPSEARCH_PARAMS'])\n"
     (project / "from_env.py").write_text(reads_env)
     (project / "main.py").write_text("import argparse\nfrom lib.setup import params\n")
+    (project / "scripts").mkdir()  # a script of its own folder, its package in src/
+    (project / "scripts" / "run.py").write_text("import argparse\nimport proj.env\n")
+    (project / "src" / "proj").mkdir(parents=True)
+    (project / "src" / "proj" / "env.py").write_text(reads_env)
     (project / "lib").mkdir()
     (project / "lib" / "__init__.py").write_text("")
     (project / "lib" / "setup.py").write_text("from .env import params\n")
@@ -263,6 +267,7 @@ def test_a_python_script_given_none_of_the_searched_parameters_is_refused_first(
         "python train.py --params $HPSEARCH_PARAMS",
         "python from_env.py",  # it reads them from its environment
         "python main.py",  # through a module of its folder, which a helper of its reads
+        "python scripts/run.py",  # through the project's package, under src/
         "bash -c 'python train.py'",  # not a python script: its program is not read
     ):
         check(given)
@@ -274,6 +279,8 @@ def test_a_python_script_given_none_of_the_searched_parameters_is_refused_first(
         "space's parameters ({args}, {lr}), and train.py reads no environment variable "
         "(HPSEARCH_PARAMS): every trial would run alike, on the script's defaults; add {args} "
         "(one --name=value per parameter): command: python train.py --epochs 3 '--fmt={{x}}' {args}"
+        " (a script that reads them through an installed package: name HPSEARCH_PARAMS in a "
+        "comment of the script)"
     )
 
 
