@@ -24,7 +24,7 @@ from hpsearch.study._heartbeat import (
     HEARTBEAT_INTERVAL_S,
     INTERRUPTED,
     LOST_REASON,
-    requeue_lost,
+    queue_again,
     unqueued_interruptions,
 )
 
@@ -204,7 +204,7 @@ class StudyHandle:
         trials = self.study.get_trials(deepcopy=False)
         now = datetime.now() if now is None else now
         for trial in unqueued_interruptions(trials, now, self.grace_period_s):
-            requeue_lost([])(self.study, trial)  # its MLflow run: ended as a finished trial's
+            queue_again(self.study, trial)  # its MLflow run: ended as a finished trial's
         return list(self._stale)
 
     def _stamp_unstamped(self) -> None:

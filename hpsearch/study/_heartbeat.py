@@ -47,39 +47,52 @@ LOST_REASON = (
 
 
 def requeue_lost(lost: list[FrozenTrial]) -> Callable[[optuna.Study, FrozenTrial], None]:
-    """The storage's callback for a stale trial: kept in ``lost`` and queued again.
+    """The storage's callback for a stale trial: kept in ``lost`` and queued again
+    (:func:`queue_again`)."""
+
+    def stale_trial(study: optuna.Study, trial: FrozenTrial) -> None:
+        lost.append(trial)  # its MLflow run is ended by the caller
+        queue_again(study, trial)
+
+    return stale_trial
+
+
+def queue_again(study: optuna.Study, trial: FrozenTrial) -> None:
+    """Queue failed ``trial`` to run again, as a trial lost with its driver is.
 
     The re-run is queued as Optuna's ``RetryHeartbeatStaleTrialCallback`` queues it
     (its system attrs name the lost trial, so ``retried_trial_number`` answers), with
     the lost trial's user attrs but the reason it failed, and ``hpsearch.retry_of``.
-    A configuration whose trial was lost with its driver ``MAX_LOST_RETRIES + 1``
-    times (it may be what kills the driver: the host's OOM killer) is not queued
-    again, or every rerun would start with it.
+    A configuration whose trial was lost ``MAX_LOST_RETRIES + 1`` times (it may be
+    what kills the driver: the host's OOM killer) is not queued again
+    (:func:`given_up`), or every rerun would start with it.
     """
-
-    def stale_trial(study: optuna.Study, trial: FrozenTrial) -> None:
-        lost.append(trial)  # its MLflow run is ended by the caller
-        history = [*trial.system_attrs.get("retry_history", []), trial.number]
-        if len(history) > MAX_LOST_RETRIES:
-            return
-        inherited = {
-            k: v for k, v in trial.user_attrs.items() if k not in (attrs.ERROR, attrs.OUTCOME)
-        }
-        study.add_trial(
-            optuna.create_trial(
-                state=optuna.trial.TrialState.WAITING,
-                params=trial.params,
-                distributions=trial.distributions,
-                user_attrs={**inherited, attrs.RETRY_OF: trial.number},
-                system_attrs={
-                    **trial.system_attrs,
-                    "failed_trial": trial.number,
-                    "retry_history": history,
-                },
-            )
+    if given_up(trial):
+        return
+    inherited = {k: v for k, v in trial.user_attrs.items() if k not in (attrs.ERROR, attrs.OUTCOME)}
+    study.add_trial(
+        optuna.create_trial(
+            state=optuna.trial.TrialState.WAITING,
+            params=trial.params,
+            distributions=trial.distributions,
+            user_attrs={**inherited, attrs.RETRY_OF: trial.number},
+            system_attrs={
+                **trial.system_attrs,
+                "failed_trial": trial.number,
+                "retry_history": [*_retry_history(trial), trial.number],
+            },
         )
+    )
 
-    return stale_trial
+
+def given_up(trial: FrozenTrial) -> bool:
+    """Whether ``trial`` is the last of :data:`MAX_LOST_RETRIES` re-runs: not queued again."""
+    return len(_retry_history(trial)) >= MAX_LOST_RETRIES
+
+
+def _retry_history(trial: FrozenTrial) -> list[int]:
+    """The trials ``trial`` re-runs, first to last (Optuna's ``retry_history``)."""
+    return list(trial.system_attrs.get("retry_history", []))
 
 
 def unqueued_interruptions(
@@ -91,7 +104,7 @@ def unqueued_interruptions(
     writes. One that died between them, or whose disk filled between them, left a FAIL
     trial that counts toward ``n_trials`` and never runs again. Such a trial, failed
     more than ``grace_s`` ago (a live driver queues the re-run at once) and not given
-    up on (:data:`MAX_LOST_RETRIES`), is queued again as a lost one is (:func:`requeue_lost`).
+    up on (:func:`given_up`), is queued again as a lost one is (:func:`queue_again`).
     """
     retried = retried_numbers(trials)
     return [
@@ -100,7 +113,7 @@ def unqueued_interruptions(
         if trial.state == TrialState.FAIL
         and trial.user_attrs.get(attrs.OUTCOME) == INTERRUPTED
         and trial.number not in retried
-        and len(trial.system_attrs.get("retry_history", [])) < MAX_LOST_RETRIES
+        and not given_up(trial)
         and trial.datetime_complete is not None
         and (now - trial.datetime_complete).total_seconds() >= grace_s
     ]
