@@ -30,6 +30,7 @@ _READ_ONLY = "the store is read-only"
 _CORRUPT = "the file is not a SQLite database (corrupt, or not written by hpsearch)"
 _CANNOT_OPEN = "the database file cannot be opened"
 _DELETED = "its file was deleted (or replaced) while the search ran"
+_LOCKED = "another program kept it locked for longer than hpsearch waits for a lock"
 
 _FIXES = {
     _FULL: "free some space and run again (what was recorded so far is kept)",
@@ -39,6 +40,10 @@ _FIXES = {
     _DELETED: (
         "restore it from a backup and run again, or point the key at a new file "
         "(and, for study.storage, run with --new-study)"
+    ),
+    _LOCKED: (
+        "end that program's open transaction (a database browser's unsaved change, a "
+        "script stopped inside one) and run again (what was recorded so far is kept)"
     ),
 }
 
@@ -131,6 +136,8 @@ _BY_TEXT = (
     ("file is not a database", _CORRUPT),
     ("database disk image is malformed", _CORRUPT),
     ("unable to open database file", _CANNOT_OPEN),
+    # SQLite's answer once its busy wait (30 s for the study, MLflow's 20 s) ran out.
+    ("database is locked", _LOCKED),
 )
 
 

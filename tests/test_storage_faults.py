@@ -6,6 +6,8 @@ import errno
 import sqlite3
 from pathlib import Path
 
+import pytest
+from sqlalchemy import create_engine, text
 from sqlalchemy.exc import OperationalError
 
 from hpsearch.storage_faults import Stores, storage_fault
@@ -55,3 +57,24 @@ def test_sqlites_read_only_answer_for_a_file_that_is_gone_is_said_as_deleted(
     read_only = storage_fault(OSError(errno.EROFS, "Read-only file system"), gone)
     assert read_only is not None
     assert "the store is read-only" in read_only
+
+
+def test_a_study_another_program_keeps_locked_past_the_wait_is_one_line(tmp_path: Path) -> None:
+    # A real lock: a database browser's open write transaction, as SQLite reports it to a
+    # writer whose busy wait ran out (30 s for the study; a short one here).
+    url = f"sqlite:///{tmp_path}/optuna.db"
+    holder = sqlite3.connect(tmp_path / "optuna.db", isolation_level=None)
+    holder.execute("CREATE TABLE trials (x)")
+    holder.execute("BEGIN EXCLUSIVE")
+    engine = create_engine(url, connect_args={"timeout": 0.05})
+    with pytest.raises(OperationalError) as raised, engine.begin() as connection:
+        connection.execute(text("INSERT INTO trials VALUES (1)"))
+    holder.close()
+    engine.dispose()
+    line = storage_fault(raised.value, Stores("c.yaml", url, "sqlite:///mlruns/mlflow.db"))
+    assert line == (
+        f"c.yaml: study.storage ({url}): another program kept it locked for longer than "
+        "hpsearch waits for a lock; end that program's open transaction (a database "
+        "browser's unsaved change, a script stopped inside one) and run again (what was "
+        "recorded so far is kept)"
+    )
