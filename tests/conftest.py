@@ -154,7 +154,8 @@ class RayAddressFile:
     """The file ``ray start --head`` writes (``/tmp/ray/ray_current_cluster``): the cluster a
     plain ``ray.init()`` on this machine joins. A test's head, killed, leaves it naming a
     cluster that is gone, and a user's ``ray.init()`` here then fails ("When connecting to
-    an existing cluster, ..."); :meth:`restore` puts back what was there before."""
+    an existing cluster, ...") or waits on it for ever; :meth:`restore`, once the test's
+    cluster is stopped, leaves the file naming a cluster that still answers, or none."""
 
     def __init__(self) -> None:
         from ray._common.utils import get_ray_address_file
@@ -163,10 +164,26 @@ class RayAddressFile:
         self._before = self.path.read_text() if self.path.exists() else None
 
     def restore(self) -> None:
-        if self._before is None:
+        """The file as it names a cluster that answers: as it is (another test's, started
+        since), else as it was before (a user's), else none. Tests on other workers start
+        and stop heads at the same time: what was there before may be one of theirs, gone
+        by now, and put back blindly it outlived the suite (found on 2026-11-30)."""
+        now = self.path.read_text() if self.path.exists() else None
+        kept = next((a for a in (now, self._before) if a is not None and _answers(a)), None)
+        if kept is None:
             self.path.unlink(missing_ok=True)
-        else:
-            self.path.write_text(self._before)
+        elif kept != now:
+            self.path.write_text(kept)
+
+
+def _answers(address: str) -> bool:
+    """Whether something accepts connections at ``host:port`` (a Ray head's GCS)."""
+    host, _, port = address.strip().rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=1.0):
+            return True
+    except (OSError, ValueError):
+        return False
 
 
 def merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
