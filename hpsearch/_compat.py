@@ -97,6 +97,22 @@ def local_ray_cpus() -> int:
     return int(get_num_cpus())
 
 
+def ray_auto_address() -> tuple[str, str] | None:
+    """The ``host:port`` Ray's ``address="auto"`` joins, and where Ray read it:
+    ``RAY_ADDRESS``, else the file of the cluster ``ray start`` last started here
+    (``/tmp/ray/ray_current_cluster``). ``None`` where there is none, or this Ray no
+    longer has its private helpers (Ray's own lookup then answers)."""
+    try:
+        from ray._common.utils import get_ray_address_file
+        from ray._private.services import canonicalize_bootstrap_address
+
+        address = canonicalize_bootstrap_address("auto")
+        where = "RAY_ADDRESS" if os.environ.get("RAY_ADDRESS") else get_ray_address_file(None)
+    except Exception:  # no cluster found (Ray says so itself), or the helpers changed
+        return None
+    return (address, where) if isinstance(address, str) else None
+
+
 NO_IDLE_WORKERS: dict[str, Any] = {"prestart_worker_first_driver": False}
 """Ray's system setting (``RAY_prestart_worker_first_driver``) for the one idle worker per
 CPU its raylet starts when the first driver connects."""

@@ -25,6 +25,7 @@ from hpsearch._compat import (
     RAY_WORKER_ENV,
     lean_local_ray,
     local_ray_cpus,
+    ray_auto_address,
     ray_on_loopback_only,
 )
 from hpsearch._procs import descendants
@@ -219,14 +220,30 @@ _HOST_PORT = re.compile(r"^\[?(?P<host>[\w.:-]+?)\]?:(?P<port>\d+)$")
 
 
 def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
-    """Fail in seconds on a ``host:port`` accepting no connection; Ray retries for minutes."""
-    match = _HOST_PORT.match(address)
-    if match is None:  # "auto", "ray://...": Ray's own lookup
+    """Fail in seconds on a ``host:port`` accepting no connection; Ray retries for minutes,
+    and for ever on the address ``auto`` finds where that cluster has stopped.
+
+    Raises:
+        ConnectionError: nothing accepts connections at ``address``.
+        HpsearchError: nor at the one ``auto`` found, with where it was found.
+    """
+    found = ray_auto_address() if address == "auto" else (address, "")
+    match = _HOST_PORT.match(found[0]) if found else None
+    if found is None or match is None:  # no cluster to find, "ray://...": Ray's own answer
         return
     try:
         with socket.create_connection((match["host"], int(match["port"])), timeout=timeout_s):
             pass
     except OSError as exc:
+        if address == "auto":
+            # Left by a `ray start` whose cluster has stopped since (killed, or the machine
+            # restarted): `ray stop` would have removed it.
+            raise HpsearchError(
+                f"execution.address: auto finds the cluster at {found[0]} ({found[1]}), "
+                f"and nothing accepts connections there ({exc.strerror or exc}): it has "
+                "stopped; start it again (ray start --head), or leave execution.address "
+                "out for a Ray of the search's own"
+            ) from None
         raise ConnectionError(f"nothing accepts connections at {address}: {exc}") from None
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -88,3 +89,25 @@ def test_a_ray_that_cannot_be_reached_is_one_line_exit_2_and_the_parent_run_fail
     assert experiment is not None
     [parent] = client.search_runs([experiment.experiment_id])
     assert parent.info.status == "FAILED"
+
+
+def test_auto_on_a_cluster_that_has_stopped_is_one_line_where_ray_waited_for_ever(
+    write_config: ConfigWriter, tmp_path: Path
+) -> None:
+    # What a `ray start --head` killed since (never `ray stop`ped) leaves behind.
+    ray_dir = tmp_path / "raytmp" / "ray"
+    ray_dir.mkdir(parents=True)
+    (ray_dir / "ray_current_cluster").write_text("127.0.0.1:9")  # discard: nothing there
+    path = write_config({"execution": {"address": "auto"}})
+    env = {**os.environ, "RAY_TMPDIR": str(tmp_path / "raytmp")}
+    env.pop("RAY_ADDRESS", None)
+    done = hpsearch_cli("run", str(path), env=env, timeout=120)
+    assert done.returncode == 2, done.stderr[-2000:]
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("error: execution.address: auto finds the cluster at "), lines[0]
+    assert f"({ray_dir / 'ray_current_cluster'}), and nothing accepts connections" in lines[0]
+    assert lines[0].endswith(
+        "it has stopped; start it again (ray start --head), or leave execution.address out "
+        "for a Ray of the search's own"
+    )
