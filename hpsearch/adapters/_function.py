@@ -311,8 +311,9 @@ def check_train(
         _check_parameters_passed(command.arguments, script, space, source)
 
 
-READS_ITS_ENVIRONMENT = ("HPSEARCH_PARAMS", "environ", "getenv")
-"""What the source of a script that may take its parameters from its environment has."""
+READS_ITS_ENVIRONMENT = ("HPSEARCH_PARAMS", "environ", "getenv", "get_next_parameter")
+"""What the source of a script that may take its parameters from its environment has (NNI's
+``nni.get_next_parameter()`` reads them there: :mod:`hpsearch.adapters.nni_api`)."""
 MOST_SOURCES_READ = 200
 """How many files of a script and the modules of its folder it imports are read at most."""
 

@@ -17,9 +17,10 @@ nested dict). Optuna takes no step on a log scale: ``qloguniform`` is searched o
 log range without ``q`` (whole numbers where its bounds and ``q`` are), as Ray Tune's
 ``OptunaSearch`` searches ``qloguniform``, and a note says so. ``normal``,
 ``lognormal`` and their ``q`` forms have no Optuna distribution: a one-line error
-naming the entry. The search space
-names no trial and no metric: ``hpsearch convert --train ... --metric ...`` adds
-them, or the written file says what is still to add.
+naming the entry. The search space names no trial: ``hpsearch convert --train ...``
+adds it (an NNI trial script runs as it is: :mod:`hpsearch.adapters.nni_api`), or the
+written file says it is still to add. The objective is NNI's metric ``default``,
+maximised, as NNI's tuners default to; ``--metric`` replaces it.
 """
 
 from __future__ import annotations
@@ -50,13 +51,22 @@ def from_nni(path: Path) -> Converted:
     if not isinstance(document, dict) or not document:
         raise source.error((), "not an NNI search space (a JSON object of parameters)")
     key_of: dict[str, Key] = {}
-    notes = ["NNI's tuner, trial code and budget are in its experiment config: name them here."]
+    notes = [
+        "NNI's tuner and budget are in its experiment config: name them here. Its trial "
+        "code runs as it is (--train 'python mnist.py'): hpsearch answers "
+        "nni.get_next_parameter() and nni.report_*_result() (nested choices arrive flat).",
+        "objective: NNI's metric 'default' (a number reported), maximised as NNI's tuners "
+        "are by default (optimize_mode); --metric and --direction to change it.",
+    ]
     space = _entries(source, document, (), key_of, notes)
     checked_space(source, space, key_of)
     folder = path.resolve().parent.name
     name = folder if path.stem == "search_space" and folder else path.stem
     study = {"name": name or "nni-search"}
-    return Converted({"study": study, "space": space}, "an NNI search space", notes)
+    objective = {"metric": "default", "direction": "maximize"}
+    return Converted(
+        {"study": study, "objective": objective, "space": space}, "an NNI search space", notes
+    )
 
 
 def _entries(

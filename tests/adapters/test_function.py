@@ -260,6 +260,7 @@ def test_a_python_script_given_none_of_the_searched_parameters_is_refused_first(
     (project / "lib" / "__init__.py").write_text("")
     (project / "lib" / "setup.py").write_text("from .env import params\n")
     (project / "lib" / "env.py").write_text(reads_env)
+    (project / "nni_trial.py").write_text("import nni\nparams = nni.get_next_parameter()\n")
     for given in (
         "python train.py {args}",
         "python train.py --lr {lr}",
@@ -268,6 +269,7 @@ def test_a_python_script_given_none_of_the_searched_parameters_is_refused_first(
         "python from_env.py",  # it reads them from its environment
         "python main.py",  # through a module of its folder, which a helper of its reads
         "python scripts/run.py",  # through the project's package, under src/
+        "python nni_trial.py",  # NNI's trial API, which hpsearch answers
         "bash -c 'python train.py'",  # not a python script: its program is not read
     ):
         check(given)

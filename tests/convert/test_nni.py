@@ -113,3 +113,13 @@ def test_an_nni_experiment_config_points_to_its_search_space(tmp_path: Path) -> 
     config.write_text("searchSpaceFile: search_space.json\ntrialCommand: python3 mnist.py\n")
     with pytest.raises(ConfigError, match="convert the file searchSpaceFile names"):
         convert(config)
+
+
+def test_the_objective_is_nnis_default_metric_maximised_unless_told(tmp_path: Path) -> None:
+    source = _space_file(tmp_path / "mnist-pytorch", SPACE)
+    converted = convert(source, train="python mnist.py")  # the trial script, unchanged
+    assert converted.config["objective"] == {"metric": "default", "direction": "maximize"}
+    assert converted.missing == ["study.n_trials"]
+    assert any("nni.get_next_parameter()" in note for note in converted.notes)
+    told = convert(source, metric="loss", direction="minimize")
+    assert told.config["objective"] == {"metric": "loss", "direction": "minimize"}

@@ -1,0 +1,123 @@
+"""NNI's trial API for a script hpsearch runs as a command trial (see
+:mod:`hpsearch.adapters.nni_api`).
+
+* :func:`get_next_parameter` returns the trial's parameters (``HPSEARCH_PARAMS``).
+* :func:`report_intermediate_result` is a report at the next step, and
+  :func:`report_final_result` the trial's final metrics: one JSON line each, printed
+  and appended to the trial's metrics file, as a command trial reports. A number is
+  the metric ``default``, as NNI names it; a dict is its metrics as they are.
+* :func:`get_experiment_id`, :func:`get_trial_id` and :func:`get_sequence_id` name
+  the study and the trial.
+
+Where NNI itself is installed, its other modules (``nni.nas``, ``nni.compression``,
+...) still import from there: this package's path goes on into NNI's.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import json
+import math
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "get_current_parameter",
+    "get_experiment_id",
+    "get_next_parameter",
+    "get_sequence_id",
+    "get_trial_id",
+    "report_final_result",
+    "report_intermediate_result",
+]
+
+_HERE = Path(__file__).resolve().parent
+
+
+class _Trial:
+    """This process's trial: its parameters once read, and the reports it made."""
+
+    params: dict[str, Any] | None = None
+    reports = 0
+
+
+def _installed_nni() -> list[str]:
+    """NNI's own package folder, where it is installed further along the path."""
+    elsewhere = [p for p in sys.path if Path(p or ".").resolve() != _HERE.parent]
+    spec = importlib.machinery.PathFinder.find_spec("nni", elsewhere)
+    return list(spec.submodule_search_locations or []) if spec else []
+
+
+__path__ = [str(_HERE), *_installed_nni()]  # NNI's own modules, found there
+
+
+def get_next_parameter() -> dict[str, Any]:
+    """The trial's parameters, by name (NNI's ``get_next_parameter``)."""
+    if _Trial.params is None:
+        text = os.environ.get("HPSEARCH_PARAMS")
+        if text is None:
+            raise RuntimeError(
+                "nni.get_next_parameter: no trial's parameters (HPSEARCH_PARAMS): this "
+                "nni is hpsearch's, for scripts it runs as command trials"
+            )
+        _Trial.params = json.loads(text)
+    return dict(_Trial.params)
+
+
+def get_current_parameter(tag: str | None = None) -> Any:
+    """The parameters :func:`get_next_parameter` returned, or the one named ``tag``."""
+    params = get_next_parameter()
+    return params if tag is None else params[tag]
+
+
+def report_intermediate_result(metric: Any) -> None:
+    """A report at the trial's next step (0, 1, ...), judged by the pruner."""
+    _emit({"step": _Trial.reports, **_metrics(metric)})
+    _Trial.reports += 1
+
+
+def report_final_result(metric: Any) -> None:
+    """The trial's final metrics: its objective's value is this one."""
+    _emit(_metrics(metric))
+
+
+def get_experiment_id() -> str:
+    """The study's name: the folder of the trial's own (``trials_dir/<study>/trial-N``)."""
+    folder = os.environ.get("HPSEARCH_TRIAL_DIR")
+    return Path(folder).parent.name if folder else "hpsearch"
+
+
+def get_trial_id() -> str:
+    """The trial's number, as text."""
+    return os.environ.get("HPSEARCH_TRIAL_NUMBER", "0")
+
+
+def get_sequence_id() -> int:
+    """The trial's number."""
+    return int(get_trial_id())
+
+
+def _metrics(metric: Any) -> dict[str, Any]:
+    if isinstance(metric, dict):
+        return {str(k): _number(v) for k, v in metric.items()}
+    return {"default": _number(metric)}
+
+
+def _number(value: Any) -> Any:
+    """A number as JSON holds it (numpy's and torch's scalars included)."""
+    if hasattr(value, "item") and callable(value.item):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # JSON has no NaN: said as text, and the trial says why it fails
+    return value
+
+
+def _emit(metrics: dict[str, Any]) -> None:
+    line = json.dumps(metrics)
+    print(line, flush=True)
+    target = os.environ.get("HPSEARCH_METRICS_FILE")
+    if target:  # read there instead with metrics: file-jsonl; stdout is read otherwise
+        with open(target, "a", encoding="utf-8") as file:
+            file.write(line + "\n")
