@@ -306,7 +306,8 @@ def convert(  # noqa: PLR0917 - click passes one parameter per option
     direction: str,
     n_trials: int | None,
 ) -> None:
-    """Turn a W&B sweep (YAML) or an NNI search space (search_space.json) into a config.
+    """Turn a W&B sweep (YAML), an NNI experiment (config.yml) or an NNI search space
+    (search_space.json) into a config.
 
     A key with no hpsearch equivalent is an error naming it. The config is checked
     as `hpsearch validate` checks one before it is printed or written.

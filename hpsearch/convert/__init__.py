@@ -1,8 +1,9 @@
 """Other tools' search definitions as hpsearch configs (``hpsearch convert``).
 
 The tree: ``_base`` (:class:`Converted`, the space check, errors that name the
-source's key), ``_wandb`` (a W&B sweep's YAML) and ``_nni`` (an NNI
-``search_space.json``). A key a converter cannot carry over is a one-line
+source's key), ``_wandb`` (a W&B sweep's YAML), ``_nni`` (an NNI
+``search_space.json``) and ``_nni_experiment`` (an NNI experiment's ``config.yml``).
+A key a converter cannot carry over is a one-line
 :class:`~hpsearch.errors.ConfigError` naming it, never a silent drop.
 """
 
@@ -14,12 +15,19 @@ from typing import Literal
 from hpsearch.config._yaml import read_yaml
 from hpsearch.convert._base import Converted, train_section
 from hpsearch.convert._nni import from_nni
+from hpsearch.convert._nni_experiment import from_nni_experiment
 from hpsearch.convert._wandb import from_wandb
 from hpsearch.errors import ConfigError
 
 __all__ = ["Converted", "convert"]
 
-_NNI_EXPERIMENT_KEYS = ("searchSpaceFile", "searchSpace", "trialCommand", "tuner")
+_NNI_EXPERIMENT_KEYS = (
+    "searchSpaceFile",
+    "searchSpace",
+    "trialCommand",
+    "tuner",
+    "searchSpacePath",
+)
 
 
 def convert(
@@ -30,7 +38,8 @@ def convert(
     direction: Literal["maximize", "minimize"] = "maximize",
     n_trials: int | None = None,
 ) -> Converted:
-    """The hpsearch config of a W&B sweep (``.yaml``) or an NNI search space (``.json``).
+    """The hpsearch config of a W&B sweep (``.yaml``), an NNI experiment config (``.yml``,
+    ``.yaml``) or an NNI search space (``.json``).
 
     Args:
         train: what the trials run, where the source does not say (or to replace it):
@@ -46,17 +55,15 @@ def convert(
         converted = from_nni(path)
     elif path.suffix in (".yaml", ".yml"):
         data = read_yaml(path).data
-        if isinstance(data, dict) and any(key in data for key in _NNI_EXPERIMENT_KEYS):
-            raise ConfigError(
-                path,
-                "",
-                "an NNI experiment config; hpsearch convert reads its search space",
-                "convert the file searchSpaceFile names (search_space.json)",
-            )
-        converted = from_wandb(path)
+        nni = isinstance(data, dict) and any(key in data for key in _NNI_EXPERIMENT_KEYS)
+        converted = from_nni_experiment(path) if nni else from_wandb(path)
     else:
         raise ConfigError(
-            path, "", "not a W&B sweep (.yaml) or an NNI search space (.json)", "check the path"
+            path,
+            "",
+            "not a W&B sweep or an NNI experiment config (.yaml, .yml), or an NNI search "
+            "space (.json)",
+            "check the path",
         )
     config = converted.config
     if train is not None:
@@ -65,6 +72,6 @@ def convert(
         config["objective"] = {"metric": metric, "direction": direction}
     if n_trials is not None:
         config["study"]["n_trials"] = n_trials
-    order = ("study", "objective", "train", "space", "tracking")
+    order = ("study", "objective", "train", "space", "execution", "tracking")
     converted.config = {key: config[key] for key in order if key in config}
     return converted

@@ -35,6 +35,14 @@ _NO_DISTRIBUTION = {"normal", "qnormal", "lognormal", "qlognormal"}
 Key = tuple[str | int, ...]
 
 
+TRIAL_CODE_NOTE = (
+    "NNI's trial code runs as it is: hpsearch answers nni.get_next_parameter() and "
+    "nni.report_*_result() (nested choices arrive flat)."
+)
+NNI_OBJECTIVE = {"metric": "default", "direction": "maximize"}
+"""NNI's metric (a number reported is ``default``), maximised, as its tuners are by default."""
+
+
 def from_nni(path: Path) -> Converted:
     """The hpsearch config of the NNI search space in ``path``.
 
@@ -48,25 +56,35 @@ def from_nni(path: Path) -> Converted:
         raise source.error((), "file not found", "check the path") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise source.error((), f"cannot read it as JSON ({exc})") from None
-    if not isinstance(document, dict) or not document:
-        raise source.error((), "not an NNI search space (a JSON object of parameters)")
-    key_of: dict[str, Key] = {}
     notes = [
-        "NNI's tuner and budget are in its experiment config: name them here. Its trial "
-        "code runs as it is (--train 'python mnist.py'): hpsearch answers "
-        "nni.get_next_parameter() and nni.report_*_result() (nested choices arrive flat).",
+        "NNI's tuner and budget are in its experiment config: name them here (or convert "
+        "that config instead). " + TRIAL_CODE_NOTE,
         "objective: NNI's metric 'default' (a number reported), maximised as NNI's tuners "
         "are by default (optimize_mode); --metric and --direction to change it.",
     ]
-    space = _entries(source, document, (), key_of, notes)
-    checked_space(source, space, key_of)
+    space, _ = space_of(source, document, (), notes)
     folder = path.resolve().parent.name
     name = folder if path.stem == "search_space" and folder else path.stem
     study = {"name": name or "nni-search"}
-    objective = {"metric": "default", "direction": "maximize"}
-    return Converted(
-        {"study": study, "objective": objective, "space": space}, "an NNI search space", notes
-    )
+    config = {"study": study, "objective": dict(NNI_OBJECTIVE), "space": space}
+    return Converted(config, "an NNI search space", notes)
+
+
+def space_of(
+    source: Source, document: Any, prefix: Key, notes: list[str]
+) -> tuple[dict[str, Any], dict[str, Key]]:
+    """The ``space`` of an NNI search space (``document``, at ``prefix`` in ``source``),
+    checked as a config's, and each entry's key in the source.
+
+    Raises:
+        ConfigError: an entry with no hpsearch equivalent, or one hpsearch would refuse.
+    """
+    if not isinstance(document, dict) or not document:
+        raise source.error(prefix, "not an NNI search space (a JSON object of parameters)")
+    key_of: dict[str, Key] = {}
+    space = _entries(source, document, prefix, key_of, notes)
+    checked_space(source, space, key_of)
+    return space, key_of
 
 
 def _entries(

@@ -108,13 +108,6 @@ def test_what_hpsearch_cannot_search_is_one_line_naming_its_entry(
     assert where in message, message
 
 
-def test_an_nni_experiment_config_points_to_its_search_space(tmp_path: Path) -> None:
-    config = tmp_path / "config.yml"
-    config.write_text("searchSpaceFile: search_space.json\ntrialCommand: python3 mnist.py\n")
-    with pytest.raises(ConfigError, match="convert the file searchSpaceFile names"):
-        convert(config)
-
-
 def test_the_objective_is_nnis_default_metric_maximised_unless_told(tmp_path: Path) -> None:
     source = _space_file(tmp_path / "mnist-pytorch", SPACE)
     converted = convert(source, train="python mnist.py")  # the trial script, unchanged
