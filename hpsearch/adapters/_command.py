@@ -275,7 +275,7 @@ class _Progress:
         if "samples" in metrics and "samples_per_sec" not in metrics and now > self._last_at:
             metrics["samples_per_sec"] = metrics["samples"] / (now - self._last_at)
         self._last_at = now
-        self._ctx.report(report.step, **metrics)
+        self._ctx.report(report.step, metrics)
         if self._ctx.should_prune():
             raise TrialPruned(f"pruned after step {report.step}")
 

@@ -117,7 +117,7 @@ class _ReportingTrial(optuna.Trial):
     def report(self, value: float, step: int) -> None:
         if len(self.study.directions) == 1:  # Optuna refuses them in multi-objective studies
             super().report(value, step)  # the intermediate value, as Optuna keeps it
-        self._hpsearch_ctx.report(int(step), **{self._hpsearch_metric: float(value)})
+        self._hpsearch_ctx.report(int(step), {self._hpsearch_metric: float(value)})
 
     def should_prune(self) -> bool:
         return self._hpsearch_ctx.should_prune()

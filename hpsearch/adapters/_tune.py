@@ -255,7 +255,7 @@ class _Session:
         metrics = _flat(metrics)
         values = _numbers(metrics)
         step = next((int(values[k]) for k in _STEP_KEYS if k in values), None)
-        self._ctx.report(self._reports if step is None else step, **values)
+        self._ctx.report(self._reports if step is None else step, values)  # "step" a metric too
         self._reports += 1
         reported = {"training_iteration": self._reports, **metrics}
         if self._reports == 1:

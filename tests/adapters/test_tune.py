@@ -137,6 +137,36 @@ def test_numpy_numbers_and_0d_arrays_are_metrics_and_steps_as_ctx_report_takes_t
     assert returned == {"loss": 0.125}  # a boolean is no metric
 
 
+def test_a_metric_named_step_is_the_reports_step_and_a_metric_as_under_tune(
+    tmp_path: Path,
+) -> None:
+    class Counting(tune.Trainable):  # as Ray's custom_checkpointing_with_callback example
+        def setup(self, config: dict[str, Any]) -> None:
+            self.current_step = 0
+
+        def step(self) -> dict[str, Any]:
+            self.current_step += 1
+            return {"mean_loss": 1 / self.current_step, "step": self.current_step}
+
+    ctx = TrialContext.local(checkpoint_dir=str(tmp_path / "class"))
+    tune_train(Counting, stop={"training_iteration": 2})({}, ctx)
+    assert [(r.step, r.metrics["mean_loss"], r.metrics["step"]) for r in ctx.history] == [
+        (1, 1.0, 1.0),
+        (2, 0.5, 2.0),
+    ]
+
+    def reports_step(config: dict[str, Any]) -> None:
+        for i in range(2):
+            tune.report({"step": i, "loss": i / 2})
+
+    ctx = TrialContext.local(checkpoint_dir=str(tmp_path / "function"))
+    tune_train(reports_step)({}, ctx)
+    assert [(r.step, r.metrics) for r in ctx.history] == [
+        (0, {"step": 0.0, "loss": 0.0}),
+        (1, {"step": 1.0, "loss": 0.5}),
+    ]
+
+
 def test_nested_metrics_are_named_as_tune_names_them_in_reports_stop_and_the_return(
     tmp_path: Path,
 ) -> None:
