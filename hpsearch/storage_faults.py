@@ -94,9 +94,22 @@ def cannot_open_line(exc: BaseException, storage: str, stores: Stores | None) ->
     where = f"{stores.source}: study.storage: " if stores else ""
     first = str(exc).splitlines()[0] if str(exc) else ""
     return (
-        f"{where}cannot open '{storage}' ({type(exc).__name__}: {first}); "
-        "check the URL and that the database is reachable"
+        f"{where}cannot open '{storage}' ({type(exc).__name__}: {first}); {_storage_fix(storage)}"
     )
+
+
+def _storage_fix(storage: str) -> str:
+    """What to check for a study storage that cannot be opened: its form, where it is not
+    a database URL (a file's path, SQLite's two slashes), else whether it is reachable."""
+    scheme, sep, rest = storage.partition("://")
+    if not sep:  # a file's path, as Optuna's JournalStorage or a SQLite file is named
+        return (
+            "give a database URL, e.g. sqlite:///optuna.db for a SQLite file here (a path "
+            "alone, as Optuna's JournalStorage takes one, is no storage URL)"
+        )
+    if scheme == "sqlite" and not rest.startswith("/"):
+        return f"a SQLite file's URL has three slashes: sqlite:///{rest}"
+    return "check the URL and that the database is reachable"
 
 
 def deleted_line(stores: Stores, key: str, url: str) -> str:

@@ -78,3 +78,20 @@ def test_a_study_another_program_keeps_locked_past_the_wait_is_one_line(tmp_path
         "browser's unsaved change, a script stopped inside one) and run again (what was "
         "recorded so far is kept)"
     )
+
+
+def test_a_storage_that_is_no_database_url_is_told_the_form_to_write() -> None:
+    from hpsearch.storage_faults import cannot_open_line
+
+    stores = Stores("c.yaml", "journal.log", "sqlite:///mlruns/mlflow.db")
+    path_alone = cannot_open_line(
+        ValueError("Could not parse SQLAlchemy URL"), "journal.log", stores
+    )
+    assert path_alone.endswith(
+        "give a database URL, e.g. sqlite:///optuna.db for a SQLite file here (a path alone, "
+        "as Optuna's JournalStorage takes one, is no storage URL)"
+    )
+    two_slashes = cannot_open_line(ValueError("Invalid SQLite URL"), "sqlite://optuna.db", stores)
+    assert two_slashes.endswith("a SQLite file's URL has three slashes: sqlite:///optuna.db")
+    server = cannot_open_line(ConnectionError("refused"), "postgresql://h/db", stores)
+    assert server.endswith("check the URL and that the database is reachable")
