@@ -28,6 +28,7 @@ _NNI_EXPERIMENT_KEYS = (
     "tuner",
     "searchSpacePath",
 )
+"""Keys that make a YAML file an NNI experiment config (``searchSpacePath``: NNI 1's)."""
 
 
 def convert(

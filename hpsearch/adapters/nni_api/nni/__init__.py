@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import importlib.machinery
 import json
-import math
 import os
 import sys
 from pathlib import Path
@@ -106,11 +105,10 @@ def _metrics(metric: Any) -> dict[str, Any]:
 
 
 def _number(value: Any) -> Any:
-    """A number as JSON holds it (numpy's and torch's scalars included)."""
+    """A number as JSON holds it (numpy's and torch's scalars included; a NaN is written
+    as Python's ``json`` writes and reads it, and the trial then says it is NaN)."""
     if hasattr(value, "item") and callable(value.item):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)  # JSON has no NaN: said as text, and the trial says why it fails
+        return value.item()
     return value
 
 
