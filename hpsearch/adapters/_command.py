@@ -226,7 +226,9 @@ def _follow(
     return its final metrics."""
     tail = _FileTail(file) if file is not None else None
     progress = _Progress(ctx)
-    stdout_open = True
+    # Its stdout and stderr, each read to its end: a line of stderr read after stdout
+    # closed is a report still (logging's, with stderr: true), under load too.
+    streams_open = 2
     exited_at: float | None = None
     while True:
         batch: list[_Report] = []
@@ -235,18 +237,18 @@ def _follow(
         except queue.Empty:
             item = _NOTHING
         if item is None:
-            stdout_open = False
+            streams_open -= 1
         elif item is not _NOTHING:
             batch.append(item)
         if exited_at is None and process.poll() is not None:
             exited_at = time.monotonic()
-        if stdout_open and exited_at is not None and time.monotonic() - exited_at > _LINGER_S:
-            # The script is gone but something it started still holds its stdout open:
+        if streams_open and exited_at is not None and time.monotonic() - exited_at > _LINGER_S:
+            # The script is gone but something it started still holds its output open:
             # its process group goes too, or the trial would never end.
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
-            stdout_open = False
-        exited = not stdout_open and exited_at is not None
+            streams_open = 0
+        exited = not streams_open and exited_at is not None
         if tail is not None:
             batch += tail.read()  # after the exit: the last lines too
         for report in batch:
@@ -364,6 +366,7 @@ def _read_stderr(stream: IO[bytes], lines: _Lines, text: TextReader | None = Non
         read = text.read(line) if text is not None else None
         if read is not None:
             lines.reports.put(_Report(*read))
+    lines.reports.put(None)
 
 
 class _FileTail:

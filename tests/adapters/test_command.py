@@ -515,6 +515,25 @@ def test_a_script_that_logs_to_stderr_reports_where_stderr_is_read(
     assert unread.history == []  # stdout only, unless told
 
 
+def test_what_a_script_logs_to_stderr_after_closing_its_stdout_is_read_to_the_end(
+    tmp_path: Path,
+) -> None:
+    # Its stdout ends first, its stderr still has every report: the trial ended once the
+    # script had exited and its stdout closed, its stderr's last reports unread (the
+    # ones of a burst, as here, or any under load: make test lost a logging script's).
+    body = """
+        import logging
+        logging.basicConfig(level=logging.INFO)
+        sys.stdout.close()
+        os.close(1)
+        for epoch in range(3000):
+            logging.info("epoch=%d val_loss=%.2f", epoch, 1.0 / (epoch + 1))
+        """
+    ctx = TrialContext.local()
+    _run(tmp_path, body, {"x": 1}, ctx, metrics={"scalars": True, "stderr": True, "step": "epoch"})
+    assert [r.step for r in ctx.history] == list(range(3000))
+
+
 def test_a_pattern_that_never_matched_fails_the_trial_naming_it(tmp_path: Path) -> None:
     with pytest.raises(CommandFailed, match=r"patterns\[1\] .* never matched the script's output"):
         _run(
