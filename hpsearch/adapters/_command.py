@@ -69,7 +69,8 @@ KILLED_WAIT_S = 2.0
 """How long a trial's end waits for its SIGKILLed process group to be gone."""
 _PR_SET_CHILD_SUBREAPER = 36  # prctl's option number (linux/prctl.h)
 _LINGER_S = 5.0
-"""How long a script's stdout may stay open after it exited (a leftover child holds it)."""
+"""How long a script's stdout or stderr may stay open after it exited (a leftover child
+holds it)."""
 
 
 class CommandFailed(RuntimeError):
