@@ -87,8 +87,12 @@ def test_trials_of_a_few_tenths_of_a_second_share_their_gpu_within_seconds(
         if min(a[1], b[1]) - max(a[0], b[0]) >= OVERLAP_S
     ]
     if together:
+        # A run's end is when the driver recorded it, later than the worker's by however
+        # far the driver lags; on a loaded machine a pair read as overlapping may not have
+        # (a fresh clone's make test at 2.5 times its usual time: 1 such pair of 58). A
+        # sharing record that failed would leave most pairs unseen.
         unseen = [(a.number, b.number) for a, b in together if min(sharing(a), sharing(b)) < 2]
-        assert not unseen, (unseen, len(together))
+        assert len(unseen) <= len(together) // 10, (unseen, len(together))
     else:
         took = statistics.median(t.duration.total_seconds() for t in trials if t.duration)
         warnings.warn(
