@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 from pydantic import TypeAdapter, ValidationError
 
+from hpsearch.config._yaml import read_yaml
 from hpsearch.errors import ConfigError
 from hpsearch.space import ParamSpec, expand_space
 from hpsearch.trial.script import arg_form
@@ -59,10 +60,26 @@ class Source:
         self.path = path
         self._line_of = line_of
 
+    @classmethod
+    def of_yaml(cls, path: Path) -> tuple[Source, Any]:
+        """A YAML source, its errors at their lines, and what it holds."""
+        document = read_yaml(path)
+        return cls(path, document.line_of), document.data
+
     def error(self, key: tuple[str | int, ...], problem: str, fix: str = "") -> ConfigError:
         """A one-line error at ``key`` of the source (``parameters.lr.distribution``)."""
         dotted = ".".join(str(part) for part in key)
         return ConfigError(self.path, dotted, problem, fix, line=self._line_of(key))
+
+    def refuse_unknown(self, mapping: Mapping[str, Any], known: Collection[str]) -> None:
+        """Refuse a top-level key outside ``known``: converted silently, it would be lost.
+
+        Raises:
+            ConfigError: the first such key, at its line.
+        """
+        for key in mapping:
+            if key not in known:
+                raise self.error((key,), "has no hpsearch equivalent", "remove it")
 
 
 _PARAM = TypeAdapter(ParamSpec)

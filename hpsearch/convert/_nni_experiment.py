@@ -36,7 +36,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-from hpsearch.config._yaml import read_yaml
 from hpsearch.convert._base import Converted, Source
 from hpsearch.convert._nni import NNI_OBJECTIVE, TRIAL_CODE_NOTE, space_of
 
@@ -65,9 +64,7 @@ def from_nni_experiment(path: Path) -> Converted:
     Raises:
         ConfigError: a key with no hpsearch equivalent, naming it and its line.
     """
-    document = read_yaml(path)
-    source = Source(path, document.line_of)
-    experiment = document.data
+    source, experiment = Source.of_yaml(path)
     if not isinstance(experiment, dict):
         raise source.error((), "not an NNI experiment config (a mapping of its settings)")
     old = [key for key in _NNI_1 if key in experiment]
@@ -75,9 +72,7 @@ def from_nni_experiment(path: Path) -> Converted:
         raise source.error(
             (old[0],), "is NNI 1's config format", "write it as NNI 2's (nnictl's v2 config)"
         )
-    for key in experiment:
-        if key not in _TOP_KEYS:
-            raise source.error((key,), "has no hpsearch equivalent", "remove it")
+    source.refuse_unknown(experiment, _TOP_KEYS)
     if experiment.get("useAnnotation"):
         raise source.error(
             ("useAnnotation",), "NNI's annotations have no hpsearch form", "use searchSpaceFile"

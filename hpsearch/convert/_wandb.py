@@ -38,7 +38,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hpsearch.config._yaml import read_yaml
 from hpsearch.convert._base import (
     Converted,
     Source,
@@ -75,14 +74,10 @@ def from_wandb(path: Path) -> Converted:
     Raises:
         ConfigError: a key with no hpsearch equivalent, naming it and its line.
     """
-    document = read_yaml(path)
-    source = Source(path, document.line_of)
-    sweep = document.data
+    source, sweep = Source.of_yaml(path)
     if not isinstance(sweep, dict) or "parameters" not in sweep:
         raise source.error((), "not a W&B sweep (no parameters: section)")
-    for key in sweep:
-        if key not in _TOP_KEYS:
-            raise source.error((key,), "has no hpsearch equivalent", "remove it")
+    source.refuse_unknown(sweep, _TOP_KEYS)
     notes: list[str] = []
     method = sweep.get("method", "random")
     if method not in _SAMPLERS:
