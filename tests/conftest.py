@@ -57,6 +57,10 @@ BASE_CONFIG: dict[str, Any] = {
     "train": "tests.train_functions:quick",
     "space": {"x": {"type": "float", "low": 0.0, "high": 1.0}, "steps": 3},
     "execution": {"max_concurrent": 2},
+    # Optuna's figures cost each search's driver 2-3 CPU-seconds to import their
+    # libraries, paid by some 30 hpsearch run processes per make test on its 2
+    # cores; the tests of the figures turn them on.
+    "tracking": {"figures": False},
 }
 
 ConfigWriter = Callable[..., Path]

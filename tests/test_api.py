@@ -134,6 +134,7 @@ def test_accuracy_against_speed_prunes_dominated_trials_and_plots_the_front(
         {
             "train": "tests.train_functions:two_objectives",
             "objective": None,
+            "tracking": {"figures": True},
             "objectives": [
                 {"metric": "acc", "direction": "maximize"},
                 {"metric": "speed", "direction": "maximize"},

@@ -295,6 +295,12 @@ class TrackingSpec(Settings):
             where the writes would take the driver's time from the trials ending;
             the driver otherwise. A tracking server (``http://``) is written by the
             driver.
+        figures: whether the search ends by drawing Optuna's analysis figures on its
+            parent run (``analysis/``: optimisation history, parameter importances,
+            parallel coordinates, the Pareto front). ``false`` leaves them out, and
+            with them the 2-3 CPU-seconds their libraries (plotly, scikit-learn) take
+            to load in each ``hpsearch run``: for many short searches, as in a test
+            suite or CI. The Pareto front's CSV is written either way.
     """
 
     uri: str = DEFAULT_TRACKING_URI
@@ -302,6 +308,7 @@ class TrackingSpec(Settings):
     artifact_location: str = DEFAULT_ARTIFACT_LOCATION
     outage_limit: Seconds = 600.0
     writer: Literal["auto", "process", "driver"] = "auto"
+    figures: bool = True
 
     @model_validator(mode="after")
     def _no_writer_process_for_a_server(self) -> TrackingSpec:

@@ -48,6 +48,7 @@ class ParentRun(TrialListener):
         name: its name (also Tune's experiment folder).
         handle: the study (progress is read from it).
         objectives: the config's objectives.
+        figures: whether the search's end draws the study's figures (``tracking.figures``).
     """
 
     def __init__(
@@ -57,6 +58,8 @@ class ParentRun(TrialListener):
         name: str,
         handle: StudyHandle,
         objectives: Sequence[ObjectiveSpec],
+        *,
+        figures: bool = True,
     ) -> None:
         self.tracker = tracker
         self.run_id = run_id
@@ -67,7 +70,9 @@ class ParentRun(TrialListener):
         self._handle = handle
         self._objectives = list(objectives)
         self._series_steps = itertools.count()
-        self._figures_loading = False
+        self._figures = figures
+        # No figures, no process to draw them: as if it were loading already.
+        self._figures_loading = not figures
         # The study as it was before this search's first trial: read once.
         self._progress = SearchProgress(objectives, handle.study.get_trials(deepcopy=False))
 
@@ -83,7 +88,9 @@ class ParentRun(TrialListener):
         source = Path(config.source)
         if source.is_file():  # the run says what was searched
             tracker.log_text(run_id, source.read_text(encoding="utf-8"), f"config/{source.name}")
-        parent = cls(tracker, run_id, name, handle, config.objective_list)
+        parent = cls(
+            tracker, run_id, name, handle, config.objective_list, figures=config.tracking.figures
+        )
         tracker.when_created(run_id, parent._created)
         return parent
 
@@ -170,10 +177,10 @@ class ParentRun(TrialListener):
             self.tracker.set_tags(self.run_id, {"hpsearch.packing_mode": mode})
 
     def record_analysis(self, results: StudyResults) -> None:
-        """Optuna's figures of the study (``analysis/``), and with several objectives the
-        Pareto front as CSV (``pareto/``)."""
+        """Optuna's figures of the study (``analysis/``, unless ``tracking.figures`` is
+        off), and with several objectives the Pareto front as CSV (``pareto/``)."""
         try:
-            for artifact, html in figure_pages(results):
+            for artifact, html in figure_pages(results) if self._figures else ():
                 self.tracker.log_text(self.run_id, html, artifact)
             if results.is_multi_objective:
                 with tempfile.TemporaryDirectory() as folder:

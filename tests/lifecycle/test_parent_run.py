@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import optuna
 import pytest
+import yaml
+from mlflow.tracking import MlflowClient
 from optuna.trial import TrialState, create_trial
 
-from hpsearch.config import ObjectiveSpec
+from hpsearch.config import ObjectiveSpec, load_config
 from hpsearch.lifecycle import _parent_run
 from hpsearch.lifecycle._events import TrialEnded
 from hpsearch.lifecycle._parent_run import ParentRun, SearchProgress
 from hpsearch.placement import Admission
+from hpsearch.results import StudyResults
 from hpsearch.study import StudyHandle
+from hpsearch.tracking import MlflowTracker, RunStatus
 from hpsearch.trial.protocol import Outcome
+from tests.conftest import BASE_CONFIG, ConfigWriter
 
 OBJECTIVES = [
     ObjectiveSpec(metric="accuracy", direction="maximize"),
@@ -101,3 +107,43 @@ def test_the_figure_process_starts_at_the_first_complete_trial(
     parent.on_ended(_ended(3, Outcome.COMPLETE, (0.8, 2.0)))
     assert started == ["loading"]  # once
     assert len(tracker.logged) == 4
+
+
+@pytest.mark.parametrize("figures", [True, False])
+def test_figures_off_draws_none_and_loads_nothing_and_the_pareto_csv_stays(
+    figures: bool,
+    project: Path,
+    write_config: ConfigWriter,
+    mlflow_tracker: MlflowTracker,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[str] = []
+    monkeypatch.setattr(_parent_run, "start_figure_process", lambda: calls.append("loading"))
+
+    def pages(results: StudyResults) -> list[tuple[str, str]]:
+        calls.append("drawn")
+        return [("analysis/pareto_front.html", "<html></html>")]
+
+    monkeypatch.setattr(_parent_run, "figure_pages", pages)
+    document = {k: v for k, v in BASE_CONFIG.items() if k != "objective"}
+    document["objectives"] = [{"metric": o.metric, "direction": o.direction} for o in OBJECTIVES]
+    document["tracking"] = {"figures": figures}
+    config = load_config(write_config(yaml.safe_dump(document)))
+    study = optuna.create_study(directions=["maximize", "minimize"])
+    handle = StudyHandle(study, study._storage, [])
+    parent = ParentRun.start(config, handle, mlflow_tracker)
+    for number, values in enumerate([(0.9, 1.0), (0.8, 2.0)]):
+        study.add_trial(create_trial(state=TrialState.COMPLETE, values=list(values)))
+        parent.on_ended(_ended(number, Outcome.COMPLETE, values))
+    parent.record_analysis(StudyResults(study))
+    parent.end(RunStatus.FINISHED)
+
+    client = MlflowClient(f"sqlite:///{project / 'mlruns' / 'mlflow.db'}")
+    artifacts = {
+        f.path
+        for folder in ("analysis", "pareto")
+        for f in client.list_artifacts(parent.run_id, folder)
+    }
+    assert calls == (["loading", "drawn"] if figures else [])
+    assert ("analysis/pareto_front.html" in artifacts) is figures
+    assert any(path.startswith("pareto/") for path in artifacts)
