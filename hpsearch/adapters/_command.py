@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from hpsearch._procs import descendants, group_running
-from hpsearch.adapters.nni_api import FOLDER as NNI_API
+from hpsearch.adapters.trial_apis import FOLDER as TRIAL_APIS
 from hpsearch.oom import device_oom
 from hpsearch.space import flat_names
 from hpsearch.trial.context import TrialContext, TrialPruned
@@ -175,8 +175,9 @@ def run_command(
         "PYTHONUNBUFFERED": "1",  # reports arrive as printed, not at exit
     }
     env["PATH"] = activated_path(env.get("PATH"))  # torchrun beside hpsearch, say
-    # An NNI trial script's `import nni` finds NNI's trial API answered by hpsearch.
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [NNI_API, env.get("PYTHONPATH")]))
+    # An NNI trial script's `import nni`, and a W&B sweep's script's `import wandb`, find
+    # their trial APIs answered by hpsearch.
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [TRIAL_APIS, env.get("PYTHONPATH")]))
     if not ctx.resources.get("GPU"):
         env["CUDA_VISIBLE_DEVICES"] = ""  # a CPU trial keeps off the GPUs
     if ctx.memory_cap_mb is not None:  # its share of a GPU it shares with other trials

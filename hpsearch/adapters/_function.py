@@ -311,9 +311,17 @@ def check_train(
         _check_parameters_passed(command.arguments, script, space, source)
 
 
-READS_ITS_ENVIRONMENT = ("HPSEARCH_PARAMS", "environ", "getenv", "get_next_parameter")
+READS_ITS_ENVIRONMENT = (
+    "HPSEARCH_PARAMS",
+    "environ",
+    "getenv",
+    "get_next_parameter",
+    "wandb.config",
+    "wandb.init",
+)
 """What the source of a script that may take its parameters from its environment has (NNI's
-``nni.get_next_parameter()`` reads them there: :mod:`hpsearch.adapters.nni_api`)."""
+``nni.get_next_parameter()`` and the config of W&B's ``wandb.init()`` read them there:
+:mod:`hpsearch.adapters.trial_apis`)."""
 MOST_SOURCES_READ = 200
 """How many files of a script and the modules of its folder it imports are read at most."""
 

@@ -18,7 +18,7 @@ log range without ``q`` (whole numbers where its bounds and ``q`` are), as Ray T
 ``OptunaSearch`` searches ``qloguniform``, and a note says so. ``normal``,
 ``lognormal`` and their ``q`` forms have no Optuna distribution: a one-line error
 naming the entry. The search space names no trial: ``hpsearch convert --train ...``
-adds it (an NNI trial script runs as it is: :mod:`hpsearch.adapters.nni_api`), or the
+adds it (an NNI trial script runs as it is: :mod:`hpsearch.adapters.trial_apis`), or the
 written file says it is still to add. The objective is NNI's metric ``default``,
 maximised, as NNI's tuners default to; ``--metric`` replaces it.
 """

@@ -92,7 +92,9 @@ def from_wandb(path: Path) -> Converted:
     if "program" in sweep or "command" in sweep:
         config["train"] = _train(source, sweep)
         notes.append(
-            "wandb.log does not reach hpsearch: print the metrics too, as key=value or JSON lines."
+            "import wandb in the program is hpsearch's (W&B is not sent anything): wandb.config "
+            "holds the trial's parameters, each wandb.log is a report, and the objective is "
+            "the metric's last logged value, as a sweep reads it from the run's summary."
         )
     config["space"] = space
     if "project" in sweep:

@@ -261,6 +261,8 @@ def test_a_python_script_given_none_of_the_searched_parameters_is_refused_first(
     (project / "lib" / "setup.py").write_text("from .env import params\n")
     (project / "lib" / "env.py").write_text(reads_env)
     (project / "nni_trial.py").write_text("import nni\nparams = nni.get_next_parameter()\n")
+    wandb_script = "import wandb\nwith wandb.init() as run:\n    lr = run.config.lr\n"
+    (project / "wandb_trial.py").write_text(wandb_script)
     for given in (
         "python train.py {args}",
         "python train.py --lr {lr}",
@@ -270,6 +272,7 @@ def test_a_python_script_given_none_of_the_searched_parameters_is_refused_first(
         "python main.py",  # through a module of its folder, which a helper of its reads
         "python scripts/run.py",  # through the project's package, under src/
         "python nni_trial.py",  # NNI's trial API, which hpsearch answers
+        "python wandb_trial.py",  # W&B's run config, which hpsearch answers too
         "bash -c 'python train.py'",  # not a python script: its program is not read
     ):
         check(given)

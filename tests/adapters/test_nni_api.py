@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from hpsearch import TrialContext
-from hpsearch.adapters import CommandFailed, run_command
-from hpsearch.trial.script import CommandSpec
+from hpsearch.adapters import CommandFailed
+from tests.adapters.trial_scripts import run_script
 
 pytestmark = pytest.mark.process  # each test runs a script
 
@@ -43,33 +41,21 @@ if __name__ == "__main__":
 """
 
 
-def _run(tmp_path: Path, params: dict[str, Any], ctx: TrialContext, **spec: Any) -> Any:
-    script = tmp_path / "mnist.py"
-    script.write_text(textwrap.dedent(NNI_TRIAL))
-    return run_command(
-        CommandSpec(command=["python", str(script)], **spec),
-        params,
-        ctx,
-        workdir=str(tmp_path),
-        trial_dir=str(tmp_path / "trials" / "mnist-study" / "trial-7"),
-    )
-
-
 @pytest.mark.parametrize("metrics", ["stdout-jsonl", "file-jsonl"])
 def test_an_nni_trial_gets_its_parameters_and_its_reports_are_the_trials(
     tmp_path: Path, metrics: str, capfd: pytest.CaptureFixture[str]
 ) -> None:
     ctx = TrialContext.local(trial_number=7)
-    final = _run(tmp_path, {"lr": 0.1, "batch_size": 32}, ctx, metrics=metrics)
+    final = run_script(tmp_path, NNI_TRIAL, {"lr": 0.1, "batch_size": 32}, ctx, metrics=metrics)
     # Each intermediate result a step, NNI's "default" metric; the final one the trial's.
     assert [r.step for r in ctx.history] == [0, 1, 2]
     assert [r.metrics["default"] for r in ctx.history] == pytest.approx([0.1, 0.2, 0.3])
     assert final == {"default": pytest.approx(1.0), "loss": 0.5}
-    assert "ids 7 7 mnist-study" in capfd.readouterr().out
+    assert "ids 7 7 my-study" in capfd.readouterr().out
 
 
 def test_merge_parameter_refuses_what_the_scripts_flags_lack_as_nni_does(tmp_path: Path) -> None:
     with pytest.raises(CommandFailed, match="Key 'momentum' not found in base parameters"):
-        _run(tmp_path, {"lr": 0.1, "momentum": 0.9}, TrialContext.local())
+        run_script(tmp_path, NNI_TRIAL, {"lr": 0.1, "momentum": 0.9}, TrialContext.local())
     with pytest.raises(CommandFailed, match=r'Expected "batch_size" .* type int, but found str'):
-        _run(tmp_path, {"batch_size": "32"}, TrialContext.local())
+        run_script(tmp_path, NNI_TRIAL, {"batch_size": "32"}, TrialContext.local())

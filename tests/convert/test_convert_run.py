@@ -10,19 +10,22 @@ import pytest
 from hpsearch import attrs
 from tests.conftest import cli, mlflow_client
 
-# A sweep's script as W&B users write one: argparse flags from ${args}; it prints
-# its metric as well as logging it (wandb.log does not reach another tool).
+# A sweep's script as W&B users write one: argparse flags from ${args}, its metric by
+# wandb.log (W&B's run API is hpsearch's in a command trial: nothing goes to W&B).
 SCRIPT = """\
 import argparse
+
+import wandb
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--lr", type=float)
 parser.add_argument("--optimizer")
 parser.add_argument("--epochs", type=int)
 args = parser.parse_args()
+wandb.init(project="sweep-demo", config=args)
 for epoch in range(args.epochs):
     loss = abs(args.lr - 0.01) + (0.1 if args.optimizer == "sgd" else 0.0) + 1.0 / (epoch + 1)
-    print(f"epoch={epoch} val_loss={loss:.6f}", flush=True)
+    wandb.log({"epoch": epoch, "val_loss": loss})
 """
 
 SWEEP = """\

@@ -1,5 +1,5 @@
 """NNI's trial API for a script hpsearch runs as a command trial (see
-:mod:`hpsearch.adapters.nni_api`).
+:mod:`hpsearch.adapters.trial_apis`).
 
 * :func:`get_next_parameter` returns the trial's parameters (``HPSEARCH_PARAMS``).
 * :func:`report_intermediate_result` is a report at the next step, and
@@ -21,6 +21,8 @@ import os
 import sys
 from pathlib import Path
 from typing import Any
+
+from _hpsearch_report import emit
 
 __all__ = [
     "get_current_parameter",
@@ -73,13 +75,13 @@ def get_current_parameter(tag: str | None = None) -> Any:
 
 def report_intermediate_result(metric: Any) -> None:
     """A report at the trial's next step (0, 1, ...), judged by the pruner."""
-    _emit({"step": _Trial.reports, **_metrics(metric)})
+    emit({"step": _Trial.reports, **_metrics(metric)})
     _Trial.reports += 1
 
 
 def report_final_result(metric: Any) -> None:
     """The trial's final metrics: its objective's value is this one."""
-    _emit(_metrics(metric))
+    emit(_metrics(metric))
 
 
 def get_experiment_id() -> str:
@@ -110,12 +112,3 @@ def _number(value: Any) -> Any:
     if hasattr(value, "item") and callable(value.item):
         return value.item()
     return value
-
-
-def _emit(metrics: dict[str, Any]) -> None:
-    line = json.dumps(metrics)
-    print(line, flush=True)
-    target = os.environ.get("HPSEARCH_METRICS_FILE")
-    if target:  # read there instead with metrics: file-jsonl; stdout is read otherwise
-        with open(target, "a", encoding="utf-8") as file:
-            file.write(line + "\n")
