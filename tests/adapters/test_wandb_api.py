@@ -39,6 +39,7 @@ main()
 WITH_DEFAULTS = """
 import argparse
 
+import torch
 import wandb
 
 parser = argparse.ArgumentParser()
@@ -56,7 +57,7 @@ with wandb.init(project="mnist", config=args) as run:
     for step, acc in enumerate([0.5, 0.9, 0.7]):
         run.log({"acc": acc, "loss": 1 - acc, "note": "text", "table": table}, step=step * 10)
         run.log({"extra": step}, commit=False)
-    run.log({"nested": {"a": 1}})
+    run.log({"nested": {"a": 1}, "tensor": torch.tensor(0.25), "tensors": torch.ones(2)})
     run.summary["best_layers"] = config.layers
     print("config", dict(config))
 """
@@ -97,6 +98,9 @@ def test_defaults_steps_summaries_and_media_behave_as_under_wandb(
     assert [r.step for r in ctx.history] == [0, 10, 20]
     assert [r.metrics.get("extra") for r in ctx.history] == [0, 1, 2]
     assert ctx.history[-1].metrics["nested.a"] == 1
+    # A one-element tensor is its number (W&B logs it so); a larger one is not a metric.
+    assert ctx.history[-1].metrics["tensor"] == 0.25
+    assert "tensors" not in ctx.history[-1].metrics
     assert all("note" not in r.metrics and "table" not in r.metrics for r in ctx.history)
     # define_metric's summaries under W&B's names, in the last value's place.
     assert final["acc.max"] == pytest.approx(0.9)

@@ -213,7 +213,8 @@ class Run:
             self._summaries.append((name, [best if m == "best" else m for m in modes]))
 
     def finish(self, exit_code: int | None = None, quiet: bool | None = None) -> None:
-        """End the run: the summary's numbers become the trial's final metrics."""
+        """End the run: what its summary adds to the last reports (:meth:`_final`) becomes
+        the trial's final metrics."""
         if self._finished:
             return
         self._finished = True
@@ -421,8 +422,8 @@ def _flat(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def _number(value: Any) -> float | None:
     """A number (numpy's and torch's scalars included), or ``None`` for anything else."""
-    if hasattr(value, "item") and callable(value.item) and getattr(value, "size", 1) in (1, None):
-        try:
+    if callable(getattr(value, "item", None)):
+        try:  # an array or tensor of more than one element refuses (ValueError, RuntimeError)
             value = value.item()
         except (TypeError, ValueError, RuntimeError):
             return None
