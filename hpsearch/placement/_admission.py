@@ -68,7 +68,8 @@ class PackingObserver(Protocol):
     """Told what the packing policy decides (the progress view, the parent run's series)."""
 
     def decided(self, gpu: str, decision: GpuDecision) -> None:
-        """A GPU's limit was first set or changed; ``gpu`` is its label."""
+        """A GPU's limit was first set or changed, or its monitor lost or back; ``gpu`` is
+        its label."""
 
     def series(self, points: dict[str, float]) -> None:
         """Per-GPU series points: trials running, trials allowed, utilisation."""
@@ -95,7 +96,8 @@ class PackingAdmission(ResourcePolicy):
         nodes: the cluster's nodes and GPUs now (read every few seconds).
         request: CPUs, concurrency and the runner's GPU amount per trial.
         readings: every monitored node's GPU samples (``None``: no telemetry).
-        observers: told of every first or changed limit, and given the series.
+        observers: told of every first or changed limit (and of a GPU whose monitor was
+            lost or came back), and given the series.
         shared: told of each GPU the first time its limit allows more than one trial
             (MPS starts for it there).
         clock: Unix time (injectable for tests).
@@ -127,6 +129,7 @@ class PackingAdmission(ResourcePolicy):
         self._lock = threading.Lock()
         self._ooms: list[OomEvent] = []
         self._limits: dict[GpuKey, int] = {}
+        self._read: dict[GpuKey, bool] = {}  # whether a monitor read each GPU at its last record
         self._work: list[WorkDone] = []
         self._ended: list[tuple[RunningTrial, float]] = []
         self._warm: dict[GpuKey, set[int]] = {}  # launches on each GPU that reported a step
@@ -138,8 +141,9 @@ class PackingAdmission(ResourcePolicy):
         self._profiled: list[Callable[[int, TrialProfile, float | None], None]] = []
         self._held: list[Callable[[int, float, float | None], None]] = []
         self.decisions: list[dict[str, object]] = []
-        """Every first or changed limit, and every count judged: time, GPU, limit, previous,
-        reason and what the count measured (for the parent run)."""
+        """Every first or changed limit, every count judged, and every GPU whose monitor was
+        lost or came back: time, GPU, limit, previous, reason and what the count measured
+        (for the parent run)."""
 
     # -- told what the placed trials do --------------------------------------------
 
@@ -325,13 +329,21 @@ class PackingAdmission(ResourcePolicy):
         )
 
     def _publish(self, view: PackingView, decisions: dict[GpuKey, GpuDecision]) -> None:
-        """Tell listeners of first and changed limits; feed the parent run's series."""
+        """Tell listeners of first and changed limits and of lost monitors; feed the parent
+        run's series."""
         changed = False
         single_node = len({g.key.node for g in view.gpus}) == 1
         for gpu in view.gpus:
             decision = decisions[gpu.key]
-            if self._limits.get(gpu.key) == decision.limit and not decision.judged:
+            # A GPU whose monitor is lost (or back) is said too, at an unchanged limit: its
+            # record then says why it holds what it holds.
+            if (
+                self._limits.get(gpu.key) == decision.limit
+                and not decision.judged
+                and self._read.get(gpu.key) == gpu.telemetry
+            ):
                 continue
+            self._read[gpu.key] = gpu.telemetry
             changed = True
             record: dict[str, object] = {
                 "time": round(view.now, 3),

@@ -50,11 +50,14 @@ class Rig:
         self.monitor = GpuMonitor(self.backend, interval_s=0.5, clock=self.clock)
         self.changes: list[tuple[str, int, int | None]] = []
         self.series_points: list[dict[str, float]] = []
+        self.monitored = True  # whether the node's GPU monitor reads its GPUs
 
         self.admission = PackingAdmission(
             PackingPolicy(settings),
             nodes=lambda: [
-                NodeGpus(NODE, ADDRESS, 16.0, (0, 1), {0: 6141.0, 1: 6141.0}, monitored=True)
+                NodeGpus(
+                    NODE, ADDRESS, 16.0, (0, 1), {0: 6141.0, 1: 6141.0}, monitored=self.monitored
+                )
             ],
             request=AdmissionRequest(cpus_per_trial=1.0, max_concurrent=None, ray_gpus=0.125),
             readings=ClusterReadings(NODE, self.monitor),
@@ -159,6 +162,26 @@ def test_an_oom_told_by_the_recorder_lowers_that_gpu_only() -> None:
     assert (gpu, limit, previous) == ("gpu0", before["gpu0"] - 1, before["gpu0"])
     decision = rig.admission.decisions[-1]
     assert "ran out of memory" in str(decision["reason"])
+
+
+def test_a_lost_monitor_is_said_for_each_of_its_gpus_even_where_the_limit_stays() -> None:
+    rig = Rig(PackingSpec(probe_seconds=2, cooldown_seconds=10))
+    first, second = rig.admit(), rig.admit()
+    assert first is not None
+    assert second is not None
+    assert rig.changes == [("gpu0", 1, None), ("gpu1", 1, None)]  # nothing measured yet
+    rig.admission.admit(rig.running, CAPACITY)
+    assert len(rig.changes) == 2  # an unchanged limit is not said again
+
+    rig.monitored = False  # the node's monitor is lost; its GPUs hold one trial, as before
+    rig.wait(6)  # past the nodes' re-read
+    rig.admission.admit(rig.running, CAPACITY)
+
+    assert rig.changes[2:] == [("gpu0", 1, 1), ("gpu1", 1, 1)]
+    last = {d["gpu"]: d for d in rig.admission.decisions}
+    assert all("no GPU monitor" in str(d["reason"]) for d in last.values()), last
+    rig.admission.admit(rig.running, CAPACITY)
+    assert len(rig.changes) == 4  # said once
 
 
 def test_a_gpus_one_process_and_an_ended_one_are_told_as_profiles() -> None:
