@@ -345,37 +345,9 @@ class PackingAdmission(ResourcePolicy):
                 continue
             self._read[gpu.key] = gpu.telemetry
             changed = True
-            record: dict[str, object] = {
-                "time": round(view.now, 3),
-                "gpu": gpu.key.label(single_node),
-                "node": gpu.key.address,
-                "limit": decision.limit,
-                "previous": self._limits.get(gpu.key),
-                "running": len(gpu.trials),
-                "reason": decision.reason,
-            }
-            if decision.judgements:
-                record["judged"] = [
-                    {
-                        "verdict": j.verdict.value,
-                        "level": j.level,
-                        "now": j.now,
-                        "steps_per_s": round(j.throughput, 3),
-                        "below": j.below,
-                        "gain": None if j.gain is None else round(j.gain, 3),
-                        "paid": j.paid,
-                        "reason": j.reason,
-                    }
-                    for j in decision.judgements
-                ]
-            if decision.mps is not None:
-                record["mps"] = {
-                    "count": decision.mps.count,
-                    "mps_steps_per_s": round(decision.mps.mps_steps_per_s, 3),
-                    "time_sliced_steps_per_s": round(decision.mps.time_sliced_steps_per_s, 3),
-                    "paid": decision.mps.paid,
-                }
-            self.decisions.append(record)
+            self.decisions.append(
+                _record(view.now, gpu, single_node, decision, self._limits.get(gpu.key))
+            )
             self._limits[gpu.key] = decision.limit
             if decision.limit > 1 and self._shared is not None and gpu.key not in self._told_shared:
                 self._told_shared.add(gpu.key)
@@ -397,6 +369,44 @@ class PackingAdmission(ResourcePolicy):
                 points[f"packing_{label}_utilization_pct"] = utilization
         for observer in self._observers:
             observer.series(points)
+
+
+def _record(
+    now: float, gpu: GpuView, single_node: bool, decision: GpuDecision, previous: int | None
+) -> dict[str, object]:
+    """One entry of ``packing_decisions.json``: the decision, with what it judged and MPS's
+    verdict."""
+    record: dict[str, object] = {
+        "time": round(now, 3),
+        "gpu": gpu.key.label(single_node),
+        "node": gpu.key.address,
+        "limit": decision.limit,
+        "previous": previous,
+        "running": len(gpu.trials),
+        "reason": decision.reason,
+    }
+    if decision.judgements:
+        record["judged"] = [
+            {
+                "verdict": j.verdict.value,
+                "level": j.level,
+                "now": j.now,
+                "steps_per_s": round(j.throughput, 3),
+                "below": j.below,
+                "gain": None if j.gain is None else round(j.gain, 3),
+                "paid": j.paid,
+                "reason": j.reason,
+            }
+            for j in decision.judgements
+        ]
+    if decision.mps is not None:
+        record["mps"] = {
+            "count": decision.mps.count,
+            "mps_steps_per_s": round(decision.mps.mps_steps_per_s, 3),
+            "time_sliced_steps_per_s": round(decision.mps.time_sliced_steps_per_s, 3),
+            "paid": decision.mps.paid,
+        }
+    return record
 
 
 def _recent_utilization(readings: ClusterReadings | None, gpu: GpuView, now: float) -> float | None:
