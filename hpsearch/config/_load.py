@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import yaml
 from pydantic import BaseModel, Tag, ValidationError
 from pydantic_core import ErrorDetails
 
@@ -180,6 +181,17 @@ def _unknown_key(error: ErrorDetails, key_path: KeyPath) -> tuple[str, str]:
         return f"this key is now {moved[0]}", moved[1]
     name = str(key_path[-1]) if key_path else "?"
     valid = _valid_keys(error["loc"][:-1])
+    here = tuple(str(p) for p in key_path[:-1])
+    homes = _homes(name, here) if here[:1] != ("space",) else []
+    if len(homes) == 1:
+        # A key of another section, written here (n_trials at the top, not under study):
+        # where it goes says more than the nearest spelling of this section's keys.
+        return f"unknown key '{name}' here", _written_under(homes[0], error.get("input"))
+    if homes:
+        return f"unknown key '{name}' here", (
+            f"it is a key of {' and '.join('.'.join(h[:-1]) for h in homes)}: "
+            "write it under the one you mean"
+        )
     ours = _OTHER_TOOLS_KEYS.get(name)
     close = [ours] if ours in valid else difflib.get_close_matches(name, valid, n=1, cutoff=0.5)
     if close:
@@ -361,6 +373,47 @@ def _nullable(key_path: KeyPath) -> bool:
         return False
     field = node.model_fields.get(str(key_path[-1]))
     return field is not None and type(None) in typing.get_args(field.annotation)
+
+
+def _homes(name: str, here: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """Where else in the config ``name`` is a key: its shallowest places outside ``here``."""
+    found: list[tuple[str, ...]] = []
+
+    def walk(model: type[BaseModel], path: tuple[str, ...]) -> None:
+        for field, info in model.model_fields.items():
+            if field == name and path != here:
+                found.append((*path, field))
+            inner = _unwrap(info.annotation)
+            if isinstance(inner, type) and issubclass(inner, BaseModel) and len(path) < 3:
+                walk(inner, (*path, field))
+
+    walk(RunConfig, ())
+    shallowest = min((len(p) for p in found), default=0)
+    return [p for p in found if len(p) == shallowest]
+
+
+def _written_under(home: tuple[str, ...], given: object) -> str:
+    """The fix for a key written outside its section: the section, and the key in it."""
+    section = _unwrap(_field_type(home))
+    takes_mapping = isinstance(section, type) and issubclass(section, BaseModel)
+    value = "..."
+    if isinstance(given, dict) or not takes_mapping:  # a scalar there would be refused
+        text = yaml.safe_dump(given, default_flow_style=True, width=1000).strip()
+        text = text.removesuffix("...").strip()
+        if len(text) <= 60 and "\n" not in text:
+            value = text
+    written = f"{home[-1]}: {value}"
+    for part in reversed(home[:-1]):
+        written = f"{part}: {{{written}}}"
+    return f"it belongs under {'.'.join(home[:-1])}: write {written}"
+
+
+def _field_type(path: tuple[str, ...]) -> Any:
+    """The annotation of the field at ``path`` of the config (sections only)."""
+    node: Any = RunConfig
+    for part in path:
+        node = _unwrap(node).model_fields[part].annotation
+    return node
 
 
 def _valid_keys(loc: Sequence[str | int]) -> list[str]:

@@ -48,6 +48,39 @@ def test_unknown_keys_name_the_closest_valid_key(
 
 
 @pytest.mark.parametrize(
+    ("update", "key", "fix"),
+    [
+        ({"n_trials": 10}, "n_trials", "it belongs under study: write study: {n_trials: 10}"),
+        (
+            {"max_concurrent": 4},
+            "max_concurrent",
+            "it belongs under execution: write execution: {max_concurrent: 4}",
+        ),
+        ({"seed": 1}, "seed", "it belongs under study.sampler: write study: {sampler: {seed: 1}}"),
+        (
+            {"pruner": {"type": "median"}},
+            "pruner",
+            "it belongs under study: write study: {pruner: {type: median}}",
+        ),
+        ({"sampler": "tpe"}, "sampler", "it belongs under study: write study: {sampler: ...}"),
+        (
+            {"packing": {"members": 4}},
+            "packing.members",
+            "it belongs under fusion: write fusion: {members: 4}",
+        ),
+        ({"mode": "auto"}, "mode", "it is a key of packing and fusion: write it under the one"),
+    ],
+)
+def test_a_key_written_outside_its_section_is_told_where_it_belongs(
+    write_config: ConfigWriter, update: dict[str, object], key: str, fix: str
+) -> None:
+    error = _error(write_config, update)
+    assert error.key == key
+    assert f"unknown key '{key.rpartition('.')[2]}' here; {fix}" in str(error)
+    assert error.line is not None
+
+
+@pytest.mark.parametrize(
     ("param", "key", "fix"),
     [
         ({"type": "float", "min": 0.0, "high": 1.0}, "space.x.min", "did you mean 'low'?"),
