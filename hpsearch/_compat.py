@@ -198,6 +198,43 @@ def tune_kills_stuck_workers_at_its_end_wait() -> Iterator[None]:
         tune_controller.TuneController.__init__ = original  # type: ignore[method-assign]
 
 
+RAY_WORKER_DEATH = "A worker died or was killed while executing a task"
+"""How the raylet's message on a worker that exited without Ray's leave begins (Ray 2.60),
+which Ray's driver prints to stdout as ``(raylet) A worker died ...``."""
+
+
+@contextmanager
+def ray_worker_deaths_unsaid() -> Iterator[None]:
+    """While a search runs, the raylet's message on a dead worker is not printed.
+
+    Every trial that ends says how, on its own line: a worker that ended itself at
+    ``execution.trial_timeout`` or at a hang, or died of a signal or out of memory,
+    is named there with its reason. Ray's message, printed before it by the driver's
+    error thread (``ray._private.worker.listen_error_messages``, through the module's
+    ``print_to_stdstream``), says "an unexpected system error" and lists the OOM
+    killer and SIGSEGV as causes, whatever the cause was. Its other messages print.
+    """
+    from ray._private import worker
+
+    original = worker.print_to_stdstream
+
+    def said_unless_a_death(data: dict[str, Any], ignore_prefix: bool) -> None:
+        lines = data.get("lines") or []
+        if (
+            data.get("pid") == "raylet"
+            and lines
+            and all(str(line).startswith(RAY_WORKER_DEATH) for line in lines)
+        ):
+            return
+        original(data, ignore_prefix)
+
+    worker.print_to_stdstream = said_unless_a_death
+    try:
+        yield
+    finally:
+        worker.print_to_stdstream = original
+
+
 @contextmanager
 def tune_max_pending_trials(count: int) -> Iterator[None]:
     """Let Tune start up to ``count`` trials at once (it reads this when ``fit()`` starts)."""

@@ -345,6 +345,30 @@ def test_tune_still_gives_workers_that_do_not_stop_ten_seconds_at_its_end() -> N
     assert controller.__init__ is original
 
 
+def test_rays_driver_still_prints_the_raylets_messages_through_the_function_we_wrap(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # runner/_tune.py leaves out the raylet's message on a dead worker (its trial's line
+    # says how it ended), and prints the others.
+    from ray._private import worker
+
+    listener = inspect.getsource(worker.listen_error_messages)
+    assert "print_to_stdstream(" in listener
+    assert '"pid": "raylet"' in listener
+    death = f"{_compat.RAY_WORKER_DEATH} by an unexpected system error. To troubleshoot..."
+    other = "Warning: The following resource request cannot be scheduled right now"
+    original = worker.print_to_stdstream
+    with _compat.ray_worker_deaths_unsaid():
+        for line in (death, other):
+            worker.print_to_stdstream(
+                {"lines": [line], "pid": "raylet", "is_err": False}, ignore_prefix=False
+            )
+    assert worker.print_to_stdstream is original
+    printed = capsys.readouterr().out
+    assert _compat.RAY_WORKER_DEATH not in printed
+    assert other in printed
+
+
 def test_optunas_study_stop_still_works_where_a_worker_lets_it() -> None:
     study = optuna.create_study()
     asked: list[str] = []

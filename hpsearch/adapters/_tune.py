@@ -32,7 +32,8 @@ at its end, and an interrupted trial is restored from its latest
 trial's own folder.
 
 ``stop`` (Tune's ``RunConfig(stop={...})``) ends a trial, completed, at the first
-report in which one of its metrics reaches its value.
+report in which one of its metrics reaches its value, and so does a report that says
+``done: True``, as under Tune.
 """
 
 from __future__ import annotations
@@ -260,7 +261,9 @@ class _Session:
         reported = {"training_iteration": self._reports, **metrics}
         if self._reports == 1:
             _say_unreported(self._stop, reported)
-        if _met(self._stop, reported):
+        # A result saying done ends the trial, completed, as Tune ends it (Ray's PBT
+        # example loops until it reports done: True).
+        if _met(self._stop, reported) or bool(metrics.get("done")):
             raise _StopMet
         if self._ctx.should_prune():
             raise TrialPruned(f"pruned after report {self._reports}")

@@ -17,7 +17,11 @@ import ray
 from ray import tune
 from ray.tune.experiment import Trial
 
-from hpsearch._compat import tune_kills_stuck_workers_at_its_end_wait, tune_max_pending_trials
+from hpsearch._compat import (
+    ray_worker_deaths_unsaid,
+    tune_kills_stuck_workers_at_its_end_wait,
+    tune_max_pending_trials,
+)
 from hpsearch.config import ExecutionSpec, RunConfig, TelemetrySpec
 from hpsearch.errors import ConfigError
 from hpsearch.interrupts import (
@@ -96,6 +100,9 @@ class RayTuneRunner(TrialRunner):
             # Files the driver and the workers of this machine share for the search:
             # simulated GPUs' pace, the trials' stderr, the workers' exits.
             tempfile.TemporaryDirectory(prefix="hpsearch-") as tmp,
+            # Each trial's line says how it ended: not Ray's "A worker died" before it,
+            # while Ray runs (it is left when Ray stops, or a late one would print).
+            ray_worker_deaths_unsaid(),
             ray_cluster(execution, workdir, scratch=Path(tmp)),
         ):
             session = _RaySession(self._storage_path, execution.reuse_workers)

@@ -259,6 +259,18 @@ def test_stop_ends_a_function_trainable_completed_at_the_report_that_meets_it(
     assert len(said) == 1
 
 
+def test_a_function_trainable_that_reports_done_ends_there_completed(tmp_path: Path) -> None:
+    def until_done(config: dict[str, Any]) -> None:  # as Ray's pbt_function loops (forever)
+        accuracy = 0.0
+        for _ in range(10):
+            accuracy += 1.0
+            tune.report({"mean_accuracy": accuracy, "done": accuracy >= 3})
+
+    ctx = TrialContext.local(checkpoint_dir=str(tmp_path))
+    assert tune_train(until_done)({}, ctx) is None  # completed
+    assert [r.metrics["mean_accuracy"] for r in ctx.history] == [1.0, 2.0, 3.0]
+
+
 def test_what_a_class_trainable_asks_through_with_resources_is_read() -> None:
     assert asked_resources(Counter) == {}
     asked = tune.with_resources(Counter, {"cpu": 3, "gpu": 0.5})

@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.process, pytest.mark.usefixtures("no_ray")]
 
 
 def test_a_hung_trial_ends_fail_with_reason_timeout_and_its_last_step(
-    write_config: ConfigWriter, project: Path
+    write_config: ConfigWriter, project: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     path = write_config(
         {
@@ -62,6 +62,9 @@ def test_a_hung_trial_ends_fail_with_reason_timeout_and_its_last_step(
         ran = trials[x].user_attrs[attrs.DURATION]
         assert 4 <= ran < 4 + 10, ran
     assert took < 240, f"the search took {took:.0f} s"
+    # Each trial's line says it timed out; Ray's "A worker died ... unexpected system
+    # error" (naming the OOM killer and SIGSEGV) is not printed before it.
+    assert "A worker died" not in capfd.readouterr().out
 
 
 def test_a_stopped_worker_and_one_holding_the_gil_are_killed_by_the_driver(
