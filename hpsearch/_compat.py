@@ -18,6 +18,7 @@ given once per connection instead of once per session
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -198,6 +199,11 @@ def tune_kills_stuck_workers_at_its_end_wait() -> Iterator[None]:
         tune_controller.TuneController.__init__ = original  # type: ignore[method-assign]
 
 
+_UNSAID_LOCK = threading.Lock()
+_unsaid: list[Any] = [0, None]
+"""How many searches of this process leave Ray's death messages out now, and what printed
+them before the first did."""
+
 RAY_WORKER_DEATH = "A worker died or was killed while executing a task"
 """How the raylet's message on a worker that exited without Ray's leave begins (Ray 2.60),
 which Ray's driver prints to stdout as ``(raylet) A worker died ...``."""
@@ -216,23 +222,33 @@ def ray_worker_deaths_unsaid() -> Iterator[None]:
     """
     from ray._private import worker
 
-    original = worker.print_to_stdstream
+    # Searches that overlap in one process share the one wrapper: the first in puts it
+    # there, the last out takes it away (two wrappers, undone out of order, would leave
+    # one there for good).
+    with _UNSAID_LOCK:
+        if _unsaid[0] == 0:
+            _unsaid[1] = worker.print_to_stdstream
+            original = _unsaid[1]
 
-    def said_unless_a_death(data: dict[str, Any], ignore_prefix: bool) -> None:
-        lines = data.get("lines") or []
-        if (
-            data.get("pid") == "raylet"
-            and lines
-            and all(str(line).startswith(RAY_WORKER_DEATH) for line in lines)
-        ):
-            return
-        original(data, ignore_prefix)
+            def said_unless_a_death(data: dict[str, Any], ignore_prefix: bool) -> None:
+                lines = data.get("lines") or []
+                if (
+                    data.get("pid") == "raylet"
+                    and lines
+                    and all(str(line).startswith(RAY_WORKER_DEATH) for line in lines)
+                ):
+                    return
+                original(data, ignore_prefix)
 
-    worker.print_to_stdstream = said_unless_a_death
+            worker.print_to_stdstream = said_unless_a_death
+        _unsaid[0] += 1
     try:
         yield
     finally:
-        worker.print_to_stdstream = original
+        with _UNSAID_LOCK:
+            _unsaid[0] -= 1
+            if _unsaid[0] == 0:
+                worker.print_to_stdstream = _unsaid[1]
 
 
 @contextmanager

@@ -154,8 +154,8 @@ class ProgressView(TrialListener):
             self._console.print(Text.assemble(line, "  ", self._status_line()), soft_wrap=True)
 
     def decided(self, gpu: str, decision: GpuDecision) -> None:
-        """A GPU's trial count was set, changed or judged, or its monitor lost: one line with
-        the reason."""
+        """A GPU's trial count was set, changed or judged, or its monitor lost or back: one
+        line with the reason."""
         was = f"{decision.previous} → " if decision.changed else ""
         why = decision.reason if decision.changed or not decision.judged else decision.judged
         if decision.judged and decision.changed:

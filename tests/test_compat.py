@@ -367,6 +367,15 @@ def test_rays_driver_still_prints_the_raylets_messages_through_the_function_we_w
     printed = capsys.readouterr().out
     assert _compat.RAY_WORKER_DEATH not in printed
     assert other in printed
+    # Two searches of one process that overlap, ended in the order they began.
+    first, second = _compat.ray_worker_deaths_unsaid(), _compat.ray_worker_deaths_unsaid()
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)
+    worker.print_to_stdstream({"lines": [death], "pid": "raylet", "is_err": False}, False)
+    assert capsys.readouterr().out == ""  # still left out: the second search runs
+    second.__exit__(None, None, None)
+    assert worker.print_to_stdstream is original
 
 
 def test_optunas_study_stop_still_works_where_a_worker_lets_it() -> None:
