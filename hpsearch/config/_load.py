@@ -394,7 +394,9 @@ def _homes(name: str, here: tuple[str, ...]) -> list[tuple[str, ...]]:
 
 def _written_under(home: tuple[str, ...], given: object) -> str:
     """The fix for a key written outside its section: the section, and the key in it."""
-    section = _unwrap(_field_type(home))
+    section: Any = RunConfig
+    for part in home:
+        section, _ = _step(section, part)
     takes_mapping = isinstance(section, type) and issubclass(section, BaseModel)
     value = "..."
     if isinstance(given, dict) or not takes_mapping:  # a scalar there would be refused
@@ -406,14 +408,6 @@ def _written_under(home: tuple[str, ...], given: object) -> str:
     for part in reversed(home[:-1]):
         written = f"{part}: {{{written}}}"
     return f"it belongs under {'.'.join(home[:-1])}: write {written}"
-
-
-def _field_type(path: tuple[str, ...]) -> Any:
-    """The annotation of the field at ``path`` of the config (sections only)."""
-    node: Any = RunConfig
-    for part in path:
-        node = _unwrap(node).model_fields[part].annotation
-    return node
 
 
 def _valid_keys(loc: Sequence[str | int]) -> list[str]:
