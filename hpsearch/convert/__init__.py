@@ -68,7 +68,11 @@ def convert(
         )
     config = converted.config
     if train is not None:
+        given = config.get("train")
         config["train"] = train_section(train)
+        env = given.get("env") if isinstance(given, dict) else None
+        if env and isinstance(config["train"], dict):  # what the source's program needed
+            config["train"]["env"] = env
     if metric is not None:
         config["objective"] = {"metric": metric, "direction": direction}
     if n_trials is not None:

@@ -16,7 +16,14 @@ W&B                                                  hpsearch
 ``q_uniform``, ``log_uniform_values``,               ``step: q``, ``log: true``
 ``log_uniform``: bounds are exponents of e)
 ``q_log_uniform_values``, ``q_log_uniform``          ``log: true`` without the step (a note)
+a nested group: ``model: {parameters: {depth: ..}}``  ``model.depth``, and ``train.env``'s
+                                                     ``HPSEARCH_WANDB_NESTED: model``
 ===================================================  ==========================================
+
+A nested group's parameters are searched under dotted names; the program's
+``wandb.config["model"]["depth"]`` holds them nested, as W&B's does, because the
+variable names the group (a dotted name of no group, as W&B's Hydra example has, stays
+flat).
 
 Optuna takes no step on a log scale: a quantized log distribution (W&B's own example
 searches its batch size so) is searched on its log range without ``q``, whole numbers
@@ -26,7 +33,7 @@ and a note says so.
 W&B's bayes is Bayesian optimisation with a Gaussian process; it becomes TPE,
 Optuna's (and hpsearch's) default Bayesian sampler (``gp`` is Optuna's GP one).
 Anything else (``probabilities``, normal, beta and inverse-log distributions,
-nested ``parameters``, ``metric.target``, ``${envvar:NAME}``) is
+``metric.target``, ``${envvar:NAME}``) is
 a one-line error naming its key: hpsearch has no equivalent, so a silent drop
 would search something else.
 """
@@ -45,7 +52,7 @@ from hpsearch.convert._base import (
     command_line,
     log_range_unstepped,
 )
-from hpsearch.trial.script import ARG_FORMS, arg_form
+from hpsearch.trial.script import ARG_FORMS, NESTED_VARIABLE, arg_form
 
 _SAMPLERS = {"bayes": "tpe", "random": "random", "grid": "grid"}
 _TOP_KEYS = {
@@ -56,7 +63,6 @@ _PARAM_KEYS = {"value", "values", "distribution", "min", "max", "q"}
 _DEFAULT_COMMAND = ["${env}", "${interpreter}", "${program}", "${args}"]
 _NOT_CONVERTED = {
     "probabilities": "hpsearch's choices are drawn by the sampler, not with set weights",
-    "parameters": "nested parameters have no hpsearch form",
     "mu": "normal distributions have no Optuna equivalent",
     "sigma": "normal distributions have no Optuna equivalent",
     "a": "beta distributions have no Optuna equivalent",
@@ -89,12 +95,23 @@ def from_wandb(path: Path) -> Converted:
     config: dict[str, Any] = {"study": study}
     if "metric" in sweep:
         config["objective"] = _objective(source, sweep["metric"])
+    groups = [str(n) for n, spec in sweep["parameters"].items() if "parameters" in spec]
     if "program" in sweep or "command" in sweep:
         config["train"] = _train(source, sweep)
         notes.append(
             "import wandb in the program is hpsearch's (W&B is not sent anything): wandb.config "
             "holds the trial's parameters, each wandb.log is a report, and the objective is "
             "the metric's last logged value, as a sweep reads it from the run's summary."
+        )
+    if groups:
+        if isinstance(config.get("train"), dict):
+            config["train"]["env"] = {NESTED_VARIABLE: ",".join(groups)}
+        example = next(name for name in space if name.startswith(f"{groups[0]}."))
+        notes.append(
+            f"Nested parameters ({', '.join(groups)}): searched under dotted names "
+            f"({example}, ...); wandb.config holds them nested, as W&B's ({NESTED_VARIABLE} "
+            f"names the groups), and {{args}} passes each as --{example}=... (W&B: "
+            f"--{groups[0]}={{...}})."
         )
     config["space"] = space
     if "project" in sweep:
@@ -127,21 +144,49 @@ def _study(
 
 
 def _space(
-    source: Source, parameters: Any, notes: list[str], *, grid: bool
+    source: Source,
+    parameters: Any,
+    notes: list[str],
+    *,
+    grid: bool,
+    within: tuple[str | int, ...] = (),
 ) -> tuple[dict[str, Any], dict[str, tuple[str | int, ...]]]:
+    """The ``space`` of ``parameters`` (at ``within`` in the source: a nested group's),
+    and each entry's key in the source. A nested group's parameters are named
+    ``group.name``, as ``wandb.config["group"]["name"]`` reads them."""
+    key: tuple[str | int, ...] = (*within, "parameters")
     if not isinstance(parameters, dict) or not parameters:
-        raise source.error(("parameters",), "must map each parameter to its values or range")
+        raise source.error(key, "must map each parameter to its values or range")
     space: dict[str, Any] = {}
     key_of: dict[str, tuple[str | int, ...]] = {}
+    prefix = ".".join(str(part) for part in within[1::2])
     for name, spec in parameters.items():
-        key: tuple[str | int, ...] = ("parameters", name)
+        at = (*key, name)
+        full = f"{prefix}.{name}" if prefix else str(name)
         if not isinstance(spec, dict):
-            raise source.error(key, "must be a mapping (value, values, or min and max)")
-        space[str(name)] = _parameter(source, key, spec, notes)
-        key_of[str(name)] = key
-        if grid and not isinstance(space[str(name)], list) and "value" not in spec:
-            raise source.error(key, "method grid takes values only", "list its values")
+            raise source.error(at, "must be a mapping (value, values, or min and max)")
+        if "parameters" in spec:
+            for other in spec:
+                if other != "parameters":
+                    raise source.error((*at, other), "beside parameters", "remove one of them")
+            inner, inner_keys = _space(source, spec["parameters"], notes, grid=grid, within=at)
+            for inner_name in inner:
+                _unique(source, space, inner_name, inner_keys[inner_name])
+            space.update(inner)
+            key_of.update(inner_keys)
+            continue
+        _unique(source, space, full, at)
+        space[full] = _parameter(source, at, spec, notes)
+        key_of[full] = at
+        if grid and not isinstance(space[full], list) and "value" not in spec:
+            raise source.error(at, "method grid takes values only", "list its values")
     return space, key_of
+
+
+def _unique(source: Source, space: dict[str, Any], name: str, at: tuple[str | int, ...]) -> None:
+    """Refuse a second parameter named ``name`` (a dotted one beside a nested group's)."""
+    if name in space:
+        raise source.error(at, f"is the parameter {name} a second time", "rename one of them")
 
 
 def _parameter(

@@ -36,6 +36,12 @@ the same name is a placeholder instead."""
 PARAMS_FILE = "params.json"
 """``{args_json_file}``: the file in the trial's folder that holds its parameters."""
 
+NESTED_VARIABLE = "HPSEARCH_WANDB_NESTED"
+"""The environment variable naming (comma-separated) the groups whose dotted parameters
+(``model.depth``) a command trial's ``wandb.config`` holds nested (``config["model"]
+["depth"]``), as W&B holds a sweep's nested parameters; ``hpsearch convert`` sets it in
+``train.env``. Other dotted names stay flat, as W&B keeps them."""
+
 
 def activated_path(path: str | None) -> str:
     """``path`` (a ``PATH``) as activating hpsearch's own environment would make it.

@@ -9,7 +9,8 @@ import pytest
 import yaml
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
-from hpsearch.adapters import command_line
+from hpsearch import TrialContext
+from hpsearch.adapters import command_line, run_command
 from hpsearch.config import load_config
 from hpsearch.convert import convert
 from hpsearch.errors import ConfigError
@@ -136,6 +137,72 @@ def test_w_and_bs_hydra_example_converts_with_its_dotted_parameter_and_overrides
     ]
 
 
+# W&B's nested parameters (its docs' "double nested" example's shape), as a script
+# reads them: wandb.config["optimizer"]["nadam"]["beta"], its own defaults beside them.
+NESTED = """\
+program: train.py
+method: grid
+metric: {name: loss, goal: minimize}
+parameters:
+  epochs: {value: 2}
+  optimizer:
+    parameters:
+      lr: {values: [0.1, 0.01]}
+      nadam:
+        parameters:
+          beta: {values: [0.9, 0.99, 0.999]}
+"""
+
+NESTED_SCRIPT = """\
+import wandb
+
+with wandb.init(config={"optimizer": {"lr": 1.0, "decay": 0.5}, "seed": 3}) as run:
+    config = run.config
+    print("config", dict(config))
+    optimizer = config["optimizer"]
+    wandb.log({"loss": optimizer["lr"] * optimizer["nadam"]["beta"] + optimizer["decay"]})
+"""
+
+
+@pytest.mark.process  # a converted trial's script runs
+def test_nested_parameters_are_searched_by_dotted_names_and_nested_in_wandb_config(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    source = _sweep(tmp_path, NESTED)
+    converted = convert(source)
+    assert converted.config["space"] == {
+        "epochs": 2,
+        "optimizer.lr": [0.1, 0.01],
+        "optimizer.nadam.beta": [0.9, 0.99, 0.999],
+    }
+    assert converted.config["study"]["n_trials"] == 6  # the whole grid, nested included
+    assert converted.config["train"]["env"] == {"HPSEARCH_WANDB_NESTED": "optimizer"}
+    assert any(note.startswith("Nested parameters (optimizer)") for note in converted.notes)
+    written = tmp_path / "converted.yaml"
+    written.write_text(converted.text(source))
+    config = load_config(written)
+    assert set(config.search_space.distributions()) == {"optimizer.lr", "optimizer.nadam.beta"}
+
+    # The converted command runs the script as a trial: wandb.config holds the group
+    # nested, the sweep's values over the script's defaults, its other defaults kept.
+    assert config.command is not None
+    params = {"epochs": 2, "optimizer.lr": 0.1, "optimizer.nadam.beta": 0.9}
+    ctx = TrialContext.local()
+    (tmp_path / "train.py").write_text(NESTED_SCRIPT)
+    spec = config.command.model_copy(update={"command": ["python", str(tmp_path / "train.py")]})
+    run_command(spec, params, ctx, workdir=str(tmp_path), trial_dir=str(tmp_path / "trial"))
+    said = capfd.readouterr().out
+    assert (
+        "config {'epochs': 2, 'optimizer': {'lr': 0.1, 'decay': 0.5, 'nadam': {'beta': 0.9}}, "
+        "'seed': 3}" in said
+    ), said
+    assert ctx.history[-1].metrics["loss"] == pytest.approx(0.1 * 0.9 + 0.5)
+
+    # --train given instead: the command still gets the group named.
+    given = convert(source, train="python other.py {args}")
+    assert given.config["train"]["env"] == {"HPSEARCH_WANDB_NESTED": "optimizer"}
+
+
 @pytest.mark.parametrize(
     ("text", "where"),
     [
@@ -151,7 +218,15 @@ def test_w_and_bs_hydra_example_converts_with_its_dotted_parameter_and_overrides
             "parameters: {lr: {min: 0.1, max: 1.0, distribution: inv_log_uniform_values}}",
             "parameters.lr.distribution: 'inv_log_uniform_values'",
         ),
-        ("parameters: {a: {parameters: {b: {value: 1}}}}", "parameters.a.parameters: nested"),
+        (
+            "parameters: {a: {value: 1, parameters: {b: {value: 1}}}}",
+            "parameters.a.value: beside parameters",
+        ),
+        (
+            "parameters: {a.b: {value: 1}, a: {parameters: {b: {value: 2}}}}",
+            "parameters.a.parameters.b: is the parameter a.b a second time",
+        ),
+        ("parameters: {a: {parameters: {}}}", "parameters.a.parameters: must map"),
         ("metric: {name: acc, target: 0.9}\nparameters: {a: {value: 1}}", "metric.target"),
         (
             "method: grid\nparameters: {a: {min: 1, max: 3}}",

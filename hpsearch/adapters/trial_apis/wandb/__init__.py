@@ -5,6 +5,8 @@
   Its :class:`Config` holds the trial's parameters (``HPSEARCH_PARAMS``) over the
   defaults ``init(config=...)`` gives, and keeps them: a ``config.update`` of one of them
   is ignored with W&B's warning, as a sweep's parameters are locked.
+  A sweep's nested parameters (``model.depth``, of a group :data:`NESTED_VARIABLE`
+  names) are nested there, ``config["model"]["depth"]``, as W&B nests them.
 * :func:`log` is a report at the run's step: one JSON line, printed and appended to the
   trial's metrics file, as a command trial reports. The step goes up by one each call,
   as W&B's does (``step=`` and ``commit=False`` as in W&B); numbers are reported,
@@ -73,8 +75,9 @@ class Config:
         object.__setattr__(self, "_locked", set())
 
     def _trial(self, params: Mapping[str, Any]) -> None:
-        self._items.update(params)
-        self._locked.update(params)
+        given = _nested(params, _groups())
+        self._items.update(given)
+        self._locked.update(given)
 
     def update(self, values: Any = None, allow_val_change: bool | None = None) -> None:
         """Add or change keys; the trial's parameters keep their values (W&B's warning)."""
@@ -88,9 +91,14 @@ class Config:
             self._items[key] = value
 
     def setdefaults(self, values: Any) -> None:
-        """Set the keys not set yet."""
+        """Set the keys not set yet (and, in a nested group the trial set, its keys not
+        set yet: the defaults' ``model.width`` beside the sweep's ``model.depth``)."""
         for key, value in _as_dict(values).items():
-            self._items.setdefault(key, value)
+            current = self._items.get(key)
+            if key in self._locked and isinstance(current, dict) and isinstance(value, Mapping):
+                self._items[key] = _under(current, value)
+            else:
+                self._items.setdefault(key, value)
 
     def as_dict(self) -> dict[str, Any]:
         """The config as a plain dict."""
@@ -407,6 +415,46 @@ def _as_dict(values: Any) -> dict[str, Any]:
         return {k: v for k, v in vars(values).items() if not k.startswith("_")}
     kind = type(values).__name__
     raise TypeError(f"wandb config: expected a dict or an argparse namespace, got {kind}")
+
+
+NESTED_VARIABLE = "HPSEARCH_WANDB_NESTED"
+"""Names the groups whose dotted parameters are nested (``hpsearch.trial.script`` has it
+too: this module imports nothing of hpsearch)."""
+
+
+def _groups() -> set[str]:
+    """The groups whose dotted parameters the config holds nested (:data:`NESTED_VARIABLE`)."""
+    named = os.environ.get(NESTED_VARIABLE, "").split(",")
+    return {group.strip() for group in named if group.strip()}
+
+
+def _nested(params: Mapping[str, Any], groups: set[str]) -> dict[str, Any]:
+    """``params`` with each ``group.name`` of ``groups`` as ``{"group": {"name": ...}}``,
+    deeper dots deeper, as W&B gives a sweep's nested parameters; other names as they are."""
+    nested: dict[str, Any] = {}
+    for name, value in params.items():
+        group, dot, rest = name.partition(".")
+        if not dot or group not in groups:
+            nested[name] = value
+            continue
+        node = nested.setdefault(group, {})
+        *parents, leaf = rest.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return nested
+
+
+def _under(given: dict[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """``given`` over ``defaults``: each key ``given`` lacks, from ``defaults``, deeply."""
+    merged = dict(defaults)
+    for key, value in given.items():
+        inner = merged.get(key)
+        if isinstance(value, dict) and isinstance(inner, Mapping):
+            merged[key] = _under(value, inner)
+        else:
+            merged[key] = value
+    return merged
 
 
 def _flat(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
