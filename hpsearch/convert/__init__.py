@@ -68,11 +68,8 @@ def convert(
         )
     config = converted.config
     if train is not None:
-        given = config.get("train")
         config["train"] = train_section(train)
-        env = given.get("env") if isinstance(given, dict) else None
-        if env and isinstance(config["train"], dict):  # what the source's program needed
-            config["train"]["env"] = env
+    _with_train_env(converted)
     if metric is not None:
         config["objective"] = {"metric": metric, "direction": direction}
     if n_trials is not None:
@@ -80,3 +77,19 @@ def convert(
     order = ("study", "objective", "train", "space", "execution", "tracking")
     converted.config = {key: config[key] for key in order if key in config}
     return converted
+
+
+def _with_train_env(converted: Converted) -> None:
+    """Set the environment the source's trial code needs in a command ``train``, or say
+    where none is written yet."""
+    if not converted.train_env:
+        return
+    train = converted.config.get("train")
+    if isinstance(train, dict) and "command" in train:
+        train["env"] = {**train.get("env", {}), **converted.train_env}
+        return
+    written = ", ".join(f"{k}: {v}" for k, v in converted.train_env.items())
+    converted.notes.append(
+        f"A command trial running this trial code needs train.env: {{{written}}} (its "
+        "parameters nested, as the source gave them)."
+    )

@@ -26,11 +26,14 @@ class Converted:
         kind: what the source was, e.g. ``a W&B sweep``.
         notes: what was mapped loosely or is left to the user, a line each; they head
             the written file as comments and are printed when it is written.
+        train_env: what a command trial's environment needs for the source's trial code
+            to read its parameters as it did (nested ones), set in ``train.env``.
     """
 
     config: dict[str, Any]
     kind: str
     notes: list[str] = field(default_factory=list)
+    train_env: dict[str, str] = field(default_factory=dict)
 
     @property
     def missing(self) -> list[str]:

@@ -4,7 +4,8 @@
 NNI ``{"_type": ..., "_value": ...}``                  hpsearch
 =====================================================  ======================================
 ``choice`` of values                                   the list of choices
-``choice`` of ``{"_name": ..., <params>}``             branches (``name: {choice: {params}}``)
+``choice`` of ``{"_name": ..., <params>}``             branches (``name: {choice: {params}}``),
+                                                       a branch's ``p`` named ``name.choice.p``
 ``randint [lower, upper)``                             ``{type: int, low, high: upper - 1}``
 ``uniform [low, high]``                                ``{type: float, low, high}``
 ``quniform [low, high, q]``                            ``{type: float, low, high, step: q}``
@@ -12,10 +13,14 @@ NNI ``{"_type": ..., "_value": ...}``                  hpsearch
 ``qloguniform [low, high, q]``                         ``log: true`` without the step (a note)
 =====================================================  ======================================
 
-A nested choice's parameters reach the trial flat, beside the choice (NNI gives a
-nested dict). Optuna takes no step on a log scale: ``qloguniform`` is searched on its
-log range without ``q`` (whole numbers where its bounds and ``q`` are), as Ray Tune's
-``OptunaSearch`` searches ``qloguniform``, and a note says so. ``normal``,
+A nested choice reaches the trial as NNI gives it, ``{"_name": "sgd", "momentum": 0.5}``:
+its branches' parameters are named ``optimizer.sgd.momentum`` in the space (two branches
+may each have a ``momentum``, as NNI's own nested example's have a ``pooling_size``), and
+the converted ``train.env`` names the choices (:data:`NNI_NESTED_VARIABLE`), which
+``nni.get_next_parameter()`` nests again. Optuna takes no step on a log scale:
+``qloguniform`` is searched on its log range without ``q`` (whole numbers where its
+bounds and ``q`` are), as Ray Tune's ``OptunaSearch`` searches ``qloguniform``, and a
+note says so. ``normal``,
 ``lognormal`` and their ``q`` forms have no Optuna distribution: a one-line error
 naming the entry. The search space names no trial: ``hpsearch convert --train ...``
 adds it (an NNI trial script runs as it is: :mod:`hpsearch.adapters.trial_apis`), or the
@@ -30,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from hpsearch.convert._base import Converted, Source, checked_space, log_range_unstepped
+from hpsearch.trial.script import NNI_NESTED_VARIABLE
 
 _NO_DISTRIBUTION = {"normal", "qnormal", "lognormal", "qlognormal"}
 Key = tuple[str | int, ...]
@@ -37,7 +43,7 @@ Key = tuple[str | int, ...]
 
 TRIAL_CODE_NOTE = (
     "NNI's trial code runs as it is: hpsearch answers nni.get_next_parameter() and "
-    "nni.report_*_result() (nested choices arrive flat)."
+    "nni.report_*_result()."
 )
 NNI_OBJECTIVE = {"metric": "default", "direction": "maximize"}
 """NNI's metric (a number reported is ``default``), maximised, as its tuners are by default."""
@@ -63,11 +69,12 @@ def from_nni(path: Path) -> Converted:
         "are by default (optimize_mode); --metric and --direction to change it.",
     ]
     space, _ = space_of(source, document, (), notes)
+    train_env = nested_env(space)
     folder = path.resolve().parent.name
     name = folder if path.stem == "search_space" and folder else path.stem
     study = {"name": name or "nni-search"}
     config = {"study": study, "objective": dict(NNI_OBJECTIVE), "space": space}
-    return Converted(config, "an NNI search space", notes)
+    return Converted(config, "an NNI search space", notes, train_env)
 
 
 def space_of(
@@ -87,29 +94,50 @@ def space_of(
     return space, key_of
 
 
+def nested_env(space: dict[str, Any]) -> dict[str, str]:
+    """The ``train.env`` that makes ``nni.get_next_parameter()`` nest the nested choices of
+    ``space`` (a converted one) as NNI does; empty where it has none."""
+    choices: list[str] = []
+
+    def walk(entries: dict[str, Any]) -> None:
+        for name, entry in entries.items():
+            if isinstance(entry, dict) and "type" not in entry:  # branches
+                choices.append(name)
+                for inner in entry.values():
+                    walk(inner or {})
+
+    walk(space)
+    return {NNI_NESTED_VARIABLE: ",".join(choices)} if choices else {}
+
+
 def _entries(
     source: Source,
     entries: dict[str, Any],
     prefix: Key,
     key_of: dict[str, Key],
     notes: list[str],
+    *,
+    scope: str = "",
 ) -> dict[str, Any]:
+    """``entries`` as ``space`` entries, each named ``scope`` + its name."""
     space: dict[str, Any] = {}
     for name, entry in entries.items():
-        key = (*prefix, name)
-        space[name] = _entry(source, key, entry, key_of, notes)
-        key_of.setdefault(name, key)
+        key, full = (*prefix, name), f"{scope}{name}"
+        space[full] = _entry(source, key, entry, key_of, notes, name=full)
+        key_of.setdefault(full, key)
     return space
 
 
-def _entry(source: Source, key: Key, entry: Any, key_of: dict[str, Key], notes: list[str]) -> Any:
+def _entry(
+    source: Source, key: Key, entry: Any, key_of: dict[str, Key], notes: list[str], *, name: str
+) -> Any:
     if not isinstance(entry, dict) or "_type" not in entry or "_value" not in entry:
         raise source.error(key, 'must be {"_type": ..., "_value": [...]}')
     kind, value = entry["_type"], entry["_value"]
     if not isinstance(value, list) or not value:
         raise source.error((*key, "_value"), "must be a non-empty list")
     if kind == "choice":
-        return _choice(source, key, value, key_of, notes)
+        return _choice(source, key, value, key_of, notes, name=name)
     if kind in _NO_DISTRIBUTION:
         raise source.error(
             (*key, "_type"),
@@ -137,7 +165,13 @@ def _entry(source: Source, key: Key, entry: Any, key_of: dict[str, Key], notes: 
 
 
 def _choice(
-    source: Source, key: Key, values: list[Any], key_of: dict[str, Key], notes: list[str]
+    source: Source,
+    key: Key,
+    values: list[Any],
+    key_of: dict[str, Key],
+    notes: list[str],
+    *,
+    name: str,
 ) -> Any:
     nested = [isinstance(v, dict) for v in values]
     if not any(nested):
@@ -150,8 +184,10 @@ def _choice(
     branches: dict[str, Any] = {}
     for index, value in enumerate(values):
         params = {k: v for k, v in value.items() if k != "_name"}
-        inner = _entries(source, params, (*key, "_value", index), key_of, notes)
-        branches[str(value["_name"])] = inner or None
+        branch = str(value["_name"])
+        at = (*key, "_value", index)
+        inner = _entries(source, params, at, key_of, notes, scope=f"{name}.{branch}.")
+        branches[branch] = inner or None
     return branches
 
 

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from hpsearch.convert._base import Converted, Source
-from hpsearch.convert._nni import NNI_OBJECTIVE, TRIAL_CODE_NOTE, space_of
+from hpsearch.convert._nni import NNI_OBJECTIVE, TRIAL_CODE_NOTE, nested_env, space_of
 
 _TOP_KEYS = {
     "experimentName", "searchSpaceFile", "searchSpace", "trialCommand",
@@ -92,7 +92,7 @@ def from_nni_experiment(path: Path) -> Converted:
     if execution:
         config["execution"] = execution
     _left_out(experiment, notes)
-    return Converted(config, "an NNI experiment config", notes)
+    return Converted(config, "an NNI experiment config", notes, nested_env(space))
 
 
 def _space(source: Source, experiment: dict[str, Any], notes: list[str]) -> dict[str, Any]:

@@ -52,7 +52,7 @@ from hpsearch.convert._base import (
     command_line,
     log_range_unstepped,
 )
-from hpsearch.trial.script import ARG_FORMS, NESTED_VARIABLE, arg_form
+from hpsearch.trial.script import ARG_FORMS, WANDB_NESTED_VARIABLE, arg_form
 
 _SAMPLERS = {"bayes": "tpe", "random": "random", "grid": "grid"}
 _TOP_KEYS = {
@@ -103,13 +103,12 @@ def from_wandb(path: Path) -> Converted:
             "holds the trial's parameters, each wandb.log is a report, and the objective is "
             "the metric's last logged value, as a sweep reads it from the run's summary."
         )
+    train_env = {WANDB_NESTED_VARIABLE: ",".join(groups)} if groups else {}
     if groups:
-        if isinstance(config.get("train"), dict):
-            config["train"]["env"] = {NESTED_VARIABLE: ",".join(groups)}
         example = next(name for name in space if name.startswith(f"{groups[0]}."))
         notes.append(
             f"Nested parameters ({', '.join(groups)}): searched under dotted names "
-            f"({example}, ...); wandb.config holds them nested, as W&B's ({NESTED_VARIABLE} "
+            f"({example}, ...); wandb.config holds them nested, as W&B's ({WANDB_NESTED_VARIABLE} "
             f"names the groups), and {{args}} passes each as --{example}=... (W&B: "
             f"--{groups[0]}={{...}})."
         )
@@ -120,7 +119,7 @@ def from_wandb(path: Path) -> Converted:
         notes.append(f"Description: {sweep['description']}")
     if "entity" in sweep:
         notes.append(f"entity {sweep['entity']}: a W&B team; MLflow has none, so it was left out.")
-    return Converted(config, "a W&B sweep", notes)
+    return Converted(config, "a W&B sweep", notes, train_env)
 
 
 def _study(

@@ -36,11 +36,17 @@ the same name is a placeholder instead."""
 PARAMS_FILE = "params.json"
 """``{args_json_file}``: the file in the trial's folder that holds its parameters."""
 
-NESTED_VARIABLE = "HPSEARCH_WANDB_NESTED"
+WANDB_NESTED_VARIABLE = "HPSEARCH_WANDB_NESTED"
 """The environment variable naming (comma-separated) the groups whose dotted parameters
 (``model.depth``) a command trial's ``wandb.config`` holds nested (``config["model"]
 ["depth"]``), as W&B holds a sweep's nested parameters; ``hpsearch convert`` sets it in
 ``train.env``. Other dotted names stay flat, as W&B keeps them."""
+
+NNI_NESTED_VARIABLE = "HPSEARCH_NNI_NESTED"
+"""The environment variable naming (comma-separated) the nested choices that a command
+trial's ``nni.get_next_parameter()`` gives as NNI does, ``{"_name": "sgd", "momentum":
+0.5}``, from the parameters ``optimizer`` and ``optimizer.sgd.momentum``; ``hpsearch
+convert`` sets it in ``train.env``."""
 
 
 def activated_path(path: str | None) -> str:

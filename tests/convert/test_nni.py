@@ -9,6 +9,8 @@ from typing import Any
 import optuna
 import pytest
 
+from hpsearch import TrialContext
+from hpsearch.adapters import run_command
 from hpsearch.config import load_config
 from hpsearch.convert import convert
 from hpsearch.errors import ConfigError
@@ -55,7 +57,91 @@ def test_a_search_space_becomes_a_space_with_its_branches(tmp_path: Path) -> Non
     # A nested choice: momentum exists only when the optimizer is sgd.
     assert dists["optimizer"] == optuna.distributions.CategoricalDistribution(("sgd", "adam"))
     assert space.conditional
-    assert space.params["momentum"].when == {"optimizer": "sgd"}
+    assert space.params["optimizer.sgd.momentum"].when == {"optimizer": "sgd"}
+    assert converted.config["train"]["env"] == {"HPSEARCH_NNI_NESTED": "optimizer"}
+
+
+# NNI's own nested search space (examples/trials/mnist-nested-search-space), shortened:
+# two branches of layer0 each have a pooling_size, and layer0 and layer1 a kernel_size.
+NESTED = {
+    "layer0": {
+        "_type": "choice",
+        "_value": [
+            {"_name": "Empty"},
+            {"_name": "Conv", "kernel_size": {"_type": "choice", "_value": [1, 2, 3, 5]}},
+            {"_name": "Max_pool", "pooling_size": {"_type": "choice", "_value": [2, 3, 5]}},
+            {"_name": "Avg_pool", "pooling_size": {"_type": "choice", "_value": [2, 3, 5]}},
+        ],
+    },
+    "layer1": {
+        "_type": "choice",
+        "_value": [
+            {"_name": "Empty"},
+            {
+                "_name": "Conv",
+                "kernel_size": {"_type": "choice", "_value": [1, 2]},
+                "act": {  # a nested choice in a branch
+                    "_type": "choice",
+                    "_value": [
+                        {"_name": "relu"},
+                        {"_name": "prelu", "alpha": {"_type": "uniform", "_value": [0, 1]}},
+                    ],
+                },
+            },
+        ],
+    },
+}
+
+NESTED_SCRIPT = """\
+import nni
+
+params = nni.get_next_parameter()
+print("params", params)
+nni.report_final_result(len(params["layer0"]))
+"""
+
+
+@pytest.mark.process  # a converted trial's script runs
+def test_nnis_nested_example_converts_and_its_script_gets_nnis_nested_dicts(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    source = _space_file(tmp_path, NESTED)
+    converted = convert(source, train="python train.py", n_trials=4)
+    assert converted.config["train"]["env"] == {
+        "HPSEARCH_NNI_NESTED": "layer0,layer1,layer1.Conv.act"
+    }
+    written = tmp_path / "hpsearch.yaml"
+    written.write_text(converted.text(source))
+    config = load_config(written)
+    params = config.search_space.params
+    assert params["layer0.Max_pool.pooling_size"].when == {"layer0": "Max_pool"}
+    assert params["layer0.Avg_pool.pooling_size"].when == {"layer0": "Avg_pool"}
+    assert params["layer1.Conv.act.prelu.alpha"].when == {
+        "layer1": "Conv",
+        "layer1.Conv.act": "prelu",
+    }
+
+    # A trial as the sampler draws one: only the chosen branches' parameters.
+    (tmp_path / "train.py").write_text(NESTED_SCRIPT)
+    assert config.command is not None
+    spec = config.command.model_copy(update={"command": ["python", str(tmp_path / "train.py")]})
+    drawn = {
+        "layer0": "Avg_pool",
+        "layer0.Avg_pool.pooling_size": 3,
+        "layer1": "Conv",
+        "layer1.Conv.kernel_size": 2,
+        "layer1.Conv.act": "prelu",
+        "layer1.Conv.act.prelu.alpha": 0.25,
+    }
+    final = run_command(
+        spec, drawn, TrialContext.local(), workdir=str(tmp_path), trial_dir=str(tmp_path / "t")
+    )
+    said = capfd.readouterr().out
+    assert (
+        "params {'layer0': {'_name': 'Avg_pool', 'pooling_size': 3}, 'layer1': {'_name': "
+        "'Conv', 'kernel_size': 2, 'act': {'_name': 'prelu', 'alpha': 0.25}}}" in said
+    ), said
+    assert final == {"default": 2}
 
 
 def test_a_quantized_log_range_is_searched_on_its_log_range_with_a_note(tmp_path: Path) -> None:
@@ -83,18 +169,6 @@ def test_a_quantized_log_range_is_searched_on_its_log_range_with_a_note(tmp_path
         ({"lr": {"_type": "uniform", "_value": [0.1]}}, "lr._value: uniform takes 2 numbers"),
         ({"lr": {"_value": [0.1, 1]}}, 'lr: must be {"_type"'),
         ({"a": {"_type": "choice", "_value": [1, {"_name": "x"}]}}, "a._value: a nested choice"),
-        (
-            {
-                "a": {
-                    "_type": "choice",
-                    "_value": [
-                        {"_name": "x", "k": {"_type": "choice", "_value": [1]}},
-                        {"_name": "y", "k": {"_type": "choice", "_value": [2]}},
-                    ],
-                }
-            },
-            "'k' is listed twice",
-        ),
     ],
 )
 def test_what_hpsearch_cannot_search_is_one_line_naming_its_entry(

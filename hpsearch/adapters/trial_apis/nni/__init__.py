@@ -1,7 +1,8 @@
 """NNI's trial API for a script hpsearch runs as a command trial (see
 :mod:`hpsearch.adapters.trial_apis`).
 
-* :func:`get_next_parameter` returns the trial's parameters (``HPSEARCH_PARAMS``).
+* :func:`get_next_parameter` returns the trial's parameters (``HPSEARCH_PARAMS``), a
+  nested choice (of :data:`NESTED_VARIABLE`) as NNI gives it, ``{"_name": ..., ...}``.
 * :func:`report_intermediate_result` is a report at the next step, and
   :func:`report_final_result` the trial's final metrics: one JSON line each, printed
   and appended to the trial's metrics file, as a command trial reports. A number is
@@ -63,8 +64,36 @@ def get_next_parameter() -> dict[str, Any]:
                 "nni.get_next_parameter: no trial's parameters (HPSEARCH_PARAMS): this "
                 "nni is hpsearch's, for scripts it runs as command trials"
             )
-        _Trial.params = json.loads(text)
+        _Trial.params = _nested(json.loads(text), _choices())
     return dict(_Trial.params)
+
+
+NESTED_VARIABLE = "HPSEARCH_NNI_NESTED"
+"""Names the nested choices (``hpsearch.trial.script`` has it too: this module imports
+nothing of hpsearch)."""
+
+
+def _choices() -> set[str]:
+    """The nested choices the parameters hold (:data:`NESTED_VARIABLE`)."""
+    named = os.environ.get(NESTED_VARIABLE, "").split(",")
+    return {choice.strip() for choice in named if choice.strip()}
+
+
+def _nested(params: dict[str, Any], choices: set[str], scope: str = "") -> dict[str, Any]:
+    """The parameters in ``scope`` (``optimizer.sgd.``: the sgd branch's), each nested
+    choice as NNI gives it: ``{"_name": "sgd", "momentum": 0.5}`` from ``optimizer`` and
+    ``optimizer.sgd.momentum``."""
+    inner = [c for c in choices if c.startswith(scope)]
+    given: dict[str, Any] = {}
+    for name, value in params.items():
+        if not name.startswith(scope) or any(name.startswith(f"{c}.") for c in inner):
+            continue  # another scope's, or a branch's of a choice in this one
+        if name in choices:
+            branch = _nested(params, choices, f"{name}.{value}.")
+            given[name[len(scope) :]] = {"_name": value, **branch}
+        else:
+            given[name[len(scope) :]] = value
+    return given
 
 
 def get_current_parameter(tag: str | None = None) -> Any:
