@@ -215,7 +215,7 @@ def _describe(error: ErrorDetails, key_path: KeyPath) -> tuple[str, str]:  # noq
     if kind == "extra_forbidden":
         return _unknown_key(error, key_path)
     if kind == "missing":
-        return "required key is missing", "add it"
+        return "required key is missing", _missing_fix(error["loc"])
     if kind == "literal_error":
         options = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
         close = difflib.get_close_matches(str(given), options, n=1, cutoff=0.5)
@@ -408,6 +408,23 @@ def _written_under(home: tuple[str, ...], given: object) -> str:
     for part in reversed(home[:-1]):
         written = f"{part}: {{{written}}}"
     return f"it belongs under {'.'.join(home[:-1])}: write {written}"
+
+
+def _missing_fix(loc: Sequence[str | int]) -> str:
+    """The fix for a required key left out: its values, where it takes a few."""
+    node: Any = RunConfig
+    for element in loc:
+        node, _ = _step(node, element)
+    if typing.get_origin(node) is typing.Literal and loc:
+        values = " or ".join(str(value) for value in typing.get_args(node))
+        return f"add it: {loc[-1]}: {values}"
+    if tuple(loc) == ("train",):
+        return (
+            "add what each trial runs: train: mypkg.train:train (a training function), "
+            "{optuna: mypkg:objective}, {tune: mypkg:train_fn} or {command: python train.py "
+            "{args}}"
+        )
+    return "add it"
 
 
 def _valid_keys(loc: Sequence[str | int]) -> list[str]:

@@ -198,6 +198,17 @@ def test_one_of_objective_or_objectives(write_config: ConfigWriter) -> None:
     assert "exactly one of 'objective'" in str(error)
 
 
+def test_a_required_key_left_out_is_told_what_it_takes(write_config: ConfigWriter) -> None:
+    head = "study: {name: s, n_trials: 2}\n"
+    error = _error(write_config, head + "train: m:f\nobjective: {metric: acc}\n")
+    assert str(error).endswith(
+        "objective.direction: required key is missing; add it: direction: maximize or minimize"
+    )
+    error = _error(write_config, head + "objective: {metric: acc, direction: maximize}\n")
+    assert "train: required key is missing; add what each trial runs: train: " in str(error)
+    assert "{optuna: mypkg:objective}" in str(error)
+
+
 def test_several_objectives_load(write_config: ConfigWriter) -> None:
     path = write_config(
         {
