@@ -121,3 +121,18 @@ def test_logging_before_init_fails_the_trial_as_wandb_does(tmp_path: Path) -> No
             {},
             TrialContext.local(),
         )
+
+
+def test_only_the_named_groups_are_nested_and_a_group_that_is_a_parameter_stays_flat(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # W&B's Hydra example searches optimizer and optimizer.config.learning_rate side by
+    # side; a sweep's nested group (model) is named by the converted train.env.
+    script = "import wandb\nwandb.init()\nprint('config', dict(wandb.config))\n"
+    params = {"optimizer": "sgd", "optimizer.config.lr": 0.1, "model.depth": 2, "seed.x": 1}
+    env = {"HPSEARCH_WANDB_NESTED": "model,optimizer"}
+    run_script(tmp_path, script, params, TrialContext.local(), env=env)
+    assert (
+        "config {'optimizer': 'sgd', 'optimizer.config.lr': 0.1, 'model': {'depth': 2}, "
+        "'seed.x': 1}" in capfd.readouterr().out
+    )

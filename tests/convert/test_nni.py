@@ -64,6 +64,7 @@ def test_a_search_space_becomes_a_space_with_its_branches(tmp_path: Path) -> Non
 # NNI's own nested search space (examples/trials/mnist-nested-search-space), shortened:
 # two branches of layer0 each have a pooling_size, and layer0 and layer1 a kernel_size.
 NESTED = {
+    "layer0.scale": {"_type": "uniform", "_value": [0, 1]},  # a dotted name of its own
     "layer0": {
         "_type": "choice",
         "_value": [
@@ -126,6 +127,7 @@ def test_nnis_nested_example_converts_and_its_script_gets_nnis_nested_dicts(
     assert config.command is not None
     spec = config.command.model_copy(update={"command": ["python", str(tmp_path / "train.py")]})
     drawn = {
+        "layer0.scale": 0.5,
         "layer0": "Avg_pool",
         "layer0.Avg_pool.pooling_size": 3,
         "layer1": "Conv",
@@ -138,7 +140,8 @@ def test_nnis_nested_example_converts_and_its_script_gets_nnis_nested_dicts(
     )
     said = capfd.readouterr().out
     assert (
-        "params {'layer0': {'_name': 'Avg_pool', 'pooling_size': 3}, 'layer1': {'_name': "
+        "params {'layer0.scale': 0.5, 'layer0': {'_name': 'Avg_pool', 'pooling_size': 3}, "
+        "'layer1': {'_name': "
         "'Conv', 'kernel_size': 2, 'act': {'_name': 'prelu', 'alpha': 0.25}}}" in said
     ), said
     assert final == {"default": 2}

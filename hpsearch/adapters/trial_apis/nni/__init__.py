@@ -83,11 +83,11 @@ def _nested(params: dict[str, Any], choices: set[str], scope: str = "") -> dict[
     """The parameters in ``scope`` (``optimizer.sgd.``: the sgd branch's), each nested
     choice as NNI gives it: ``{"_name": "sgd", "momentum": 0.5}`` from ``optimizer`` and
     ``optimizer.sgd.momentum``."""
-    inner = [c for c in choices if c.startswith(scope)]
+    branches = [f"{c}.{params[c]}." for c in choices if c.startswith(scope) and c in params]
     given: dict[str, Any] = {}
     for name, value in params.items():
-        if not name.startswith(scope) or any(name.startswith(f"{c}.") for c in inner):
-            continue  # another scope's, or a branch's of a choice in this one
+        if not name.startswith(scope) or any(name.startswith(b) for b in branches):
+            continue  # another scope's, or in the chosen branch of a choice in this one
         if name in choices:
             branch = _nested(params, choices, f"{name}.{value}.")
             given[name[len(scope) :]] = {"_name": value, **branch}

@@ -430,11 +430,12 @@ def _groups() -> set[str]:
 
 def _nested(params: Mapping[str, Any], groups: set[str]) -> dict[str, Any]:
     """``params`` with each ``group.name`` of ``groups`` as ``{"group": {"name": ...}}``,
-    deeper dots deeper, as W&B gives a sweep's nested parameters; other names as they are."""
+    deeper dots deeper, as W&B gives a sweep's nested parameters; other names as they are
+    (a group that is also a parameter's own name is not nested)."""
     nested: dict[str, Any] = {}
     for name, value in params.items():
         group, dot, rest = name.partition(".")
-        if not dot or group not in groups:
+        if not dot or group not in groups or group in params:
             nested[name] = value
             continue
         node = nested.setdefault(group, {})
