@@ -17,6 +17,7 @@ given once per connection instead of once per session
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -107,7 +108,15 @@ def ray_auto_address() -> tuple[str, str] | None:
         from ray._common.utils import get_ray_address_file
         from ray._private.services import canonicalize_bootstrap_address
 
-        address = canonicalize_bootstrap_address("auto")
+        # Ray warns of other Ray instances running here as it picks the file's: said
+        # again by ray.init where it joins; where it cannot, the error line says which.
+        services = logging.getLogger("ray._private.services")
+        level = services.level
+        services.setLevel(logging.ERROR)
+        try:
+            address = canonicalize_bootstrap_address("auto")
+        finally:
+            services.setLevel(level)
         where = "RAY_ADDRESS" if os.environ.get("RAY_ADDRESS") else get_ray_address_file(None)
     except Exception:  # no cluster found (Ray says so itself), or the helpers changed
         return None

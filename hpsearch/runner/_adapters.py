@@ -40,6 +40,7 @@ from ray.tune.search import Searcher
 
 from hpsearch._procs import descendants
 from hpsearch.runner._base import TrialEvents, TrialSource
+from hpsearch.runner._cluster import local_ray_lost
 from hpsearch.runner._tune_dicts import event_of, tune_config
 from hpsearch.scheduler import Hold
 from hpsearch.trial.death import node_lost
@@ -246,6 +247,9 @@ class LedgerCallback(Callback):
         unreachable = _UNREACHABLE.search(crash) is not None and not node_lost(crash)
         if node is not None and unreachable and self._node_gone(node):
             crash += f"\nits node {node[:12]} was dead by then (Ray's node table)"
+        lost = local_ray_lost()
+        if lost is not None:  # not the trial's doing: it runs again (the driver stops)
+            crash += f"\nthe local Ray's node was dead by then (its {lost})"
         self._tell(lambda events: events.ended(trial.trial_id, crash=crash))
 
     def on_step_end(self, iteration: int, trials: list[Trial], **info: Any) -> None:

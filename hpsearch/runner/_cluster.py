@@ -188,6 +188,27 @@ def local_ray_died(wait_s: float, done: Callable[[], bool] = lambda: False) -> b
     return False
 
 
+_HEAD_PROCESSES = {"gcs_server": "control store gcs_server", "raylet": "raylet"}
+"""The processes of a local Ray a search cannot go on without, and what a person calls them."""
+
+
+def local_ray_lost() -> str | None:
+    """How a process the Ray this process started cannot run without ended mid-search (its
+    control store or its raylet: ``raylet (pid 123) was killed by signal 9``), or ``None``
+    while both run, and for a cluster joined by address (its processes are not ours)."""
+    node = getattr(ray._private.worker, "_global_node", None)
+    processes = getattr(node, "all_processes", None) or {}
+    for kind, called in _HEAD_PROCESSES.items():
+        for info in processes.get(kind, []):
+            process = info.process
+            code = process.poll() if process is not None else None
+            if process is None or code is None:
+                continue
+            how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+            return f"{called} (pid {process.pid}) {how}"
+    return None
+
+
 def stop_local_ray() -> None:
     """Kill what is left of the Ray this process started, by its processes (no RPC: its
     control store is gone, and Ray's own shutdown would wait on it)."""

@@ -27,6 +27,7 @@ from hpsearch.errors import ConfigError
 from hpsearch.interrupts import (
     note_interrupted,
     on_sigterm,
+    terminated,
     terminated_by,
     terminated_exit_code,
 )
@@ -46,6 +47,7 @@ from hpsearch.runner._cluster import (
     current_capacity,
     local_node_id,
     local_ray_died,
+    local_ray_lost,
     ray_cluster,
     stop_local_ray,
 )
@@ -59,6 +61,15 @@ LOST_RAY_WAIT_S = 45.0
 """After a SIGTERM, how long at most the driver watches its local Ray for having been
 stopped too, while Tune runs: under 60 s, after which Ray's own client ends a process
 whose control store is gone (exit 1). A loaded machine took over 3 s to end it."""
+LOCAL_RAY_POLL_S = 0.5
+"""How often the driver checks that its local Ray's control store and raylet still run:
+without either, Tune would wait for ever for a node to run the next trial on."""
+SIGNAL_GRACE_S = 2.0
+"""How long the driver lets its own ending (Ctrl-C, SIGTERM) go first, where its local Ray
+ended with it."""
+EXIT_RAY_LOST = 2
+"""The exit code of a search whose local Ray ended under it, as of a fault it cannot go on
+with (:func:`hpsearch.interrupts.stop_for`)."""
 LOST_RAY_LOCK_S = 10.0
 """How long the close-out without Ray waits for the driver's side of Tune to finish."""
 
@@ -167,11 +178,13 @@ class _RaySession(RunnerSession):
         fitted = threading.Event()
         # With a custom searcher Tune lets one trial start at a time; trials of a
         # packed GPU must be able to start together.
+        watch = threading.Thread(target=self._watch_local_ray, args=(failure, fitted), daemon=True)
         with (
             tune_max_pending_trials(max_pending),
             tune_kills_stuck_workers_at_its_end_wait(),
             on_sigterm(lambda: self._close_if_ray_died(failure, fitted.is_set)),
         ):
+            watch.start()
             try:
                 tuner.fit()
             finally:
@@ -179,6 +192,27 @@ class _RaySession(RunnerSession):
             if _tune_caught_sigint():
                 note_interrupted()
         failure.raise_first()  # now that Tune has stopped the trials
+
+    def _watch_local_ray(self, failure: Failure, fitted: threading.Event) -> None:
+        """Until Tune ends, check that the local Ray's control store and raylet run; once
+        one has ended (the OOM killer, a kill), close out without Ray and exit: Tune would
+        wait for ever for a node to run trials on, or Ray's client end the process a
+        minute later without a word."""
+        while not fitted.wait(LOCAL_RAY_POLL_S):
+            lost = local_ray_lost()
+            if lost is None:
+                continue
+            # A signal to the whole process group (Ctrl-C, SIGTERM) may end Ray with the
+            # driver: the driver's own ending says so, as it would with Ray there.
+            if fitted.wait(SIGNAL_GRACE_S) or terminated():
+                return
+            self._close_without_ray(
+                failure,
+                f"error: the local Ray's {lost} mid-search; the search cannot go on "
+                "without it and stopped as on Ctrl-C: its running trials run again on "
+                "the next hpsearch run (dmesg says whether the OOM killer ended it)\n",
+                EXIT_RAY_LOST,
+            )
 
     def _close_if_ray_died(self, failure: Failure, fitted: Callable[[], bool]) -> None:
         """After a SIGTERM: if it stopped the local Ray too (before Tune ended: ``fitted``),
@@ -190,20 +224,29 @@ class _RaySession(RunnerSession):
         """
         if self._close is None or not local_ray_died(LOST_RAY_WAIT_S, fitted):
             return
+        self._close_without_ray(
+            failure,
+            f"terminated ({terminated_by()}); Ray's own processes were stopped by it too: the "
+            "running trials will run again on the next run\n",
+            terminated_exit_code(),
+        )
+
+    def _close_without_ray(self, failure: Failure, line: str, code: int) -> None:
+        """Record the search's end as Ctrl-C does, without Ray, print ``line`` and exit
+        with ``code`` (Ray gone, nothing else can end the process in time)."""
+        if self._close is None:
+            return
         # What runs on the driver's side of Tune finishes first (Tune's thread then hangs in Ray).
         locked = failure.lock.acquire(timeout=LOST_RAY_LOCK_S)
         try:
             self._close()
         finally:
             stop_local_ray()
-            sys.stderr.write(
-                f"terminated ({terminated_by()}); Ray's own processes were stopped by it too: the "
-                "running trials will run again on the next run\n"
-            )
+            sys.stderr.write(line)
             sys.stderr.flush()
             if locked:
                 failure.lock.release()
-            os._exit(terminated_exit_code())
+            os._exit(code)
 
 
 def _tune_caught_sigint() -> bool:
