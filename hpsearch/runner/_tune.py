@@ -213,6 +213,7 @@ class _RaySession(RunnerSession):
                 "the next hpsearch run (dmesg says whether the OOM killer ended it)\n",
                 EXIT_RAY_LOST,
             )
+            return  # it exits, unless the search has nothing to close
 
     def _close_if_ray_died(self, failure: Failure, fitted: Callable[[], bool]) -> None:
         """After a SIGTERM: if it stopped the local Ray too (before Tune ended: ``fitted``),

@@ -14,6 +14,9 @@ from pathlib import Path
 import optuna
 import pytest
 
+from hpsearch import attrs
+from tests.conftest import ConfigWriter, wait_for
+
 
 class Drivers:
     """``hpsearch run`` processes started for a test, each in its own process group.
@@ -71,6 +74,39 @@ def study_trials(
         return optuna.load_study(study_name=name, storage="sqlite:///mlruns/optuna.db").trials
     except KeyError:
         return []
+
+
+def two_long_trials_running(write_config: ConfigWriter, drivers: Drivers) -> subprocess.Popen[str]:
+    """A driver started on trials of a minute each, once two of them run: the search a
+    fault that stops it is tried on."""
+    path = write_config(
+        {
+            "train": "tests.train_functions:timed",
+            "space": {"sleep": 60, "steps": None},
+            "study": {"n_trials": 4},
+        }
+    )
+    driver = drivers.start(path)
+
+    def two_running() -> bool:
+        return sum(attrs.MLFLOW_RUN in t.user_attrs for t in study_trials()) == 2
+
+    wait_for(two_running, 240, "two trials to start", process=driver)
+    return driver
+
+
+def interrupted_and_queued_again(
+    trials: list[optuna.trial.FrozenTrial],
+) -> list[optuna.trial.FrozenTrial]:
+    """The trials a stopped search interrupted (FAIL, outcome ``interrupted``), checked to
+    each have its re-run queued (WAITING, naming it)."""
+    interrupted = [t for t in trials if t.state.name == "FAIL"]
+    assert all(t.user_attrs[attrs.OUTCOME] == "interrupted" for t in interrupted)
+    retries = [t for t in trials if t.state.name == "WAITING"]
+    assert sorted(t.user_attrs[attrs.RETRY_OF] for t in retries) == sorted(
+        t.number for t in interrupted
+    )
+    return interrupted
 
 
 class Mount:

@@ -11,10 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from hpsearch import attrs
 from hpsearch._procs import descendants, group_running
-from tests.conftest import ConfigWriter, wait_for
-from tests.faults.conftest import Drivers, study_trials
+from tests.conftest import ConfigWriter
+from tests.faults.conftest import (
+    Drivers,
+    interrupted_and_queued_again,
+    study_trials,
+    two_long_trials_running,
+)
 
 pytestmark = pytest.mark.process
 
@@ -34,19 +38,7 @@ def _raylet(driver_pid: int) -> int:
 def test_a_killed_raylet_stops_the_search_in_seconds_with_one_line_and_requeues_its_trials(
     write_config: ConfigWriter, project: Path, drivers: Drivers
 ) -> None:
-    path = write_config(
-        {
-            "train": "tests.train_functions:timed",
-            "space": {"sleep": 60, "steps": None},
-            "study": {"n_trials": 4},
-        }
-    )
-    driver = drivers.start(path)
-
-    def two_running() -> bool:
-        return sum(attrs.MLFLOW_RUN in t.user_attrs for t in study_trials()) == 2
-
-    wait_for(two_running, 240, "two trials to start", process=driver)
+    driver = two_long_trials_running(write_config, drivers)
     raylet = _raylet(driver.pid)
     killed = time.monotonic()
     os.kill(raylet, signal.SIGKILL)
@@ -66,10 +58,5 @@ def test_a_killed_raylet_stops_the_search_in_seconds_with_one_line_and_requeues_
     assert group_running(driver.pid) is False  # the rest of its Ray is gone with it
     trials = study_trials()
     assert "RUNNING" not in {t.state.name for t in trials}
-    interrupted = [t for t in trials if t.state.name == "FAIL"]
+    interrupted = interrupted_and_queued_again(trials)
     assert len(interrupted) == 2, out[-2000:]
-    assert all(t.user_attrs[attrs.OUTCOME] == "interrupted" for t in interrupted)
-    retries = [t for t in trials if t.state.name == "WAITING"]
-    assert sorted(t.user_attrs[attrs.RETRY_OF] for t in retries) == sorted(
-        t.number for t in interrupted
-    )

@@ -10,11 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from hpsearch import attrs
 from hpsearch._procs import group_running
 from hpsearch.interrupts import EXIT_TERMINATED
-from tests.conftest import ConfigWriter, mlflow_client, wait_for
-from tests.faults.conftest import Drivers, study_trials
+from tests.conftest import ConfigWriter, mlflow_client
+from tests.faults.conftest import (
+    Drivers,
+    interrupted_and_queued_again,
+    study_trials,
+    two_long_trials_running,
+)
 
 pytestmark = pytest.mark.process
 
@@ -33,19 +37,7 @@ def test_a_stop_signal_requeues_running_trials_ends_runs_killed_and_exits_128_pl
     # To its group (systemd, Slurm's scancel, `timeout` send SIGTERM so; a closing terminal
     # sends SIGHUP so), Ray's own processes are stopped with the driver: it closes out
     # without them, as for Ctrl-C.
-    path = write_config(
-        {
-            "train": "tests.train_functions:timed",
-            "space": {"sleep": 60, "steps": None},
-            "study": {"n_trials": 4},
-        }
-    )
-    driver = drivers.start(path)
-
-    def two_running() -> bool:
-        return sum(attrs.MLFLOW_RUN in t.user_attrs for t in study_trials()) == 2
-
-    wait_for(two_running, 240, "two trials to start", process=driver)
+    driver = two_long_trials_running(write_config, drivers)
     started = time.monotonic()
     if to == "the driver":
         driver.send_signal(signum)
@@ -71,13 +63,8 @@ def test_a_stop_signal_requeues_running_trials_ends_runs_killed_and_exits_128_pl
     assert "*** SIG" not in stderr  # no C++ signal dump
     assert "Traceback" not in stderr
     trials = study_trials()
-    interrupted = [t for t in trials if t.state.name == "FAIL"]
+    interrupted = interrupted_and_queued_again(trials)
     assert len(interrupted) == 2
-    assert all(t.user_attrs[attrs.OUTCOME] == "interrupted" for t in interrupted)
-    retries = [t for t in trials if t.state.name == "WAITING"]
-    assert sorted(t.user_attrs[attrs.RETRY_OF] for t in retries) == sorted(
-        t.number for t in interrupted
-    )
     client = mlflow_client(project)
     experiment = client.get_experiment_by_name("test-study")
     assert experiment is not None
