@@ -15,7 +15,10 @@ from hpsearch import attrs
 from tests.conftest import ConfigWriter, load_search, merge, mlflow_client
 
 H200_MB = 143771.0
-REACHED_WITHIN_S = 5.0
+ALONE_AT_MOST = 3
+"""Trials run one at a time before their GPU is given a second: each of 0.3 s is read at
+least once at :data:`INTERVAL_S`, and three readings with trials running are evidence
+enough, however they fall across trials."""
 INTERVAL_S = 0.2
 """The simulated monitor's sampling interval: what a trial's GPU sharing is read at."""
 OVERLAP_S = 5 * INTERVAL_S
@@ -50,20 +53,26 @@ def test_trials_of_a_few_tenths_of_a_second_share_their_gpu_within_seconds(
 
     trials = outcome.results.study.trials
     assert [t.state.name for t in trials] == ["COMPLETE"] * 24
-    ends = sorted(t.datetime_complete.timestamp() for t in trials if t.datetime_complete)
     assert outcome.mlflow_parent_run_id is not None
     decisions = _decisions(project, outcome.mlflow_parent_run_id)
     packed_at = min(d["time"] for d in decisions if d["limit"] >= 2)
-    assert packed_at <= ends[0] + REACHED_WITHIN_S, (packed_at - ends[0], decisions[:4])
-    # hpsearch held two or more of them on the GPU by then (admitted, not ended).
-    held = [
+    # The GPU took a second trial once the first few, each too short to be measured
+    # alone, had together been read: evidence adds up across trials, whatever each
+    # lasts (the rule this replaced waited for one trial to run 10 s: never, here).
+    # In seconds that is within 5 s of the first trial's end where this machine runs
+    # at its usual pace; that target is bench_ramp's to measure, not a test's (a CI
+    # run at twice its usual time took 5.5 s, two trials having run alone).
+    held = sorted(
         (t.datetime_start.timestamp(), t.datetime_complete.timestamp())
         for t in trials
         if t.datetime_start is not None and t.datetime_complete is not None
-    ]
-    window_end = ends[0] + REACHED_WITHIN_S
-    admitted = [s for s, _ in held if s <= window_end]
-    assert max(sum(s <= w < e for s, e in held) for w in admitted) >= 2, held
+    )
+    alone = [s for s, _ in held if s < packed_at]
+    assert 1 <= len(alone) <= ALONE_AT_MOST, (len(alone), decisions[:4])
+    # And hpsearch held two or more of them on the GPU at once in its next admissions
+    # (admitted, not ended), whenever Ray's new workers started.
+    after = [s for s, _ in held if s >= packed_at][:4]
+    assert max(sum(s <= w < e for s, e in held) for w in after) >= 2, (packed_at, held[:8])
 
     # And trials that ran at once were recorded sharing their GPU (their own samples'
     # count of trials on it). Whether any ran at once by the window's end is Ray's part,
