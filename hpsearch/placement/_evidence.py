@@ -19,8 +19,12 @@ from dataclasses import dataclass
 from hpsearch.placement._views import DeviceReading, TrialProfile
 from hpsearch.telemetry import GpuSample
 
-MIN_SAMPLES = 3
-"""Samples a device reading needs before it says anything (one can catch a spike)."""
+MIN_SAMPLES = 2
+"""Samples a device reading needs before it says anything: one can catch a spike, two
+halve it. A third would cost the ramp one more sampling interval before its first
+rise, and each level it tries is then judged by the work its trials do, which backs
+off from what two samples misread (in the lab, 0.2 s trials reached within 8-13% of
+the best fixed count with two, 11-17% with three)."""
 ALLOCATED_MB = 64.0
 """A trial process holding less GPU memory than this has not started on the GPU (a CUDA
 context alone holds hundreds of MiB): its samples say nothing about what it will ask."""

@@ -67,6 +67,11 @@ from hpsearch.placement._views import (
 )
 from hpsearch.placement.settings import PackingSpec
 
+NEW_KIND_SAMPLES = 3
+"""Samples of its GPU past warm-up that measure a trial of a new kind (larger than any
+measured) before it gets a neighbour: more than a device reading needs, for a trial that
+may grow into its neighbour's memory."""
+
 
 @dataclass
 class _GpuState:
@@ -187,7 +192,7 @@ class PackingPolicy:
                 continue
             if trial.warm_at is None or (
                 now - trial.warm_at < self.settings.probe_seconds
-                and trial.samples_warm < MIN_SAMPLES
+                and trial.samples_warm < NEW_KIND_SAMPLES
             ):
                 return trial
         return None

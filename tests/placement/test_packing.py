@@ -258,8 +258,15 @@ def test_a_trial_of_a_new_kind_gets_no_neighbour_until_it_is_measured() -> None:
     placement = machine.policy.place(view, decisions)
     assert placement is not None
     assert placement.gpu == GPU1
-    # Measured past its warm-up, it takes neighbours again.
+    # Read by two samples past its warm-up, it is not measured yet (a device reading
+    # needs two; a trial that may grow into its neighbour's memory, three) ...
     machine.trials[GPU0][0] = replace(machine.trials[GPU0][0], warm_at=machine.now)
+    machine.trials[GPU0][0] = replace(machine.trials[GPU0][0], samples_warm=2)
+    assert not machine.policy.decide(machine.view())[GPU0].open
+    # ... by three it is, and past probe_seconds too: it takes neighbours again.
+    machine.trials[GPU0][0] = replace(machine.trials[GPU0][0], samples_warm=3)
+    assert machine.policy.decide(machine.view())[GPU0].open
+    machine.trials[GPU0][0] = replace(machine.trials[GPU0][0], samples_warm=0)
     machine.now += FAST.probe_seconds
     assert machine.policy.decide(machine.view())[GPU0].open
 

@@ -17,8 +17,9 @@ from tests.conftest import ConfigWriter, load_search, merge, mlflow_client
 H200_MB = 143771.0
 ALONE_AT_MOST = 3
 """Trials run one at a time before their GPU is given a second: each of 0.3 s is read at
-least once at :data:`INTERVAL_S`, and three readings with trials running are evidence
-enough, however they fall across trials."""
+least once at :data:`INTERVAL_S`, and two readings with trials running are evidence
+enough, however they fall across trials (one more trial: a loaded machine's late
+sample)."""
 INTERVAL_S = 0.2
 """The simulated monitor's sampling interval: what a trial's GPU sharing is read at."""
 OVERLAP_S = 5 * INTERVAL_S
