@@ -76,7 +76,7 @@ def test_trials_of_a_few_tenths_of_a_second_share_their_gpu_within_seconds(
     assert max(sum(s <= w < e for s, e in held) for w in after) >= 2, (packed_at, held[:8])
 
     # And trials that ran at once were recorded sharing their GPU (their own samples'
-    # count of trials on it). Whether any ran at once by the window's end is Ray's part,
+    # count of trials on it). Whether any ran at once soon after the rise is Ray's part,
     # not packing's: Ray may take many seconds to start the new workers while the first
     # one runs the trials one after another (16-23 s in fresh-clone make test runs on a
     # slow day), and where this machine's cores are taken each trial takes several times
