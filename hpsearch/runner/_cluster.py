@@ -125,11 +125,18 @@ def ray_cluster(
 _WATCHDOG = "hpsearch._ray_watchdog"
 
 
+def _started_node() -> Any:
+    """Ray's handle on the local Ray node this process started (Ray's private
+    ``_global_node``, read in this one place): ``None`` before ``ray.init``; its
+    ``all_processes`` are empty where this process joined a running cluster."""
+    return getattr(ray._private.worker, "_global_node", None)
+
+
 def _start_watchdog(local: bool, scratch: Path | None) -> int | None:
     """Start :mod:`hpsearch._ray_watchdog` on the local Ray's processes (``local``: the
     driver started them) and ``scratch``; return the pipe's write end, which only this
     process holds (``None``: neither a process of Ray's nor a folder to watch)."""
-    node = getattr(ray._private.worker, "_global_node", None) if local else None
+    node = _started_node() if local else None
     roots = [
         info.process.pid
         for infos in (node.all_processes.values() if node is not None else [])
@@ -165,7 +172,7 @@ def local_ray_died(wait_s: float, done: Callable[[], bool] = lambda: False) -> b
     stops it, the process itself lingering a while. ``False`` for a cluster joined by
     address.
     """
-    node = getattr(ray._private.worker, "_global_node", None)  # the Ray this process started
+    node = _started_node()
     infos = getattr(node, "all_processes", {}).get("gcs_server", []) if node else []
     if not infos or infos[0].process is None:
         return False
@@ -196,7 +203,7 @@ def local_ray_lost() -> str | None:
     """How a process the Ray this process started cannot run without ended mid-search (its
     control store or its raylet: ``raylet (pid 123) was killed by signal 9``), or ``None``
     while both run, and for a cluster joined by address (its processes are not ours)."""
-    node = getattr(ray._private.worker, "_global_node", None)
+    node = _started_node()
     processes = getattr(node, "all_processes", None) or {}
     for kind, called in _HEAD_PROCESSES.items():
         for info in processes.get(kind, []):
@@ -212,7 +219,7 @@ def local_ray_lost() -> str | None:
 def stop_local_ray() -> None:
     """Kill what is left of the Ray this process started, by its processes (no RPC: its
     control store is gone, and Ray's own shutdown would wait on it)."""
-    node = getattr(ray._private.worker, "_global_node", None)
+    node = _started_node()
     if node is None:
         return
     started = [info.process.pid for infos in node.all_processes.values() for info in infos]

@@ -260,8 +260,7 @@ def test_a_trial_of_a_new_kind_gets_no_neighbour_until_it_is_measured() -> None:
     assert placement.gpu == GPU1
     # Read by two samples past its warm-up, it is not measured yet (a device reading
     # needs two; a trial that may grow into its neighbour's memory, three) ...
-    machine.trials[GPU0][0] = replace(machine.trials[GPU0][0], warm_at=machine.now)
-    machine.trials[GPU0][0] = replace(machine.trials[GPU0][0], samples_warm=2)
+    machine.trials[GPU0][0] = replace(machine.trials[GPU0][0], warm_at=machine.now, samples_warm=2)
     assert not machine.policy.decide(machine.view())[GPU0].open
     # ... by three it is, and past probe_seconds too: it takes neighbours again.
     machine.trials[GPU0][0] = replace(machine.trials[GPU0][0], samples_warm=3)
