@@ -1,0 +1,188 @@
+"""The suite's own speed: ``make test`` on a fresh clone, or ``make check`` here, timed.
+
+The targets (the "A root that only wires" issue): ``make test`` within 8 minutes on a
+fresh clone of this machine, set-up included, measured three times; ``make check``
+within 90 s. Each ``test`` run clones the committed ``HEAD`` into a temporary folder
+and runs ``bash .ci/run`` there (what CI runs: set-up, ruff, mypy and every test);
+each ``check`` run runs ``make check`` in this checkout, its set-up done.
+
+A run records its wall seconds, pytest's own seconds and counts (its summary line),
+the exit code, and a 10-million-add Python loop timed just before and just after:
+this machine's speed has varied 2-3x within a day, and the loop shows most of it (not
+all: the suite's processes also wait on the disk and on each other). The runs are
+added to ``benchmarks/results/suite-<date>-cpu.json``; each is judged alone, and a run
+that failed meets no target however fast it was.
+
+    python scripts/bench_suite.py                   # one make test on a fresh clone
+    python scripts/bench_suite.py --runs 3
+    python scripts/bench_suite.py --target check --runs 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+TARGET_S = {"test": 480.0, "check": 90.0}
+"""Each target's bound in seconds: ``make test`` 8 min, ``make check`` 90 s."""
+LOOP = (
+    "import time\nt = time.perf_counter()\ns = 0\n"
+    "for i in range(10_000_000): s += i\nprint(time.perf_counter() - t)"
+)
+_SUMMARY = re.compile(r"^=+ (?P<counts>.+?) in (?P<seconds>[\d.]+)s\b.*=+$", re.MULTILINE)
+_COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed|deselected)")
+
+
+def pytest_summary(output: str) -> dict[str, Any]:
+    """pytest's last summary line in ``output``: its seconds and counts (empty: none found).
+
+    ``1112 passed, 6 skipped in 606.06s (0:10:06)`` →
+    ``{"pytest_s": 606.06, "passed": 1112, "skipped": 6}``; ``error``/``errors`` both
+    count as ``errors``.
+    """
+    found = _SUMMARY.findall(output)
+    if not found:
+        return {}
+    counts, seconds = found[-1]
+    summary: dict[str, Any] = {"pytest_s": float(seconds)}
+    for number, word in _COUNT.findall(counts):
+        summary["errors" if word.startswith("error") else word] = int(number)
+    return summary
+
+
+def judged(run: dict[str, Any]) -> dict[str, Any]:
+    """``run`` with its verdict: within its target's bound, and every test passed."""
+    bound = TARGET_S[run["target"]]
+    passed = run["exit_code"] == 0 and not run.get("failed") and not run.get("errors")
+    return {**run, f"target_at_most_{bound:.0f}s": passed and run["wall_s"] <= bound}
+
+
+def merged(
+    previous: dict[str, Any] | None, runs: list[dict[str, Any]], date: str
+) -> dict[str, Any]:
+    """The day's result file: ``previous`` (that file, if any) with ``runs`` added after
+    its own, each named by its target and number (``test-1``, ``check-2``), and the
+    verdicts counted over them all."""
+    results: dict[str, Any] = dict((previous or {}).get("results", {}))
+    for run in runs:
+        number = 1 + sum(1 for r in results.values() if r["target"] == run["target"])
+        results[f"{run['target']}-{number}"] = judged(run)
+    verdicts = {
+        name: value
+        for name, run in results.items()
+        for key, value in run.items()
+        if key.startswith("target_at_most")
+    }
+    return {
+        "date": date,
+        "device": f"this machine: {os.cpu_count()} cores, no GPU",
+        "cpu_count": os.cpu_count(),
+        "targets_passed": sum(verdicts.values()),
+        "targets": len(verdicts),
+        "missed": [
+            f"{name}: {run['wall_s']:.0f} s, exit {run['exit_code']}"
+            for name, run in results.items()
+            if not verdicts[name]
+        ],
+        "summary": {target: _summary(results, target) for target in TARGET_S},
+        "results": results,
+    }
+
+
+def _summary(results: dict[str, Any], target: str) -> dict[str, Any]:
+    """One target's runs of the day: how many, how many met it, the fastest and slowest."""
+    runs = [r for r in results.values() if r["target"] == target]
+    if not runs:
+        return {"runs": 0, "met": 0}
+    walls = sorted(r["wall_s"] for r in runs)
+    met = sum(r[f"target_at_most_{TARGET_S[target]:.0f}s"] is True for r in runs)
+    return {"runs": len(runs), "met": met, "fastest_s": walls[0], "slowest_s": walls[-1]}
+
+
+def loop_seconds() -> float:
+    """This machine's speed now: a 10-million-add Python loop's seconds."""
+    done = subprocess.run([sys.executable, "-c", LOOP], capture_output=True, text=True, check=True)
+    return round(float(done.stdout), 3)
+
+
+def run_once(target: str, scratch: Path) -> dict[str, Any]:
+    """One timed run of ``target`` (``test``: on a fresh clone under ``scratch``)."""
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    if target == "test":
+        where = scratch / f"clone-{time.time_ns()}"
+        subprocess.run(["git", "clone", "-q", str(REPO), str(where)], check=True)
+        command = ["bash", ".ci/run"]
+    else:
+        where, command = REPO, ["make", "check"]
+    env = {k: v for k, v in os.environ.items() if k not in {"VIRTUAL_ENV", "PYTHONPATH"}}
+    before = loop_seconds()
+    started = time.monotonic()
+    done = subprocess.run(command, cwd=where, env=env, capture_output=True, text=True, check=False)
+    wall = time.monotonic() - started
+    run = {
+        "target": target,
+        "command": " ".join(command) + (" (a fresh clone)" if target == "test" else ""),
+        "commit": commit,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "wall_s": round(wall, 1),
+        "exit_code": done.returncode,
+        **pytest_summary(done.stdout + done.stderr),
+        "loop_before_s": before,
+        "loop_after_s": loop_seconds(),
+    }
+    if done.returncode != 0:
+        run["output_tail"] = (done.stdout + done.stderr)[-2000:]
+    if target == "test":
+        shutil.rmtree(where, ignore_errors=True)  # its venv: 2 GB a clone
+    return run
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--target", choices=sorted(TARGET_S), default="test")
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--out", type=Path, help="default: results/suite-<date>-cpu.json")
+    args = parser.parse_args()
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"],
+        cwd=REPO, capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    if dirty and args.target == "test":
+        print("note: uncommitted changes are not in the clone; it runs HEAD", file=sys.stderr)
+    date = time.strftime("%Y-%m-%d")
+    out = args.out or REPO / "benchmarks" / "results" / f"suite-{date}-cpu.json"
+    with tempfile.TemporaryDirectory(prefix="hpsearch-suite-") as scratch:
+        for number in range(1, args.runs + 1):
+            run = run_once(args.target, Path(scratch))
+            previous = json.loads(out.read_text(encoding="utf-8")) if out.is_file() else None
+            payload = merged(previous, [run], date)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+            tests = ", ".join(f"{run[k]} {k}" for k in ("passed", "failed", "skipped") if k in run)
+            print(
+                f"{args.target} run {number}: {run['wall_s']:.1f} s (pytest "
+                f"{run.get('pytest_s', 0):.1f} s; {tests or 'no summary'}), exit "
+                f"{run['exit_code']}, the loop {run['loop_before_s']} s → {run['loop_after_s']} s",
+                flush=True,
+            )
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
