@@ -39,7 +39,10 @@ LOOP = (
     "import time\nt = time.perf_counter()\ns = 0\n"
     "for i in range(10_000_000): s += i\nprint(time.perf_counter() - t)"
 )
-_SUMMARY = re.compile(r"^=+ (?P<counts>.+?) in (?P<seconds>[\d.]+)s\b.*=+$", re.MULTILINE)
+# "== 1112 passed, 6 skipped in 606.06s (0:10:06) ==", or under -q (make check) bare.
+_SUMMARY = re.compile(
+    r"^(?:=+ )?(?P<counts>\d+ [a-z]+(?:, \d+ [a-z]+)*) in (?P<seconds>[\d.]+)s\b", re.MULTILINE
+)
 _COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed|deselected)")
 
 
