@@ -33,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+LOGS = Path(tempfile.gettempdir()) / "hpsearch-suite-logs"
+"""Where each run's whole output is kept (its path is printed, not recorded)."""
 TARGET_S = {"test": 480.0, "check": 90.0}
 """Each target's bound in seconds: ``make test`` 8 min, ``make check`` 90 s."""
 LOOP = (
@@ -99,6 +101,7 @@ def merged(
         ],
         "summary": {target: _summary(results, target) for target in TARGET_S},
         "results": results,
+        **({"note": previous["note"]} if previous and "note" in previous else {}),
     }
 
 
@@ -142,15 +145,22 @@ def run_once(target: str, scratch: Path) -> dict[str, Any]:
         "target": target,
         "command": " ".join(command) + (" (a fresh clone)" if target == "test" else ""),
         "commit": commit,
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "ended": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "wall_s": round(wall, 1),
         "exit_code": done.returncode,
         **pytest_summary(done.stdout + done.stderr),
         "loop_before_s": before,
         "loop_after_s": loop_seconds(),
     }
-    if done.returncode != 0:
-        run["output_tail"] = (done.stdout + done.stderr)[-2000:]
+    output = done.stdout + done.stderr
+    LOGS.mkdir(parents=True, exist_ok=True)
+    log = LOGS / f"{target}-{time.strftime('%Y%m%d-%H%M%S')}.log"
+    log.write_text(output, encoding="utf-8")
+    print(f"  its output: {log}", flush=True)
+    if done.returncode != 0:  # which tests, and how it ended (pytest's lines are on stdout)
+        ends = ("FAILED ", "ERROR ")
+        run["not_passed"] = [line for line in done.stdout.splitlines() if line.startswith(ends)]
+        run["output_tail"] = done.stdout[-2000:]
     if target == "test":
         shutil.rmtree(where, ignore_errors=True)  # its venv: 2 GB a clone
     return run

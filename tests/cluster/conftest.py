@@ -11,12 +11,14 @@ The docs' cluster guide (docs/guides/clusters.md) gives the same commands.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib.util
 import os
 import pwd
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -117,6 +119,43 @@ def _postgres_bin() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
 
 
+def reachable_by_others(path: Path) -> bool:
+    """Whether another user may run what ``path`` holds: it and every folder above it let
+    others through (a checkout under root's own home, ``/root``, is mode 0700)."""
+    return all(folder.stat().st_mode & stat.S_IXOTH for folder in (path, *path.parents))
+
+
+def runnable_by_others(bin_folder: Path, scratch: Path) -> Path:
+    """PostgreSQL's programs where the server's user may run them: ``bin_folder`` itself,
+    or, where a folder above it lets no other user through, a copy under ``scratch``,
+    made once per installation and shared by the test processes.
+
+    The copy keeps the wheel's layout: ``pgserver/pginstall`` (34 MB: the programs find
+    their own files beside them) and the libraries ``pgserver.libs`` that the programs'
+    run path names (``$ORIGIN/../../../pgserver.libs``).
+    """
+    if reachable_by_others(bin_folder):
+        return bin_folder
+    package = bin_folder.parents[1]
+    libs = package.with_name(f"{package.name}.libs")
+    key = hashlib.sha256(f"{package.resolve()}:{package.stat().st_mtime_ns}".encode()).hexdigest()
+    copy = scratch / f"hpsearch-pginstall-{key[:12]}"
+    if not copy.is_dir():
+        staging = Path(tempfile.mkdtemp(prefix=f"{copy.name}-", dir=scratch))
+        installation = bin_folder.parent.relative_to(package)
+        shutil.copytree(
+            package / installation, staging / package.name / installation, symlinks=True
+        )
+        if libs.is_dir():
+            shutil.copytree(libs, staging / libs.name, symlinks=True)
+        staging.chmod(0o755)
+        try:
+            staging.rename(copy)
+        except OSError:  # another test process made it first
+            shutil.rmtree(staging, ignore_errors=True)
+    return copy / bin_folder.relative_to(package.parent)
+
+
 class Postgres:
     """A PostgreSQL server in ``folder``, listening on 127.0.0.1, trusting local logins."""
 
@@ -133,6 +172,7 @@ class Postgres:
                 subprocess.run(["useradd", "--no-create-home", SERVER_USER], check=True)
                 self.user = SERVER_USER
             folder.chmod(0o777)
+            self.bin = runnable_by_others(self.bin, Path(tempfile.gettempdir()))
         self._run("initdb", "-D", str(self.data), "--auth=trust", "-U", "postgres", "-E", "utf8")
         self._run(
             "pg_ctl",

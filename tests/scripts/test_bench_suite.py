@@ -60,6 +60,7 @@ def test_a_run_meets_its_target_only_within_the_bound_and_with_every_test_passed
 
 def test_the_days_file_keeps_earlier_runs_and_counts_the_verdicts_over_all() -> None:
     first = bench_suite.merged(None, [_run("test", 600.0, passed=1112)], "2026-11-30")
+    first["note"] = "what a person added"
     second = bench_suite.merged(
         first, [_run("test", 470.0, passed=1112), _run("check", 70.0, passed=965)], "2026-11-30"
     )
@@ -74,3 +75,4 @@ def test_the_days_file_keeps_earlier_runs_and_counts_the_verdicts_over_all() -> 
         "slowest_s": 600.0,
     }
     assert second["summary"]["check"]["met"] == 1
+    assert second["note"] == "what a person added"
