@@ -68,8 +68,7 @@ def pytest_summary(output: str) -> dict[str, Any]:
 def judged(run: dict[str, Any]) -> dict[str, Any]:
     """``run`` with its verdict: within its target's bound, and every test passed."""
     bound = TARGET_S[run["target"]]
-    passed = run["exit_code"] == 0 and not run.get("failed") and not run.get("errors")
-    return {**run, f"target_at_most_{bound:.0f}s": passed and run["wall_s"] <= bound}
+    return {**run, f"target_at_most_{bound:.0f}s": _passed(run) and run["wall_s"] <= bound}
 
 
 def merged(
@@ -106,13 +105,20 @@ def merged(
 
 
 def _summary(results: dict[str, Any], target: str) -> dict[str, Any]:
-    """One target's runs of the day: how many, how many met it, the fastest and slowest."""
+    """One target's runs of the day: how many, how many passed and how many met it, and
+    the fastest and slowest of those that passed (a failed run's time says little)."""
     runs = [r for r in results.values() if r["target"] == target]
-    if not runs:
-        return {"runs": 0, "met": 0}
-    walls = sorted(r["wall_s"] for r in runs)
+    passed = sorted(r["wall_s"] for r in runs if _passed(r))
     met = sum(r[f"target_at_most_{TARGET_S[target]:.0f}s"] is True for r in runs)
-    return {"runs": len(runs), "met": met, "fastest_s": walls[0], "slowest_s": walls[-1]}
+    summary: dict[str, Any] = {"runs": len(runs), "passed": len(passed), "met": met}
+    if passed:
+        summary |= {"fastest_s": passed[0], "slowest_s": passed[-1]}
+    return summary
+
+
+def _passed(run: dict[str, Any]) -> bool:
+    """Whether every test of ``run`` passed (its command ended well, none failed)."""
+    return bool(run["exit_code"] == 0 and not run.get("failed") and not run.get("errors"))
 
 
 def loop_seconds() -> float:

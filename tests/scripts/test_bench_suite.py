@@ -70,9 +70,14 @@ def test_the_days_file_keeps_earlier_runs_and_counts_the_verdicts_over_all() -> 
     assert second["missed"] == ["test-1: 600 s, exit 0"]
     assert second["summary"]["test"] == {
         "runs": 2,
+        "passed": 2,
         "met": 1,
         "fastest_s": 470.0,
         "slowest_s": 600.0,
     }
+    # A failed run counts, but its time is not among those that passed.
+    third = bench_suite.merged(second, [_run("test", 300.0, 2, failed=1)], "2026-11-30")
+    assert third["summary"]["test"] == {**second["summary"]["test"], "runs": 3}
+    assert bench_suite.merged(third, [], "2026-11-30") == third  # summed up again: the same
     assert second["summary"]["check"]["met"] == 1
     assert second["note"] == "what a person added"
