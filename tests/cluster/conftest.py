@@ -127,8 +127,8 @@ def reachable_by_others(path: Path) -> bool:
 
 def runnable_by_others(bin_folder: Path, scratch: Path) -> Path:
     """PostgreSQL's programs where the server's user may run them: ``bin_folder`` itself,
-    or, where a folder above it lets no other user through, a copy under ``scratch``,
-    made once per installation and shared by the test processes.
+    or, where a folder above it lets no other user through, a copy under ``scratch``
+    (a folder every user may enter), made once.
 
     The copy keeps the wheel's layout: ``pgserver/pginstall`` (34 MB: the programs find
     their own files beside them) and the libraries ``pgserver.libs`` that the programs'
@@ -172,7 +172,7 @@ class Postgres:
                 subprocess.run(["useradd", "--no-create-home", SERVER_USER], check=True)
                 self.user = SERVER_USER
             folder.chmod(0o777)
-            self.bin = runnable_by_others(self.bin, Path(tempfile.gettempdir()))
+            self.bin = runnable_by_others(self.bin, folder)  # removed with it at the end
         self._run("initdb", "-D", str(self.data), "--auth=trust", "-U", "postgres", "-E", "utf8")
         self._run(
             "pg_ctl",
