@@ -77,7 +77,14 @@ def test_the_days_file_keeps_earlier_runs_and_counts_the_verdicts_over_all() -> 
     }
     # A failed run counts, but its time is not among those that passed.
     third = bench_suite.merged(second, [_run("test", 300.0, 2, failed=1)], "2026-11-30")
-    assert third["summary"]["test"] == {**second["summary"]["test"], "runs": 3}
+    assert third["summary"]["test"] == {
+        **second["summary"]["test"],
+        "runs": 3,
+        "last_three_s": [600.0, 470.0, 300.0],
+        "last_three_within": False,  # one too slow, one failed
+    }
+    fast = [_run("test", 450.0 + n, passed=1112) for n in range(3)]
+    assert bench_suite.merged(third, fast, "2026-11-30")["summary"]["test"]["last_three_within"]
     assert bench_suite.merged(third, [], "2026-11-30") == third  # summed up again: the same
     assert second["summary"]["check"]["met"] == 1
     assert second["note"] == "what a person added"
