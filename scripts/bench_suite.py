@@ -65,10 +65,15 @@ def pytest_summary(output: str) -> dict[str, Any]:
     return summary
 
 
+def verdict_key(target: str) -> str:
+    """The key of a run's verdict on ``target`` (``target_at_most_480s``)."""
+    return f"target_at_most_{TARGET_S[target]:.0f}s"
+
+
 def judged(run: dict[str, Any]) -> dict[str, Any]:
     """``run`` with its verdict: within its target's bound, and every test passed."""
-    bound = TARGET_S[run["target"]]
-    return {**run, f"target_at_most_{bound:.0f}s": _passed(run) and run["wall_s"] <= bound}
+    within = run["wall_s"] <= TARGET_S[run["target"]]
+    return {**run, verdict_key(run["target"]): _passed(run) and within}
 
 
 def merged(
@@ -81,12 +86,7 @@ def merged(
     for run in runs:
         number = 1 + sum(1 for r in results.values() if r["target"] == run["target"])
         results[f"{run['target']}-{number}"] = judged(run)
-    verdicts = {
-        name: value
-        for name, run in results.items()
-        for key, value in run.items()
-        if key.startswith("target_at_most")
-    }
+    verdicts = {name: run[verdict_key(run["target"])] for name, run in results.items()}
     return {
         "date": date,
         "device": f"this machine: {os.cpu_count()} cores, no GPU",
@@ -109,7 +109,7 @@ def _summary(results: dict[str, Any], target: str) -> dict[str, Any]:
     the fastest and slowest of those that passed (a failed run's time says little)."""
     runs = [r for r in results.values() if r["target"] == target]
     passed = sorted(r["wall_s"] for r in runs if _passed(r))
-    verdict = f"target_at_most_{TARGET_S[target]:.0f}s"
+    verdict = verdict_key(target)
     met = sum(r[verdict] is True for r in runs)
     summary: dict[str, Any] = {"runs": len(runs), "passed": len(passed), "met": met}
     if passed:

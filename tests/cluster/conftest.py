@@ -11,7 +11,6 @@ The docs' cluster guide (docs/guides/clusters.md) gives the same commands.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import importlib.util
 import os
 import pwd
@@ -138,21 +137,12 @@ def runnable_by_others(bin_folder: Path, scratch: Path) -> Path:
         return bin_folder
     package = bin_folder.parents[1]
     libs = package.with_name(f"{package.name}.libs")
-    key = hashlib.sha256(f"{package.resolve()}:{package.stat().st_mtime_ns}".encode()).hexdigest()
-    copy = scratch / f"hpsearch-pginstall-{key[:12]}"
+    copy = scratch / "postgres"
     if not copy.is_dir():
-        staging = Path(tempfile.mkdtemp(prefix=f"{copy.name}-", dir=scratch))
         installation = bin_folder.parent.relative_to(package)
-        shutil.copytree(
-            package / installation, staging / package.name / installation, symlinks=True
-        )
+        shutil.copytree(package / installation, copy / package.name / installation, symlinks=True)
         if libs.is_dir():
-            shutil.copytree(libs, staging / libs.name, symlinks=True)
-        staging.chmod(0o755)
-        try:
-            staging.rename(copy)
-        except OSError:  # another test process made it first
-            shutil.rmtree(staging, ignore_errors=True)
+            shutil.copytree(libs, copy / libs.name, symlinks=True)
     return copy / bin_folder.relative_to(package.parent)
 
 
