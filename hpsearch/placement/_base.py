@@ -36,8 +36,9 @@ class Admission:
         ray_gpus: the GPU amount asked of Ray when it differs from ``gpus`` (a
             placing policy keeps its own account; Ray's is bookkeeping).
         co_tenants: trials already on that GPU when this one was admitted.
-        room_seen_at: when that GPU's latest sample showed it nearly empty (``None``:
-            it did not, or no sample says): a fused group there may double.
+        room_seen_at: when that GPU's latest samples showed it nearly empty, of memory
+            and of work (``None``: they did not, or no sample says): a fused group
+            there may double.
     """
 
     cpus: float

@@ -102,9 +102,10 @@ class PackingPolicy:
         self._room = GpuRoom(settings, self._profiles)
 
     def roomy(self, gpu: GpuView) -> bool:
-        """Whether the GPU's last samples show it nearly empty (``auto`` only): room for what
-        it holds to double (see :meth:`~hpsearch.placement._room.GpuRoom.roomy`)."""
-        return self.settings.mode == "auto" and self._room.roomy(gpu)
+        """Whether the GPU's last samples show it nearly empty of memory and of work (``auto``
+        only): room for what it holds to double, a fused group's members included (see
+        :meth:`~hpsearch.placement._room.GpuRoom.idle`)."""
+        return self.settings.mode == "auto" and self._room.idle(gpu)
 
     def estimate(self) -> TrialProfile | None:
         """A new trial's needs, from the recent trials' measured profiles."""

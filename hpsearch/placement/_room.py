@@ -43,6 +43,23 @@ class GpuRoom:
             return False
         return recent.used_mb <= ROOMY_SHARE * total * (1 - self.settings.memory_headroom)
 
+    def idle(self, gpu: GpuView) -> bool:
+        """Whether the GPU's last samples show it nearly empty of work as well as of memory
+        (:meth:`roomy`, and busy half of ``target_util`` at most): room for what it holds
+        to double its kernels too.
+
+        A fused group's members share one process, so doubling them doubles the work it
+        launches. Memory alone says nothing of that: a model that keeps its GPU busy may
+        hold a few hundred MiB of 16 GB, and doubled on such a reading, a group of it
+        ran 16 members at a fraction of a member's speed each.
+        """
+        recent = gpu.recent
+        return (
+            self.roomy(gpu)
+            and recent is not None
+            and 2 * recent.busy_pct <= self.settings.target_util
+        )
+
     def fall(
         self, gpu: GpuView, now: float, current: int, estimate: TrialProfile
     ) -> tuple[int, str] | None:

@@ -237,3 +237,22 @@ def test_a_launchs_own_memory_is_told_from_its_first_samples_and_a_roomy_gpu_is_
     assert sorted(held[-2:]) == [(0, 1500.0, 6141.0), (1, 1500.0, 6141.0)]
     assert crowded is not None
     assert crowded.room_seen_at is None  # 1500 MiB in use: over a quarter, not roomy
+
+
+def test_a_gpu_busy_with_little_memory_in_use_is_not_said_roomy() -> None:
+    """A model that keeps its GPU busy in a few hundred MiB leaves no room for a fused group
+    of it to double: the memory says nearly empty, the work does not."""
+    for busy in (60.0, 40.0):
+        rig = Rig(PackingSpec(probe_seconds=2, cooldown_seconds=10))
+        for _ in range(2):
+            admitted = rig.admit()
+            assert admitted is not None
+            index = rig.running.index(admitted)
+            trial = rig.running[index] = replace(admitted, started_at=rig.clock.now)
+            load = TrialLoad(GpuLoad(busy, 700.0), trial.pid, (index,))
+            rig.backend.set_load(trial.number, load)
+        rig.wait(2)
+        admitted = rig.admission.admit(rig.running, CAPACITY)
+        assert admitted is not None
+        # 700 of 6141 MiB in use either way; 60% busy is over half of target_util (100%).
+        assert (admitted.room_seen_at is None) == (busy > 50.0)
