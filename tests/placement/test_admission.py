@@ -252,7 +252,7 @@ def test_a_gpu_busy_with_little_memory_in_use_is_not_said_roomy() -> None:
             load = TrialLoad(GpuLoad(busy, 700.0), trial.pid, (index,))
             rig.backend.set_load(trial.number, load)
         rig.wait(2)
-        admitted = rig.admission.admit(rig.running, CAPACITY)
-        assert admitted is not None
+        next_one = rig.admission.admit(rig.running, CAPACITY)
+        assert next_one is not None
         # 700 of 6141 MiB in use either way; 60% busy is over half of target_util (100%).
-        assert (admitted.room_seen_at is None) == (busy > 50.0)
+        assert (next_one.room_seen_at is None) == (busy > 50.0)
