@@ -100,10 +100,11 @@ class FusionSizer:
     the shape settles where the doubling stops paying, at one member (unfused)
     where fusion never did.
 
-    On a GPU its last samples show nearly empty (packing's roomy GPU), the next
-    group doubles the largest of its shape those samples have read, as packing doubles
-    its trials there (:meth:`members_within`, ``room_seen_at``): a first wave of
-    groups grows 2, 4, 8, ... while the GPU has room, rather than every process
+    On a GPU its last samples show nearly empty (packing's roomy GPU, and busy half
+    of ``target_util`` at most: :meth:`~hpsearch.placement.PackingPolicy.roomy`), the
+    next group doubles the largest of its shape those samples have read, as packing
+    doubles its trials there (:meth:`members_within`, ``room_seen_at``): a first wave
+    of groups grows 2, 4, 8, ... while the GPU has room, rather than every process
     packing starts in the first seconds holding two members until a group has
     reported. A doubling rests on a group whose own process the samples have
     read (:meth:`holds`), so launches before those samples never double twice;
