@@ -53,6 +53,10 @@ CHECKPOINT_DIR = "hpsearch.checkpoint_dir"
 interrupted trial's (so it resumes from its checkpoint)."""
 RESUMES_RUN = "hpsearch.resumes_run"
 """On a re-run of an interrupted trial: the MLflow run of the interrupted attempt."""
+RESUMES_METRICS = "hpsearch.resumes_metrics"
+"""On a re-run of an interrupted trial: what the interrupted attempt had reported last.
+The re-run starts from them, as Ray Tune's restored trial keeps its last result: one
+resumed from a checkpoint taken after its last step has nothing left to report."""
 FUSED_GROUP = "hpsearch.fused_group"
 """On a fused trial: ``{group, members}``, its group's first trial number and its size."""
 

@@ -344,7 +344,7 @@ class TrialLedger:
             self._each(lambda listener: listener.on_out_of_memory(ran_out))
         if outcome is Outcome.INTERRUPTED:
             self._writes.retry_later(
-                record.trial, record.sampled, record.seed, record.checkpoint_dir
+                record.trial, record.sampled, record.seed, record.checkpoint_dir, record.metrics
             )
         ended = record.ended(ending, values, duration, prune_reason)
         self._each(lambda listener: listener.on_ended(ended))

@@ -102,6 +102,8 @@ class OpenTrial:
             seed=inherited.get(attrs.SEED, launches.seed_of(number)),
             checkpoint_dir=inherited.get(attrs.CHECKPOINT_DIR, launches.checkpoint_dir(number)),
             resumes_run=inherited.get(attrs.MLFLOW_RUN) or inherited.get(attrs.RESUMES_RUN),
+            # What the interrupted attempt reported stands until the re-run reports anew.
+            metrics=dict(inherited.get(attrs.RESUMES_METRICS) or {}),
             alone_retry_of=inherited.get(attrs.ALONE_RETRY_OF),
             define_by_run=launches.settings.study_access is not None,
         )

@@ -7,6 +7,8 @@ checkpoint folder and a link to its earlier run.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from typing import Any
 
 import optuna
@@ -97,13 +99,22 @@ class StudyWrites:
         return reason
 
     def retry_later(
-        self, trial: optuna.Trial, params: dict[str, Any], seed: int, checkpoint_dir: str
+        self,
+        trial: optuna.Trial,
+        params: dict[str, Any],
+        seed: int,
+        checkpoint_dir: str,
+        metrics: Mapping[str, float],
     ) -> None:
-        """Queue an interrupted trial again: same parameters, seed and checkpoints."""
+        """Queue an interrupted trial again: same parameters, seed and checkpoints, and the
+        metrics it reported last (``metrics``) to start from."""
         kept: dict[str, Any] = {attrs.SEED: seed, attrs.CHECKPOINT_DIR: checkpoint_dir}
         earlier = trial.user_attrs.get(attrs.MLFLOW_RUN)
         if earlier:
             kept[attrs.RESUMES_RUN] = earlier
+        reported = {k: v for k, v in metrics.items() if math.isfinite(v)}  # JSON, as stored
+        if reported:
+            kept[attrs.RESUMES_METRICS] = reported
         self._handle.retry_later(trial.number, params, kept)
 
     def _tell(

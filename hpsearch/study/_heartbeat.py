@@ -62,14 +62,17 @@ def queue_again(study: optuna.Study, trial: FrozenTrial) -> None:
 
     The re-run is queued as Optuna's ``RetryHeartbeatStaleTrialCallback`` queues it
     (its system attrs name the lost trial, so ``retried_trial_number`` answers), with
-    the lost trial's user attrs but the reason it failed, and ``hpsearch.retry_of``.
-    A configuration whose trial was lost ``MAX_LOST_RETRIES + 1`` times (it may be
-    what kills the driver: the host's OOM killer) is not queued again
-    (:func:`given_up`), or every rerun would start with it.
+    the lost trial's user attrs but the reason it failed, and ``hpsearch.retry_of``;
+    the metrics it ended with, where its driver recorded them, are what the re-run
+    starts from (``hpsearch.resumes_metrics``). A configuration whose trial was lost
+    ``MAX_LOST_RETRIES + 1`` times (it may be what kills the driver: the host's OOM
+    killer) is not queued again (:func:`given_up`), or every rerun would start with it.
     """
     if given_up(trial):
         return
     inherited = {k: v for k, v in trial.user_attrs.items() if k not in (attrs.ERROR, attrs.OUTCOME)}
+    if isinstance(ended := inherited.pop(attrs.METRICS, None), dict) and ended:
+        inherited[attrs.RESUMES_METRICS] = ended
     study.add_trial(
         optuna.create_trial(
             state=optuna.trial.TrialState.WAITING,

@@ -221,6 +221,32 @@ def test_a_trial_whose_node_died_runs_again_with_its_seed_and_checkpoints(
     assert count_budget(d.handle.study.trials).finished == 0  # it counts once it has run
 
 
+def test_a_rerun_resumed_past_its_last_report_completes_with_what_its_attempt_reported(
+    write_config: ConfigWriter, driver: DriverFactory
+) -> None:
+    """A node lost after a trial's last checkpoint but before its last report reached the
+    driver: the re-run resumes from that checkpoint with no epoch left, and reports
+    nothing. What the lost attempt reported stands, as a restored Ray Tune trial keeps
+    its last result."""
+    d = driver(load_config(write_config()))
+    d.launch("t0")
+    d.ledger.event("t0", report(0, score=0.4))
+    d.ledger.event("t0", report(1, score=0.6, loss=float("nan")))
+    crash = "ray.exceptions.ActorDiedError: The actor died because its node has died."
+    assert d.ledger.ended("t0", crash=crash) is Outcome.INTERRUPTED
+    again = d.handle.study.trials[1]
+    assert again.user_attrs[attrs.RESUMES_METRICS] == {"score": 0.6}  # JSON: no NaN
+
+    d.launch("t1")
+    d.ledger.event("t1", end(Outcome.COMPLETE))  # nothing left to train, nothing reported
+    assert d.ledger.ended("t1") is Outcome.COMPLETE
+    assert d.handle.study.trials[1].values == [0.6]
+
+    d.launch("t2")  # a trial of its own reports its objective, or fails as before
+    d.ledger.event("t2", end(Outcome.COMPLETE))
+    assert d.ledger.ended("t2") is Outcome.FAIL
+
+
 def test_trial_that_never_started_still_gets_a_run(
     write_config: ConfigWriter, driver: DriverFactory
 ) -> None:

@@ -243,6 +243,7 @@ def test_an_interrupted_trial_whose_rerun_was_never_queued_is_queued_a_grace_lat
     handle = open_study(config)
     stopped = handle.ask(config.search_space.distributions())
     stopped.set_user_attr(attrs.OUTCOME, Outcome.INTERRUPTED.value)
+    stopped.set_user_attr(attrs.METRICS, {"val_accuracy": 0.8})  # what it had reported
     handle.study.tell(stopped, state=TrialState.FAIL)
     ended = handle.study.get_trials(deepcopy=False)[stopped.number].datetime_complete
     assert ended is not None
@@ -257,6 +258,9 @@ def test_an_interrupted_trial_whose_rerun_was_never_queued_is_queued_a_grace_lat
     assert [(t.params, t.user_attrs[attrs.RETRY_OF]) for t in waiting] == [
         (stopped.params, stopped.number)
     ]
+    # The re-run starts from what it had reported, not as a trial that ended with it.
+    assert waiting[0].user_attrs[attrs.RESUMES_METRICS] == {"val_accuracy": 0.8}
+    assert attrs.METRICS not in waiting[0].user_attrs
     assert count_budget(handle.study.trials) == BudgetCount(finished=0, running=0)
     handle.reclaim_stale(now=later)  # queued once
     assert len([t for t in handle.study.trials if t.state == TrialState.WAITING]) == 1
