@@ -12,8 +12,15 @@ kept or gone back from), then trials ended per second by two-second window.
 Target (the "Pack within seconds" issue): at least two trials on the GPU within
 5 s of the first trial's end.
 
+``--workload busy-30pct-2s`` runs trials of 2 s that each keep the GPU 30% busy
+(2 GB): three or four fill it, and eight only slow each other. Its ramp is read
+while new trials' workers start up, holding no GPU context yet, which once made
+each working trial look a third of its size (the ramp packed eight, then fell
+to two at once). ``fixedN`` modes run N per GPU, ``fixed`` the most.
+
     python scripts/bench_ramp.py                  # benchmarks/results/ramp-<date>-cpu.json
     python scripts/bench_ramp.py --trials 96 --modes auto
+    python scripts/bench_ramp.py --workload busy-30pct-2s --trials 24 --modes auto,off,fixed4,fixed8
 """
 
 from __future__ import annotations
@@ -36,11 +43,21 @@ WITHIN_S = 5.0
 WINDOW_S = 2.0
 
 
-def config(mode: str, trials: int, most: int) -> dict[str, Any]:
-    """The search: the H200 main job's trials on one simulated H200, packed per ``mode``."""
+WORKLOADS: dict[str, dict[str, float]] = {
+    # The H200 main job: 2% and 830 MiB of a 141 GB card, ten steps of 0.06 s.
+    "h200-main-job": {"utilization_pct": 2.0, "memory_mb": 830.0, "steps_per_epoch": 17},
+    # A trial of 2 s keeping the GPU 30% busy with 2 GB.
+    "busy-30pct-2s": {"utilization_pct": 30.0, "memory_mb": 2000.0, "steps_per_epoch": 60},
+}
+"""Each workload's trials: what they ask of the simulated H200, and their length."""
+
+
+def config(mode: str, trials: int, most: int, workload: str = "h200-main-job") -> dict[str, Any]:
+    """The search: ``workload``'s trials on one simulated H200, packed per ``mode``
+    (``fixedN``: N per GPU; ``fixed``: ``most``)."""
     packing: dict[str, Any] = {"mode": mode, "max_trials_per_gpu": most}
-    if mode == "fixed":
-        packing = {"mode": "fixed", "trials_per_gpu": most}
+    if mode.startswith("fixed"):
+        packing = {"mode": "fixed", "trials_per_gpu": int(mode.removeprefix("fixed") or most)}
     return {
         "study": {
             "name": f"ramp-{mode}",
@@ -51,14 +68,12 @@ def config(mode: str, trials: int, most: int) -> dict[str, Any]:
         "train": "hpsearch.workloads.simulated_gpu:train",
         "space": {
             "lr": {"type": "float", "low": 1e-4, "high": 3e-2, "log": True},
-            "utilization_pct": 2.0,
-            "memory_mb": 830.0,
             "cpus": 0.1,
             "batch_size": 64,
             "width": 256,
             "depth": 1,
             "epochs": 10,
-            "steps_per_epoch": 17,
+            **WORKLOADS[workload],
         },
         "execution": {"cpus_per_trial": 0.25},
         "packing": packing,
@@ -69,7 +84,7 @@ def config(mode: str, trials: int, most: int) -> dict[str, Any]:
     }
 
 
-def one(mode: str, trials: int, most: int) -> dict[str, Any]:
+def one(mode: str, trials: int, most: int, workload: str) -> dict[str, Any]:
     """Run one search here (a fresh process); its timeline and decisions."""
     from rich.console import Console
 
@@ -79,7 +94,7 @@ def one(mode: str, trials: int, most: int) -> dict[str, Any]:
     tracker = MemoryTracker()
     with tempfile.TemporaryDirectory() as folder:
         os.chdir(folder)
-        Path("ramp.yaml").write_text(yaml.safe_dump(config(mode, trials, most)))
+        Path("ramp.yaml").write_text(yaml.safe_dump(config(mode, trials, most, workload)))
         started = time.time()
         outcome = hpsearch.run("ramp.yaml", console=Console(file=io.StringIO()), tracker=tracker)
         wall = time.time() - started
@@ -148,18 +163,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trials", type=int, default=64)
     parser.add_argument("--most", type=int, default=8, help="max_trials_per_gpu (fixed: the count)")
-    parser.add_argument("--modes", default="auto,off,fixed")
+    parser.add_argument("--modes", default="auto,off,fixed", help="auto, off, fixed, fixedN")
+    parser.add_argument("--workload", choices=sorted(WORKLOADS), default="h200-main-job")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(one(args.one, args.trials, args.most)))
+        print(json.dumps(one(args.one, args.trials, args.most, args.workload)))
         return
     results = {}
     for mode in args.modes.split(","):
         child = subprocess.run(
             [sys.executable, __file__, "--one", mode, "--trials", str(args.trials),
-             "--most", str(args.most)],
+             "--most", str(args.most), "--workload", args.workload],
             capture_output=True, text=True, check=True, cwd=REPO,
         )  # fmt: skip
         results[mode] = summary(mode, json.loads(child.stdout.strip().splitlines()[-1]))
@@ -168,6 +184,7 @@ def main() -> None:
         "date": time.strftime("%Y-%m-%d"),
         "device": "this machine's CPUs: real Ray, one logical GPU, simulated telemetry",
         "cpu_count": os.cpu_count(),
+        "workload": args.workload,
         "trials": args.trials,
         "results": results,
     }
@@ -175,12 +192,13 @@ def main() -> None:
         payload["target_two_within_5s_of_first_end"] = results["auto"][
             "target_two_within_5s_of_first_end"
         ]
-        for other in ("off", "fixed"):
-            if other in results:
+        for other in results:
+            if other == "off" or other.startswith("fixed"):
                 payload[f"{other}_over_auto"] = round(
                     results[other]["trials_s"] / results["auto"]["trials_s"], 3
                 )
-    out = args.out or REPO / "benchmarks" / "results" / f"ramp-{payload['date']}-cpu.json"
+    named = "" if args.workload == "h200-main-job" else f"-{args.workload}"
+    out = args.out or REPO / "benchmarks" / "results" / f"ramp-{payload['date']}-cpu{named}.json"
     out.write_text(json.dumps(payload, indent=2) + "\n")
     print(f"wrote {out}")
 

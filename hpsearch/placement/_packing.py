@@ -36,7 +36,8 @@ The rules, per GPU, in ``auto`` mode:
   (``saturation_util``) where the estimate did not predict it, when its memory
   comes within half the headroom of full, and after an OOM of a trial that
   shared the GPU (to one less than were sharing it); no rise for
-  ``cooldown_seconds`` after a fall.
+  ``cooldown_seconds`` after a fall. One fall at a time: the next is measured
+  once the GPU holds no more trials than its count.
 * A trial of a new kind (larger than any measured, see ``TrialOnGpu.new_kind``)
   closes its GPU to new neighbours until it has been measured too.
 

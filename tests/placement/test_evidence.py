@@ -50,19 +50,28 @@ def test_a_busy_shared_gpu_hides_what_each_trial_asked() -> None:
     assert trial_profile(spans[0], [_sample(0.5, 100.0, 3000.0)], spans) is None
 
 
-def test_a_process_own_memory_counts_where_the_driver_lists_it() -> None:
-    # Trial 2 has started but not allocated: the GPU's memory is trial 1's alone.
+def test_a_process_own_memory_and_work_count_where_the_driver_lists_it() -> None:
+    # Trial 2 has started but not allocated: the GPU's memory and its work are trial 1's
+    # alone. Split over both, a ramp's trials still starting would make each one that
+    # works look a fraction of what it asks.
     spans = [TrialSpan(1, 0.0, 0.1, None, pid=11), TrialSpan(2, 0.3, None, None, pid=12)]
     own = (GpuProcess(11, 830.0),)
-    samples = [_sample(t, 2.0, 830.0, own) for t in (0.4, 0.6, 0.8)]
+    samples = [_sample(t, 30.0, 830.0, own) for t in (0.4, 0.6, 0.8)]
 
     reading = device_reading(samples, spans, now=0.9, oldest=0.0)
 
     assert reading is not None
     assert reading.memory_mb == 830.0  # not 415: half of what one trial holds
-    assert reading.utilization_pct == pytest.approx(1.0)
-    assert (reading.processes, reading.busy_pct, reading.used_mb) == (2, 2.0, 830.0)
+    assert reading.utilization_pct == pytest.approx(30.0)  # not 15
+    assert (reading.processes, reading.busy_pct, reading.used_mb) == (1, 30.0, 830.0)
     assert (reading.since, reading.latest) == (0.4, 0.8)
+    # Once trial 2 holds its context, the work is split over both.
+    both = (GpuProcess(11, 830.0), GpuProcess(12, 830.0))
+    samples += [_sample(t, 60.0, 1660.0, both) for t in (1.0, 1.2)]
+    later = device_reading(samples, spans, now=1.3, oldest=0.9)
+    assert later is not None
+    assert later.utilization_pct == pytest.approx(30.0)
+    assert later.processes == 2
 
 
 def test_a_device_reading_needs_a_few_recent_samples_with_trials_running() -> None:

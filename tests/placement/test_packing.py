@@ -136,6 +136,15 @@ def test_saturation_the_estimate_did_not_predict_lowers_the_count() -> None:
     assert decision.previous == 8
     assert decision.reason.startswith("saturated: 100% utilisation with 8 trial(s) >= 100%")
     assert "where 8 × 10% was expected" in decision.reason
+    # Asked again before any of the 8 ended, it reads what it fell on: it holds 7 (falling
+    # on each admission's question took a GPU from 8 to 2 in 20 ms).
+    for _ in range(3):
+        machine.now += 0.01
+        again = machine.policy.decide(machine.view())[GPU0]
+        assert again.limit == 7
+        assert again.reason.endswith("at most 7 once one of them ends")
+    machine.trials[GPU0].pop()  # one ends: 7 at 20% each still saturate it
+    assert machine.policy.decide(machine.view())[GPU0].limit == 6
 
 
 def test_saturation_the_estimate_predicts_holds_without_flapping() -> None:
