@@ -132,7 +132,8 @@ class SharingModel:
         share = _share(demand.sm_share)
         kernels = max(0.0, min(100.0, demand.utilization_pct)) / 100.0 * max(floor, members * share)
         step = max(floor, kernels)
-        grouped = GpuDemand(100.0 * kernels / step, min(1.0, members * share))
+        # Kernels that fill the step keep it 100% busy (min: x * 100 / x may round over).
+        grouped = GpuDemand(min(100.0, 100.0 * kernels / step), min(1.0, members * share))
         return FusedDemand(grouped, step)
 
 
