@@ -88,6 +88,20 @@ def runs_table_url(
     return f"{url}?orderByKey={order}&orderByAsc={str(ascending).lower()}"
 
 
+def _fix_for(uri: str) -> str:
+    """What to do about a store MLflow refused to open at ``uri``."""
+    parsed = urlparse(uri)
+    if parsed.scheme in {"", "file"} or len(parsed.scheme) == 1:  # C: is a Windows drive
+        # MLflow's classic ./mlruns, a folder: MLflow 3 opens such a store only when told.
+        folder = os.path.normpath(parsed.path) if parsed.scheme in {"", "file"} else "mlruns"
+        return (
+            f"a folder is MLflow's file store: name a SQLite file instead, such as "
+            f"sqlite:///{folder}/mlflow.db (`mlflow migrate-filestore` moves the folder's "
+            "runs there), or set MLFLOW_ALLOW_FILE_STORE=true"
+        )
+    return "check the URI, and that its server is running"
+
+
 class MlflowTracker:
     """Writes runs of one MLflow experiment.
 
@@ -133,8 +147,7 @@ class MlflowTracker:
             text = str(exc.message if isinstance(exc, MlflowException) else exc)
             first = (text.strip().splitlines() or [type(exc).__name__])[0]
             raise HpsearchError(
-                f"tracking.uri: MLflow store '{uri}' cannot be used ({first}); "
-                "check the URI, and that its server is running"
+                f"tracking.uri: MLflow store '{uri}' cannot be used ({first}); {_fix_for(uri)}"
             ) from None
         self.experiment_name = experiment
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from hpsearch.errors import HpsearchError
 from hpsearch.tracking import (
     PARENT_TAG,
     MlflowTracker,
@@ -19,6 +22,27 @@ def test_relative_sqlite_uri_is_made_absolute(project: Path) -> None:
     assert uri == f"sqlite:///{project / 'mlruns' / 'mlflow.db'}"
     assert (project / "mlruns").is_dir()
     assert resolve_tracking_uri("http://127.0.0.1:5000") == "http://127.0.0.1:5000"
+
+
+def test_a_folder_store_mlflow_refuses_is_one_line_that_names_a_sqlite_file(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # MLflow's classic ./mlruns: MLflow 3 refuses a folder store unless told.
+    monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)
+    for uri, named in [
+        ("./mlruns", "sqlite:///mlruns/mlflow.db"),
+        (f"file://{project}/runs", f"sqlite:///{project}/runs/mlflow.db"),
+    ]:
+        with pytest.raises(HpsearchError) as raised:
+            MlflowTracker(uri, "exp", None)
+        said = str(raised.value)
+        assert said.startswith(f"tracking.uri: MLflow store '{uri}' cannot be used (")
+        assert said.endswith(
+            f"a folder is MLflow's file store: name a SQLite file instead, such as {named} "
+            "(`mlflow migrate-filestore` moves the folder's runs there), or set "
+            "MLFLOW_ALLOW_FILE_STORE=true"
+        )
+        assert "\n" not in said
 
 
 def test_parent_and_child_runs(mlflow_tracker: MlflowTracker, project: Path) -> None:
