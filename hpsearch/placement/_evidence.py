@@ -77,7 +77,7 @@ def _per_trial(sample: GpuSample, spans: Sequence[TrialSpan]) -> tuple[float, fl
     # allocated yet would otherwise halve what one that has holds. So with the
     # utilisation: only the processes that hold a context do the work it measures.
     # Divided among trials still starting too, a GPU whose trials each keep it 30%
-    # busy read 9% a trial while a ramp's new trials started, and the ramp packed 8.
+    # busy read 13% a trial while a ramp's new trials started, and the ramp packed 8.
     memory = max(own) if own else (used / n if used is not None else 0.0)
     if memory < ALLOCATED_MB:
         return None

@@ -91,7 +91,8 @@ def runs_table_url(
 def _fix_for(uri: str) -> str:
     """What to do about a store MLflow refused to open at ``uri``."""
     parsed = urlparse(uri)
-    if parsed.scheme in {"", "file"} or len(parsed.scheme) == 1:  # C: is a Windows drive
+    folder_like = parsed.scheme in {"", "file"} and not uri.startswith("databricks")
+    if folder_like or len(parsed.scheme) == 1:  # C: is a Windows drive
         # MLflow's classic ./mlruns, a folder: MLflow 3 opens such a store only when told.
         folder = os.path.normpath(parsed.path) if parsed.scheme in {"", "file"} else "mlruns"
         return (
