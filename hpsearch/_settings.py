@@ -48,6 +48,16 @@ Seconds = Annotated[
 """A duration in seconds, written as a number or as ``90s``, ``15m``, ``1h30m``."""
 
 
+def _off_as_written(value: Any) -> Any:
+    """``off``, as written: YAML 1.1, which PyYAML reads, takes a bare ``off`` (or ``no``)
+    for false, and ``mode: off`` reached the settings as ``False``."""
+    return "off" if value is False else value
+
+
+OffAsWritten = BeforeValidator(_off_as_written)
+"""For a setting one of whose options is ``off``: a YAML false is that option."""
+
+
 class Settings(BaseModel):
     """A settings section: frozen, strict, and no key it does not declare."""
 

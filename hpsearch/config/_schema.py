@@ -28,7 +28,7 @@ from pydantic import (
 )
 
 from hpsearch._importable import ensure_importable_from
-from hpsearch._settings import Seconds, Settings
+from hpsearch._settings import OffAsWritten, Seconds, Settings
 from hpsearch.adapters.forms import Form, form_in_source, wrong_form
 from hpsearch.oom.settings import OomSpec
 from hpsearch.placement.settings import FusionSpec, PackingSpec
@@ -371,7 +371,7 @@ class TelemetrySpec(Settings):
         simulated: the simulated GPUs, with ``backend: simulated``.
     """
 
-    backend: Literal["auto", "nvml", "simulated", "off"] = "auto"
+    backend: Annotated[Literal["auto", "nvml", "simulated", "off"], OffAsWritten] = "auto"
     interval_s: Seconds = 0.2
     window_s: Seconds = 60.0
     simulated: SimulatedSpec | None = None

@@ -5,13 +5,13 @@ Pure data (the config composes it, and imports nothing else of placement).
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, NonNegativeInt, PositiveInt, model_validator
 
-from hpsearch._settings import Seconds, Settings
+from hpsearch._settings import OffAsWritten, Seconds, Settings
 
-PackingMode = Literal["auto", "off", "fixed"]
+PackingMode = Annotated[Literal["auto", "off", "fixed"], OffAsWritten]
 
 TARGET_UTIL_PCT = 100.0
 """The predicted busy share (%) a GPU is filled up to."""
@@ -55,7 +55,7 @@ class PackingSpec(Settings):
     memory_headroom: float = Field(default=MEMORY_HEADROOM, ge=0, lt=0.9)
     probe_seconds: Seconds = 5.0
     cooldown_seconds: float = Field(default=30.0, ge=0)
-    mps: Literal["auto", "off"] = "auto"
+    mps: Annotated[Literal["auto", "off"], OffAsWritten] = "auto"
 
     @property
     def cpu_only(self) -> bool:
@@ -93,7 +93,7 @@ class PackingSpec(Settings):
         return self
 
 
-FusionMode = Literal["off", "fixed", "auto"]
+FusionMode = Annotated[Literal["off", "fixed", "auto"], OffAsWritten]
 
 
 class FusionSpec(Settings):

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import optuna
 import pytest
+import yaml
 
 from hpsearch.config import RunConfig, load_config
 from hpsearch.errors import ConfigError
-from tests.conftest import ConfigWriter
+from tests.conftest import BASE_CONFIG, ConfigWriter
 
 
 def _error(write_config: ConfigWriter, update: dict[str, object] | str) -> ConfigError:
@@ -269,6 +270,22 @@ def test_a_zero_or_false_where_null_means_none_says_null(write_config: ConfigWri
     assert _error(write_config, {"execution": {"trial_timeout": -1}}).fix == "change the value"
     # A setting that cannot be none is not told to be null.
     assert "null" not in _error(write_config, {"execution": {"cpus_per_trial": 0}}).fix
+
+
+def test_off_written_bare_is_the_option_off(write_config: ConfigWriter) -> None:
+    # YAML 1.1, which PyYAML reads, takes a bare off for false: these keys' option "off"
+    # was refused as "'False' is not allowed; use one of: auto, off, fixed".
+    text = yaml.safe_dump(BASE_CONFIG, sort_keys=False) + (
+        "packing: {mode: off, mps: off}\nfusion: {mode: off}\ntelemetry: {backend: off}\n"
+    )
+    config = load_config(write_config(text))
+    assert (config.packing.mode, config.packing.mps) == ("off", "off")
+    assert (config.fusion.mode, config.telemetry.backend) == ("off", "off")
+    # A false anywhere else is still a bool, as YAML has it.
+    assert config.tracking.figures is False
+    # And a false where a section takes no "off" is still refused, with its options.
+    error = _error(write_config, {"study": {"sampler": {"type": False}}})
+    assert error.key == "study.sampler.type"
 
 
 def test_empty_file(write_config: ConfigWriter) -> None:
