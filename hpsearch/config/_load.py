@@ -54,6 +54,20 @@ _OTHER_TOOLS_TYPES = {
 }
 """Distribution names of W&B sweeps, NNI and Ray Tune, as this config writes them."""
 
+_OTHER_TOOLS_PRUNERS = {
+    "asha": "successive_halving",
+    "ashascheduler": "successive_halving",
+    "async_hyperband": "successive_halving",
+    "asynchyperbandscheduler": "successive_halving",
+    "hyperbandscheduler": "hyperband",
+    "median_stopping": "median",
+    "medianstoppingrule": "median",
+    "median_stopping_rule": "median",
+    "fifo": "none",
+    "fifoscheduler": "none",
+}
+"""Ray Tune's schedulers, as this config's ``study.pruner`` names them."""
+
 
 MOVED_KEYS: dict[KeyPath, tuple[str, str]] = {
     ("execution", "trials_per_gpu"): (
@@ -220,6 +234,9 @@ def _describe(error: ErrorDetails, key_path: KeyPath) -> tuple[str, str]:  # noq
         options = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
         close = difflib.get_close_matches(str(given), options, n=1, cutoff=0.5)
         fix = f"did you mean '{close[0]}'?" if close else f"use one of: {', '.join(options)}"
+        ours = _OTHER_TOOLS_PRUNERS.get(str(given).lower())
+        if key_path[-2:] == ("pruner", "type") and ours is not None:
+            fix = f"Ray Tune's {given} is this config's pruner {ours}: write type: {ours}"
         return f"'{given}' is not allowed", fix
     if kind == "union_tag_invalid":
         options = re.findall(r"'([^']*)'", str(ctx.get("expected_tags", "")))

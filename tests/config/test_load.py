@@ -177,6 +177,17 @@ def test_misspelt_value_suggests_the_allowed_one(write_config: ConfigWriter) -> 
     assert "did you mean 'maximize'" in str(error)
 
 
+def test_a_ray_tune_scheduler_named_as_the_pruner_is_told_this_configs_name(
+    write_config: ConfigWriter,
+) -> None:
+    for theirs, ours in [("asha", "successive_halving"), ("MedianStoppingRule", "median")]:
+        error = _error(write_config, {"study": {"pruner": {"type": theirs}}})
+        assert error.key == "study.pruner.type"
+        assert (
+            error.fix == f"Ray Tune's {theirs} is this config's pruner {ours}: write type: {ours}"
+        )
+
+
 def test_misspelt_param_type_suggests(write_config: ConfigWriter) -> None:
     error = _error(write_config, {"space": {"x": {"type": "flaot"}}})
     assert error.key == "space.x"
