@@ -40,6 +40,27 @@ _TYPE_WORDS = {
 
 _OTHER_TOOLS_KEYS = {"min": "low", "max": "high", "values": "choices", "q": "step"}
 """A range's words in W&B sweeps, NNI and Ray Tune, and this config's for them."""
+_TUNE_KEYS: dict[tuple[str, str], str] = {
+    ("objective", "mode"): "write direction: minimize (Tune's min) or maximize (max)",
+    ("objectives", "mode"): "write direction: minimize (Tune's min) or maximize (max)",
+    ("study", "num_samples"): "write n_trials: N",
+    ("study", "time_budget_s"): "write timeout: seconds (or 15m, 1h30m)",
+    ("study", "search_alg"): "write sampler: {type: tpe} (any Optuna sampler)",
+    ("study", "scheduler"): (
+        "write pruner: {type: successive_halving} (Tune's ASHA; or hyperband, median)"
+    ),
+    ("execution", "max_concurrent_trials"): "write max_concurrent: N",
+    ("execution", "resources_per_trial"): (
+        "write cpus_per_trial: N for its CPUs; its GPU share is packing's: packing: {mode: "
+        "fixed, trials_per_gpu: N} gives each trial 1/N of a GPU, auto measures how many fit"
+    ),
+    ("execution", "gpus_per_trial"): (
+        "a trial's GPU share is packing's: packing: {mode: fixed, trials_per_gpu: N} gives "
+        "each trial 1/N of a GPU (mode: off, a whole one), auto measures how many fit"
+    ),
+}
+"""Ray Tune's words (``TuneConfig``, ``tune.with_resources``) where this config has its
+own, by section and key: what to write instead."""
 _OTHER_TOOLS_TYPES = {
     "uniform": "{type: float, low: .., high: ..}",
     "loguniform": "{type: float, low: .., high: .., log: true}",
@@ -188,7 +209,7 @@ def _one_error(source: Path, document: YamlDocument, error: ErrorDetails) -> Con
     )
 
 
-def _unknown_key(error: ErrorDetails, key_path: KeyPath) -> tuple[str, str]:
+def _unknown_key(error: ErrorDetails, key_path: KeyPath) -> tuple[str, str]:  # noqa: PLR0911
     """Problem and fix for a key the section does not have."""
     moved = MOVED_KEYS.get(key_path)
     if moved is not None:
@@ -196,6 +217,9 @@ def _unknown_key(error: ErrorDetails, key_path: KeyPath) -> tuple[str, str]:
     name = str(key_path[-1]) if key_path else "?"
     valid = _valid_keys(error["loc"][:-1])
     here = tuple(str(p) for p in key_path[:-1])
+    tune = _TUNE_KEYS.get((".".join(p for p in here if not p.isdigit()), name))
+    if tune is not None:
+        return f"unknown key '{name}' (a Ray Tune word)", tune
     homes = _homes(name, here) if here[:1] != ("space",) else []
     if len(homes) == 1:
         # A key of another section, written here (n_trials at the top, not under study):

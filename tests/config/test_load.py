@@ -188,6 +188,21 @@ def test_a_ray_tune_scheduler_named_as_the_pruner_is_told_this_configs_name(
         )
 
 
+def test_ray_tunes_own_keys_are_told_this_configs(write_config: ConfigWriter) -> None:
+    # TuneConfig(mode="min", num_samples=...), tune.with_resources: what Tune users write.
+    error = _error(write_config, {"objective": {"direction": None, "mode": "min"}})
+    assert (error.key, error.problem) == ("objective.mode", "unknown key 'mode' (a Ray Tune word)")
+    assert error.fix == "write direction: minimize (Tune's min) or maximize (max)"
+    error = _error(write_config, {"study": {"num_samples": 8}})
+    assert (error.key, error.fix) == ("study.num_samples", "write n_trials: N")
+    error = _error(write_config, {"execution": {"resources_per_trial": {"gpu": 0.5}}})
+    assert error.fix.startswith("write cpus_per_trial: N for its CPUs; its GPU share is packing's")
+    multi = {"metric": "score", "mode": "max"}
+    error = _error(write_config, {"objective": None, "objectives": [multi]})
+    assert error.key == "objectives.0.mode"
+    assert error.fix.startswith("write direction:")
+
+
 def test_misspelt_param_type_suggests(write_config: ConfigWriter) -> None:
     error = _error(write_config, {"space": {"x": {"type": "flaot"}}})
     assert error.key == "space.x"
