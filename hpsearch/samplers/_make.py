@@ -151,6 +151,18 @@ def _takes(factory: Callable[..., Any], option: str) -> bool:
         return False
 
 
+def _short_names() -> dict[str, str]:
+    """The short name of each short-named sampler, by its Optuna class's name."""
+    names = {}
+    for short, factory in SAMPLERS.items():
+        # _GridSampler is Optuna's GridSampler less its study.stop(): named as Optuna's.
+        public = next(
+            c for c in getattr(factory, "__mro__", (factory,)) if c.__module__.startswith("optuna")
+        )
+        names[public.__name__] = short
+    return names
+
+
 def _imported(path: str, source: str) -> Callable[..., optuna.samplers.BaseSampler]:
     """The sampler class at ``package.module:Class`` or ``package.module.Class``."""
     module_name, sep, attribute = path.partition(":")
@@ -161,6 +173,9 @@ def _imported(path: str, source: str) -> Callable[..., optuna.samplers.BaseSampl
         close = difflib.get_close_matches(path, list(SAMPLERS), n=1)
         if close:
             fix = f"did you mean '{close[0]}'?"
+        short = _short_names().get(path)
+        if short is not None:  # Optuna's own class name, written alone
+            fix = f"write type: {short} (Optuna's {path}), or optuna.samplers.{path}"
         raise ConfigError(source, "study.sampler.type", f"unknown sampler '{path}'", fix)
     try:
         module = importlib.import_module(module_name)

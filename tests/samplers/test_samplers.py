@@ -50,6 +50,8 @@ def test_sampler_options_are_checked() -> None:
     [
         ("nope", "unknown sampler 'nope'"),
         ("tpee", "did you mean 'tpe'?"),
+        ("TPESampler", "write type: tpe (Optuna's TPESampler), or optuna.samplers.TPESampler"),
+        ("GridSampler", "write type: grid (Optuna's GridSampler)"),
         ("no_such_module.Sampler", "cannot import 'no_such_module'"),
         ("optuna.samplers:NoSuchSampler", "has no class 'NoSuchSampler'"),
         ("optuna.distributions:FloatDistribution", "FloatDistribution needs the option(s) low"),
