@@ -40,27 +40,37 @@ _TYPE_WORDS = {
 
 _OTHER_TOOLS_KEYS = {"min": "low", "max": "high", "values": "choices", "q": "step"}
 """A range's words in W&B sweeps, NNI and Ray Tune, and this config's for them."""
-_TUNE_KEYS: dict[tuple[str, str], str] = {
-    ("objective", "mode"): "write direction: minimize (Tune's min) or maximize (max)",
-    ("objectives", "mode"): "write direction: minimize (Tune's min) or maximize (max)",
-    ("study", "num_samples"): "write n_trials: N",
-    ("study", "time_budget_s"): "write timeout: seconds (or 15m, 1h30m)",
-    ("study", "search_alg"): "write sampler: {type: tpe} (any Optuna sampler)",
-    ("study", "scheduler"): (
-        "write pruner: {type: successive_halving} (Tune's ASHA; or hyperband, median)"
+_OTHER_TOOLS_WORDS: dict[tuple[str, str], tuple[str, str]] = {
+    ("objective", "mode"): ("Ray Tune", "write direction: minimize (Tune's min) or maximize (max)"),
+    ("objectives", "mode"): (
+        "Ray Tune",
+        "write direction: minimize (Tune's min) or maximize (max)",
     ),
-    ("execution", "max_concurrent_trials"): "write max_concurrent: N",
+    ("objective", "goal"): ("W&B", "write direction: minimize or maximize, as the goal was"),
+    ("objectives", "goal"): ("W&B", "write direction: minimize or maximize, as the goal was"),
+    ("objective", "name"): ("W&B", "write metric: NAME, the metric the trials report"),
+    ("study", "num_samples"): ("Ray Tune", "write n_trials: N"),
+    ("study", "time_budget_s"): ("Ray Tune", "write timeout: seconds (or 15m, 1h30m)"),
+    ("study", "search_alg"): ("Ray Tune", "write sampler: {type: tpe} (any Optuna sampler)"),
+    ("study", "scheduler"): (
+        "Ray Tune",
+        "write pruner: {type: successive_halving} (Tune's ASHA; or hyperband, median)",
+    ),
+    ("execution", "max_concurrent_trials"): ("Ray Tune", "write max_concurrent: N"),
     ("execution", "resources_per_trial"): (
+        "Ray Tune",
         "write cpus_per_trial: N for its CPUs; its GPU share is packing's: packing: {mode: "
-        "fixed, trials_per_gpu: N} gives each trial 1/N of a GPU, auto measures how many fit"
+        "fixed, trials_per_gpu: N} gives each trial 1/N of a GPU, auto measures how many fit",
     ),
     ("execution", "gpus_per_trial"): (
+        "Ray Tune",
         "a trial's GPU share is packing's: packing: {mode: fixed, trials_per_gpu: N} gives "
-        "each trial 1/N of a GPU (mode: off, a whole one), auto measures how many fit"
+        "each trial 1/N of a GPU (mode: off, a whole one), auto measures how many fit",
     ),
 }
-"""Ray Tune's words (``TuneConfig``, ``tune.with_resources``) where this config has its
-own, by section and key: what to write instead."""
+"""Other tools' words (Ray Tune's ``TuneConfig`` and ``tune.with_resources``, a W&B
+sweep's ``metric``) where this config has its own, by section and key: the tool, and
+what to write instead."""
 _OTHER_TOOLS_TYPES = {
     "uniform": "{type: float, low: .., high: ..}",
     "loguniform": "{type: float, low: .., high: .., log: true}",
@@ -186,7 +196,40 @@ def _say_again(said: list[warnings.WarningMessage], source: Path, document: Yaml
             )
 
 
+_OTHER_TOOLS_FILES = {
+    "a W&B sweep": {"method", "parameters", "program", "early_terminate", "run_cap"},
+    "an NNI experiment": {
+        "searchSpace",
+        "searchSpaceFile",
+        "trialCommand",
+        "trialConcurrency",
+        "maxTrialNumber",
+        "tuner",
+        "trainingService",
+    },
+}
+"""Top-level keys that say a file is another tool's, which ``hpsearch convert`` reads."""
+
+
+def _another_tools_file(source: Path, data: Any) -> ConfigError | None:
+    """The error for a W&B sweep or an NNI experiment given as a config: convert it."""
+    if not isinstance(data, dict) or {"study", "train"} & set(data):
+        return None
+    for tool, keys in _OTHER_TOOLS_FILES.items():
+        if len(keys & set(data)) >= 2:
+            return ConfigError(
+                source,
+                "",
+                f"this is {tool}, not an hpsearch config",
+                f"hpsearch convert {source} -o config.yaml writes the config it describes",
+            )
+    return None
+
+
 def _to_config_error(source: Path, document: YamlDocument, exc: ValidationError) -> ConfigError:
+    theirs = _another_tools_file(source, document.data)
+    if theirs is not None:
+        return theirs
     errors = _branch_chosen(exc.errors(include_url=False), document.data)
     # A misspelt key also makes the intended key "missing"; the misspelling is the
     # cause, so unknown keys are reported first.
@@ -217,9 +260,9 @@ def _unknown_key(error: ErrorDetails, key_path: KeyPath) -> tuple[str, str]:  # 
     name = str(key_path[-1]) if key_path else "?"
     valid = _valid_keys(error["loc"][:-1])
     here = tuple(str(p) for p in key_path[:-1])
-    tune = _TUNE_KEYS.get((".".join(p for p in here if not p.isdigit()), name))
-    if tune is not None:
-        return f"unknown key '{name}' (a Ray Tune word)", tune
+    word = _OTHER_TOOLS_WORDS.get((".".join(p for p in here if not p.isdigit()), name))
+    if word is not None:
+        return f"unknown key '{name}' (a {word[0]} word)", word[1]
     homes = _homes(name, here) if here[:1] != ("space",) else []
     if len(homes) == 1:
         # A key of another section, written here (n_trials at the top, not under study):

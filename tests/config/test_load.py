@@ -203,6 +203,26 @@ def test_ray_tunes_own_keys_are_told_this_configs(write_config: ConfigWriter) ->
     assert error.fix.startswith("write direction:")
 
 
+def test_another_tools_file_given_as_a_config_is_told_to_convert(
+    write_config: ConfigWriter,
+) -> None:
+    sweep = "method: bayes\nmetric: {name: loss, goal: minimize}\nparameters: {lr: {min: 0.1}}\n"
+    nni = "searchSpaceFile: s.json\ntrialCommand: python t.py\ntuner: {name: TPE}\n"
+    for text, tool in [(sweep, "a W&B sweep"), (nni, "an NNI experiment")]:
+        error = _error(write_config, text)
+        path = write_config(text)
+        assert (error.key, error.problem) == ("", f"this is {tool}, not an hpsearch config")
+        assert error.fix == f"hpsearch convert {path} -o config.yaml writes the config it describes"
+    # A config with one stray key of theirs is a config: that key is named.
+    assert _error(write_config, {"method": "bayes"}).key == "method"
+    # A W&B metric's words in the objective are told this config's.
+    error = _error(write_config, {"objective": {"direction": None, "goal": "minimize"}})
+    assert (error.problem, error.fix) == (
+        "unknown key 'goal' (a W&B word)",
+        "write direction: minimize or maximize, as the goal was",
+    )
+
+
 def test_misspelt_param_type_suggests(write_config: ConfigWriter) -> None:
     error = _error(write_config, {"space": {"x": {"type": "flaot"}}})
     assert error.key == "space.x"
