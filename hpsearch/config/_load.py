@@ -370,8 +370,19 @@ _SECTION_FIXES: dict[KeyPath, Callable[[Any], str]] = {
         "write a list, objectives: [{metric: A, direction: maximize}, {metric: B, "
         "direction: minimize}], or one as objective: {metric: A, direction: maximize}"
     ),
+    ("packing",): lambda given: f"write packing: {{mode: {_as_mode(given)}}}",
+    ("fusion",): lambda given: f"write fusion: {{mode: {_as_mode(given)}}}",
+    ("telemetry",): lambda given: f"write telemetry: {{backend: {_as_mode(given)}}}",
 }
 """The fix for a section given in the wrong form, by what it was given."""
+
+
+def _as_mode(given: Any) -> str:
+    """A section given as its mode alone (``packing: off``, which YAML 1.1 reads as false):
+    the mode, in the section's words."""
+    if given is False:
+        return "off"
+    return given if isinstance(given, str) and given.isidentifier() else "..."
 
 
 def _typed_range(given: Any) -> str:

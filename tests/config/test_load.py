@@ -327,6 +327,10 @@ def test_off_written_bare_is_the_option_off(write_config: ConfigWriter) -> None:
     config = load_config(write_config(text))
     assert (config.packing.mode, config.packing.mps) == ("off", "off")
     assert (config.fusion.mode, config.telemetry.backend) == ("off", "off")
+    # A section written as its mode alone is told the mapping it takes.
+    alone = yaml.safe_dump(BASE_CONFIG, sort_keys=False) + "packing: off\n"
+    assert _error(write_config, alone).fix == "write packing: {mode: off}"
+    assert _error(write_config, {"fusion": "auto"}).fix == "write fusion: {mode: auto}"
     # A false anywhere else is still a bool, as YAML has it.
     assert config.tracking.figures is False
     # And a false where a section takes no "off" is still refused, with its options.
