@@ -400,8 +400,25 @@ def _typed_range(given: Any) -> str:
     if not all(isinstance(n, int | float) and not isinstance(n, bool) for n in numbers):
         return ""
     kind = "int" if all(isinstance(n, int) for n in numbers) else "float"
-    more = "".join(f", {key}: {str(given[key]).lower()}" for key in ("step", "log") if key in given)
+    shown = {key: given[key] for key in ("step", "log") if key in given}
+    distribution = given.get("distribution")
+    if distribution is not None:
+        # A W&B parameter: its distribution says the type and scale its bounds alone do
+        # not. Others (log_uniform's bounds are exponents, q_*, normal) are convert's.
+        if distribution not in _WANDB_RANGES:
+            return ""
+        kind, log = _WANDB_RANGES[distribution]
+        shown = {"log": True} if log else {}
+    more = "".join(f", {key}: {str(value).lower()}" for key, value in shown.items())
     return f"write {{type: {kind}, low: {low}, high: {high}{more}}}"
+
+
+_WANDB_RANGES = {
+    "uniform": ("float", False),
+    "int_uniform": ("int", False),
+    "log_uniform_values": ("float", True),
+}
+"""W&B's distributions of a range between its bounds, as this config types them."""
 
 
 def _optuna_object(given: Any, key_path: KeyPath) -> tuple[str, str] | None:

@@ -102,6 +102,18 @@ def test_a_key_written_outside_its_section_is_told_where_it_belongs(
             "space.x",
             "hpsearch convert FILE turns a W&B sweep or an NNI space into a config",
         ),
+        (  # W&B's scale is its distribution's: the log is kept
+            {"distribution": "log_uniform_values", "min": 1e-4, "max": 0.1},
+            "space.x",
+            "write {type: float, low: 0.0001, high: 0.1, log: true}; hpsearch convert FILE "
+            "turns a W&B sweep or an NNI space into a config",
+        ),
+        (  # its bounds are exponents: convert's to say
+            {"distribution": "log_uniform", "min": -9, "max": -2},
+            "space.x",
+            "write {type: float|int|categorical, ...}, a list of choices, or a plain "
+            "constant; hpsearch convert FILE turns a W&B sweep or an NNI space into a config",
+        ),
     ],
 )
 def test_a_range_in_another_tools_words_is_told_this_configs(
