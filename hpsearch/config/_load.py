@@ -42,12 +42,7 @@ _OTHER_TOOLS_KEYS = {"min": "low", "max": "high", "values": "choices", "q": "ste
 """A range's words in W&B sweeps, NNI and Ray Tune, and this config's for them."""
 _OTHER_TOOLS_WORDS: dict[tuple[str, str], tuple[str, str]] = {
     ("objective", "mode"): ("Ray Tune", "write direction: minimize (Tune's min) or maximize (max)"),
-    ("objectives", "mode"): (
-        "Ray Tune",
-        "write direction: minimize (Tune's min) or maximize (max)",
-    ),
     ("objective", "goal"): ("W&B", "write direction: minimize or maximize, as the goal was"),
-    ("objectives", "goal"): ("W&B", "write direction: minimize or maximize, as the goal was"),
     ("objective", "name"): ("W&B", "write metric: NAME, the metric the trials report"),
     ("study", "num_samples"): ("Ray Tune", "write n_trials: N"),
     ("study", "time_budget_s"): ("Ray Tune", "write timeout: seconds (or 15m, 1h30m)"),
@@ -69,8 +64,8 @@ _OTHER_TOOLS_WORDS: dict[tuple[str, str], tuple[str, str]] = {
     ),
 }
 """Other tools' words (Ray Tune's ``TuneConfig`` and ``tune.with_resources``, a W&B
-sweep's ``metric``) where this config has its own, by section and key: the tool, and
-what to write instead."""
+sweep's ``metric``) where this config has its own, by section and key (an entry of
+``objectives`` as ``objective``): the tool, and what to write instead."""
 _OTHER_TOOLS_TYPES = {
     "uniform": "{type: float, low: .., high: ..}",
     "loguniform": "{type: float, low: .., high: .., log: true}",
@@ -260,7 +255,8 @@ def _unknown_key(error: ErrorDetails, key_path: KeyPath) -> tuple[str, str]:  # 
     name = str(key_path[-1]) if key_path else "?"
     valid = _valid_keys(error["loc"][:-1])
     here = tuple(str(p) for p in key_path[:-1])
-    word = _OTHER_TOOLS_WORDS.get((".".join(p for p in here if not p.isdigit()), name))
+    section = ".".join(p for p in here if not p.isdigit())
+    word = _OTHER_TOOLS_WORDS.get(("objective" if section == "objectives" else section, name))
     if word is not None:
         return f"unknown key '{name}' (a {word[0]} word)", word[1]
     homes = _homes(name, here) if here[:1] != ("space",) else []
