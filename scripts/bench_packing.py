@@ -173,6 +173,23 @@ WORKLOADS: dict[str, LabWorkload] = {
         trials=60,
         interval_s=0.2,
     ),
+    # A search whose trials differ in how hard they work the GPU (a sampled model size):
+    # its mean trial (31%) underpredicts two of its heavier ones together, which saturate
+    # the GPU and still finish sooner than one after the other.
+    "bimodal-util": LabWorkload(
+        "trials of 3 s at 2% or 60% (sampled), 2 GB, on an 80 GB card; workers start in 3 s",
+        "NVIDIA H100 80GB HBM3",
+        81559.0,
+        {
+            "utilization_pct": [2.0, 60.0],
+            "memory_mb": 2048.0,
+            "epochs": 10,
+            "steps_per_epoch": 83,  # 10 epochs of 0.3 s
+            "cold_start_s": 3.0,
+        },
+        trials=96,
+        interval_s=0.2,
+    ),
 }
 
 
@@ -245,9 +262,12 @@ def lab_config(
         "memory_budget_mb": workload.memory_total_mb,
         **workload.space,
     }
-    # Whether the budget's trials differ in length: the sampler then must suggest the
-    # same ones in every mode, or modes would compare lengths, not packing.
-    varied = not scripted or any(isinstance(space[k], list) for k in ("epochs", "steps_per_epoch"))
+    # Whether the budget's trials differ in length or load: the sampler then must suggest
+    # the same ones in every mode, or modes would compare trials, not packing.
+    varied = not scripted or any(
+        isinstance(space.get(k), list)
+        for k in ("epochs", "steps_per_epoch", "utilization_pct", "memory_mb")
+    )
     packing, members = packing_of(mode)
     fusing: dict[str, Any] = {"mode": "off"}
     if fusion and mode == "auto":

@@ -16,11 +16,15 @@ Target (the "Pack within seconds" issue): at least two trials on the GPU within
 (2 GB): three or four fill it, and eight only slow each other. Its ramp is read
 while new trials' workers start up, holding no GPU context yet, which once made
 each working trial look a third of its size (the ramp packed eight, then fell
-to two at once). ``fixedN`` modes run N per GPU, ``fixed`` the most.
+to two at once). ``--workload bimodal-util`` runs trials of 1 s that keep the GPU
+2% or 60% busy (a sampled choice, the same sequence in every mode): the search's
+mean trial underpredicts two of its heavier ones, which saturate the GPU and still
+finish sooner together. ``fixedN`` modes run N per GPU, ``fixed`` the most.
 
     python scripts/bench_ramp.py                  # benchmarks/results/ramp-<date>-cpu.json
     python scripts/bench_ramp.py --trials 96 --modes auto
     python scripts/bench_ramp.py --workload busy-30pct-2s --trials 24 --modes auto,off,fixed4,fixed8
+    python scripts/bench_ramp.py --workload bimodal-util --trials 32 --modes auto,off,fixed4
 """
 
 from __future__ import annotations
@@ -43,11 +47,14 @@ WITHIN_S = 5.0
 WINDOW_S = 2.0
 
 
-WORKLOADS: dict[str, dict[str, float]] = {
+WORKLOADS: dict[str, dict[str, Any]] = {
     # The H200 main job: 2% and 830 MiB of a 141 GB card, ten steps of 0.06 s.
     "h200-main-job": {"utilization_pct": 2.0, "memory_mb": 830.0, "steps_per_epoch": 17},
     # A trial of 2 s keeping the GPU 30% busy with 2 GB.
     "busy-30pct-2s": {"utilization_pct": 30.0, "memory_mb": 2000.0, "steps_per_epoch": 60},
+    # Trials of 1 s, each 2% or 60% busy (sampled), 2 GB: the mean trial underpredicts
+    # its heavier ones.
+    "bimodal-util": {"utilization_pct": [2.0, 60.0], "memory_mb": 2000.0, "steps_per_epoch": 30},
 }
 """Each workload's trials: what they ask of the simulated H200, and their length."""
 

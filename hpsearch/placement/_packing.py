@@ -215,7 +215,8 @@ class PackingPolicy:
         if estimate is None:
             return (current, state.reason) if current > 1 else (1, _unmeasured(gpu))
         by_util, hard, arithmetic = self._room.ceiling(gpu, view, estimate, gpus_on_node)
-        fall = self._room.fall(gpu, view.now, current, estimate)
+        paid = state.rates.pays(len(gpu.trials))
+        fall = self._room.fall(gpu, view.now, current, estimate, paid=paid)
         if fall is not None:
             return fall
         if view.now - state.oom_seen < s.cooldown_seconds:

@@ -110,6 +110,24 @@ class StepRates:
         """Measure ``count`` afresh next time it is held (it was gone back from)."""
         self._steps.pop(count, None)
 
+    def pays(self, count: int) -> bool:
+        """Whether ``count`` was measured to gain what packing asks over the best count
+        measured below it (one measured alone pays nothing yet)."""
+        against = self._against_best_below(count) if count in self.measured() else None
+        return against is not None and against[2] >= against[3]
+
+    def _against_best_below(self, top: int) -> tuple[int, float, float, float] | None:
+        """The best count measured below ``top`` (a measured count), its throughput, ``top``'s
+        gain over it and the gain needed; ``None``: none measured below."""
+        below = [c for c in self.measured() if c < top]
+        if not below:
+            return None
+        best = max(below, key=lambda c: self.throughput(c) or 0.0)
+        best_rate, rate = self.throughput(best), self.throughput(top)
+        assert best_rate is not None
+        assert rate is not None
+        return best, best_rate, rate / best_rate, (1 + MIN_GAIN) ** (top - best)
+
     def judge(self, limit: int) -> Judgement | None:
         """The highest count measured up to ``limit`` against the best below it.
 
@@ -123,18 +141,14 @@ class StepRates:
         top = counts[-1]
         rate = self.throughput(top)
         assert rate is not None
-        below = [c for c in counts if c < top]
-        if not below:
+        against = self._against_best_below(top)
+        if against is None:
             judgement = Judgement(
                 Verdict.KEEP, top, top, rate, None, None, True,
                 f"{top} trial(s) measured {rate:.2f} steps/s",
             )  # fmt: skip
         else:
-            best = max(below, key=lambda c: self.throughput(c) or 0.0)
-            best_rate = self.throughput(best)
-            assert best_rate is not None
-            gain = rate / best_rate
-            needed = (1 + MIN_GAIN) ** (top - best)
+            best, best_rate, gain, needed = against
             doubt = DOUBT * math.hypot(self._spread(top), self._spread(best))
             paid = gain >= needed
             missed = gain * (1 + doubt) < needed

@@ -61,13 +61,26 @@ class GpuRoom:
         )
 
     def fall(
-        self, gpu: GpuView, now: float, current: int, estimate: TrialProfile
+        self,
+        gpu: GpuView,
+        now: float,
+        current: int,
+        estimate: TrialProfile,
+        *,
+        paid: bool = False,
     ) -> tuple[int, str] | None:
         """One trial less on saturation the estimate did not predict, or nearly full memory.
 
         Time-sliced trials past 100% of duty read 100%: saturation that the
         estimate predicts is where the most throughput is. Saturation it does not
         predict says the trials grew; one fewer, measured again, tells by how much.
+        Where the count the GPU holds was measured to pay (``paid``: its steps beat
+        the best count below it), its steps have told already: the judge, which
+        keeps reading them, backs off when they stop paying. The estimate is the
+        search's mean trial, and trials of one search differ: two of its heavier
+        ones saturate a GPU and still finish sooner together than one after the
+        other (2% and 60% trials: a count of two measured 1.45x one, then fell to
+        one on saturation).
         Until a trial ends on a GPU holding more than ``current`` (the last fall, not
         carried out yet), the answer is ``current``: no rise, and no fall on samples
         of the trials already fallen from.
@@ -82,6 +95,7 @@ class GpuRoom:
             and util >= s.saturation_util
             and expected < s.saturation_util
             and n > 1
+            and not paid
         ):
             why = (
                 f"saturated: {util:.0f}% utilisation with {n} trial(s) >= "

@@ -16,6 +16,7 @@ from hpsearch.placement import (
     PackingSpec,
     PackingView,
     TrialOnGpu,
+    TrialProfile,
     WorkDone,
 )
 
@@ -145,6 +146,49 @@ def test_saturation_the_estimate_did_not_predict_lowers_the_count() -> None:
         assert again.reason.endswith("at most 7 once one of them ends")
     machine.trials[GPU0].pop()  # one ends: 7 at 20% each still saturate it
     assert machine.policy.decide(machine.view())[GPU0].limit == 6
+
+
+def test_a_count_measured_to_pay_holds_on_saturation_the_mean_trial_did_not_predict() -> None:
+    # A search of light trials (2%) and heavy ones (60%): its mean trial asks 20%. Two
+    # heavy ones saturate the GPU, and still step 1.45x as fast together as one alone.
+    policy = PackingPolicy(
+        PackingSpec(probe_seconds=5.0, cooldown_seconds=20.0, max_trials_per_gpu=2)
+    )
+    profiles = tuple(TrialProfile(k, 20.0, 2000.0, samples=5) for k in range(4))
+    now = 100.0
+
+    def decide(busy: float, work: tuple[WorkDone, ...] = ()) -> GpuDecision:
+        trials = tuple(TrialOnGpu(k, warm_at=now - 1.0) for k in range(2))
+        reading = DeviceReading(
+            busy / 2, 4000.0, samples=5, busy_pct=busy, used_mb=4000.0, processes=2,
+            since=now - 1.0, latest=now,
+        )  # fmt: skip
+        view = PackingView(
+            now=now,
+            gpus=(GpuView(GPU0, H200_MB, trials, recent=reading),),
+            node_cpus={"127.0.0.1": 16.0},
+            profiles=profiles if now == 100.0 else (),
+            work=work,
+        )
+        return policy.decide(view)[GPU0]
+
+    assert decide(busy=40.0).limit == 1  # measured since it last moved: next sample
+    now += 0.5
+    assert decide(busy=40.0).limit == 2
+    now += 1.0
+    steps = tuple(WorkDone(GPU0, now, k, step_s=0.10, warm=1) for k in range(16)) + tuple(
+        WorkDone(GPU0, now, k, step_s=0.138, warm=2) for k in range(16)
+    )
+    measured = decide(busy=100.0, work=steps)
+    assert measured.judged.startswith("2 trial(s) measured 14.49 steps/s, 1.45x 1's")
+    for _ in range(3):
+        now += 1.0
+        held = decide(busy=100.0)
+        assert held.limit == 2, held.reason
+    # What the judge reads still decides: steps no faster than one alone take it back.
+    now += 1.0
+    slower = tuple(WorkDone(GPU0, now, k, step_s=0.2, warm=2) for k in range(64))
+    assert decide(busy=100.0, work=slower).limit == 1
 
 
 def test_saturation_the_estimate_predicts_holds_without_flapping() -> None:
