@@ -79,14 +79,19 @@ def _store_tracker(config: RunConfig) -> Tracker:
 
 def _check_study_store(config: RunConfig, handle: StudyHandle, tracker: Tracker) -> None:
     """Refuse to start a study afresh silently beside the MLflow runs of its earlier trials
-    (its store's file deleted or replaced: those trials' results are gone with it)."""
+    (its store's file deleted or replaced: those trials' results are gone with it).
+
+    A driver started beside this one on the same fresh stores may ask the study's first
+    trial and open its run between the two reads: a trial's run is opened after the
+    trial is asked, so the study read again then holds that trial, and nothing is gone.
+    """
     if handle.study.get_trials(deepcopy=False):
         return
     try:
         earlier = tracker.runs_of_trial(handle.name, 0)
     except Exception:  # a tracking server out of reach: the outage machinery says so
         return
-    if earlier:
+    if earlier and not handle.study.get_trials(deepcopy=False):
         raise ConfigError(
             config.source,
             "study.storage",
@@ -101,12 +106,14 @@ def _check_study_store(config: RunConfig, handle: StudyHandle, tracker: Tracker)
 def _check_mlflow_store(config: RunConfig, handle: StudyHandle) -> None:
     """Refuse to start a new MLflow store silently under a study whose runs were in the old one."""
     uri = config.tracking.uri
-    if not uri.startswith("sqlite:///") or Path(uri.removeprefix("sqlite:///")).exists():
+    store = Path(uri.removeprefix("sqlite:///"))
+    if not uri.startswith("sqlite:///") or store.exists():
         return
     recorded = sum(
         attrs.MLFLOW_RUN in t.user_attrs for t in handle.study.get_trials(deepcopy=False)
     )
-    if recorded:
+    # A driver started beside this one makes the store before it records a run there.
+    if recorded and not store.exists():
         raise ConfigError(
             config.source,
             "tracking.uri",

@@ -33,7 +33,9 @@ The rules, per GPU, in ``auto`` mode:
   be judged by their work) rise straight to what fits once measured, at most
   one step per ``probe_seconds``.
 * **Falls.** The count falls by one when the GPU is measured saturated
-  (``saturation_util``) where the estimate did not predict it, when its memory
+  (``saturation_util``) where the estimate did not predict it and the count's
+  steps did not measure it paying (the estimate is the search's mean trial, and
+  heavier ones may saturate a GPU and still gain together), when its memory
   comes within half the headroom of full, and after an OOM of a trial that
   shared the GPU (to one less than were sharing it); no rise for
   ``cooldown_seconds`` after a fall. One fall at a time: the next is measured
