@@ -278,7 +278,7 @@ def test_trials_n_shows_one_trial_with_its_traceback(write_config: ConfigWriter)
     )
     code, _, err = _invoke("trials", str(path), "7")
     assert code == 2
-    assert "has no trial 7 (trials 0 to 2)" in err
+    assert "has no trial 7 (trials 0 to 2); give a number from 0 to 2" in err
 
 
 def test_validate_lists_every_problem_a_line_each(write_config: ConfigWriter) -> None:

@@ -30,6 +30,9 @@ _NNI_EXPERIMENT_KEYS = (
 )
 """Keys that make a YAML file an NNI experiment config (``searchSpacePath``: NNI 1's)."""
 
+_HPSEARCH_KEYS = frozenset({"study", "train", "space", "objective", "objectives"})
+"""Keys that make a YAML file (without a sweep's ``parameters``) a config of hpsearch's own."""
+
 
 def convert(
     path: Path,
@@ -56,6 +59,13 @@ def convert(
         converted = from_nni(path)
     elif path.suffix in (".yaml", ".yml"):
         data = read_yaml(path).data
+        if isinstance(data, dict) and "parameters" not in data and _HPSEARCH_KEYS & set(data):
+            raise ConfigError(
+                path,
+                "",
+                "is an hpsearch config already, not a W&B sweep or an NNI experiment",
+                f"run it as it is: hpsearch run {path}",
+            )
         nni = isinstance(data, dict) and any(key in data for key in _NNI_EXPERIMENT_KEYS)
         converted = from_nni_experiment(path) if nni else from_wandb(path)
     else:

@@ -265,9 +265,10 @@ class StudyResults:
         trials = self._study.get_trials(deepcopy=False)
         if not 0 <= number < len(trials):
             raise ResultsError(
-                f"study '{self.name}' has no trial {number} (trials 0 to {len(trials) - 1})"
+                f"study '{self.name}' has no trial {number} (trials 0 to {len(trials) - 1}); "
+                f"give a number from 0 to {len(trials) - 1}"
                 if trials
-                else f"study '{self.name}' has no trial yet"
+                else f"study '{self.name}' has no trial yet; run its search first"
             )
         return TrialResult.from_frozen(self.name, trials[number])
 

@@ -242,6 +242,11 @@ def test_nested_parameters_are_searched_by_dotted_names_and_nested_in_wandb_conf
         ),
         ("parameters: {a: {value: 1}}\nscheduler: x", "scheduler: has no hpsearch equivalent"),
         ("method: anneal\nparameters: {a: {value: 1}}", "method: 'anneal'"),
+        (
+            "study: {name: s}\ntrain: m:f\nspace: {a: [1, 2]}",
+            "is an hpsearch config already, not a W&B sweep or an NNI experiment; run it as it "
+            "is: hpsearch run",
+        ),
     ],
 )
 def test_what_hpsearch_cannot_search_is_one_line_naming_its_key(
