@@ -134,8 +134,12 @@ class PrunerSpec(Settings):
     """What stops unpromising trials early. ``options`` go to the pruner's constructor.
 
     ``median``, ``percentile``, ``successive_halving``, ``hyperband``, ``threshold``
-    (``lower``/``upper`` bounds) and ``wilcoxon`` are Optuna's pruners; with several
-    objectives they judge the first (the primary) objective.
+    (``lower``/``upper`` bounds), ``wilcoxon`` and ``patient`` are Optuna's pruners; with
+    several objectives they judge the first (the primary) objective. ``patient`` prunes a
+    trial whose last ``patience`` + 1 reports fell short of its best before them (by more
+    than ``min_delta``), where the pruner it wraps agrees: ``wrapped_pruner`` is a pruner
+    section of its own (``{type: median, options: {n_warmup_steps: 2}}``) or its type
+    alone; left out, patience alone decides.
     ``dominated`` prunes a trial that another trial beats on every objective at the
     same step (options ``n_startup_trials``, ``n_warmup_steps``, ``min_dominating``).
 
@@ -153,6 +157,7 @@ class PrunerSpec(Settings):
         "hyperband",
         "threshold",
         "wilcoxon",
+        "patient",
         "dominated",
     ] = "none"
     options: dict[str, Any] = Field(default_factory=dict)

@@ -11,6 +11,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hpsearch.config import ObjectiveSpec, PrunerSpec
 from hpsearch.pruning._base import KEEP, Verdict, store_intermediate, stored_intermediate
+from hpsearch.pruning._pruners import WRAPPED, pruner_name, wrapped_spec
 from hpsearch.telemetry import objective_reading
 
 
@@ -142,6 +143,16 @@ def explain(
         factor = spec.options.get("reduction_factor", 4 if spec.type == "successive_halving" else 3)
         return (
             f"{metric} is not in the top 1/{factor} of the trials that reached this rung ({name})"
+        )
+    if spec.type == "patient":
+        patience = int(spec.options.get("patience", 0))
+        delta = float(spec.options.get("min_delta", 0.0))
+        inner = wrapped_spec(spec.options.get(WRAPPED), "<config>", WRAPPED)
+        around = f", and {pruner_name(inner)} agreed" if inner is not None else ""
+        return (
+            f"{metric}: its last {patience + 1} reports fell short of its best before "
+            f"them{f' by more than {delta:g}' if delta else ''} ({name}, patience "
+            f"{patience}{around})"
         )
     if spec.type == "threshold":
         low, high = spec.options.get("lower"), spec.options.get("upper")

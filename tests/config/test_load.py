@@ -752,7 +752,12 @@ def test_an_optuna_sampler_or_pruner_object_in_a_dict_is_told_to_be_named() -> N
     assert nop.endswith("{'type': 'none', 'options': {...}}")
     patient = refusals({"type": "tpe"}, optuna.pruners.PatientPruner(None, patience=2))
     assert patient == [
-        "study.pruner: an Optuna PatientPruner object cannot be given here; name one "
+        "study.pruner: an Optuna PatientPruner object cannot be given here; name it, its "
+        "arguments as options: {'type': 'patient', 'options': {...}}"
+    ]
+    own_pruner = type("OwnPruner", (optuna.pruners.BasePruner,), {"prune": lambda *a: False})
+    assert refusals({"type": "tpe"}, own_pruner()) == [
+        "study.pruner: an Optuna OwnPruner object cannot be given here; name one "
         "of hpsearch's pruners, {'type': ..., 'options': {...}}: none, median, percentile, "
-        "successive_halving, hyperband, threshold, wilcoxon, dominated"
+        "successive_halving, hyperband, threshold, wilcoxon, patient, dominated"
     ]

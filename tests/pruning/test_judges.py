@@ -180,3 +180,66 @@ def test_optunas_threshold_pruner_stops_a_diverging_trial_and_explains() -> None
     assert verdict.reason == "loss 12.5 at step 1 is outside [-inf, 10] (ThresholdPruner)"
     wilcoxon = make_pruner(PrunerSpec(type="wilcoxon", options={"p_threshold": 0.05}), "c.yaml")
     assert isinstance(wilcoxon, optuna.pruners.WilcoxonPruner)
+
+
+def test_optunas_patient_pruner_wraps_the_pruner_its_section_names_and_explains() -> None:
+    spec = PrunerSpec(
+        type="patient",
+        options={
+            "patience": 2,
+            "wrapped_pruner": {"type": "median", "options": {"n_startup_trials": 1}},
+        },
+    )
+    study = optuna.create_study(direction="maximize", pruner=make_pruner(spec, "c.yaml"))
+    judge = make_judge(spec, [ACCURACY], study)
+    assert judge is not None
+    assert _run(judge, study, [{"acc": 0.5 + 0.1 * step} for step in range(5)]) == [False] * 5
+    # Below the median from its first step, but improving: patience keeps it.
+    assert _run(judge, study, [{"acc": 0.1 * step} for step in range(5)]) == [False] * 5
+    # Below the median, and its last three reports short of its best before them.
+    trial = study.ask()
+    verdicts = [judge.judge(trial, k, {"acc": a}) for k, a in enumerate((0.2, 0.4, 0.3, 0.3, 0.3))]
+    assert [v.prune for v in verdicts] == [False, False, False, False, True]
+    assert verdicts[-1].reason == (
+        "acc 0.3 at step 4: its last 3 reports fell short of its best before them "
+        "(PatientPruner, patience 2, and MedianPruner agreed)"
+    )
+    # Its type alone, or none: patience alone.
+    alone = make_pruner(PrunerSpec(type="patient", options={"patience": 3}), "c.yaml")
+    named = PrunerSpec(type="patient", options={"patience": 3, "wrapped_pruner": "percentile"})
+    assert isinstance(alone, optuna.pruners.PatientPruner)
+    with pytest.raises(ConfigError, match=r"PercentilePruner needs the option\(s\) percentile"):
+        make_pruner(named, "c.yaml")
+
+
+@pytest.mark.parametrize(
+    ("wrapped", "said"),
+    [
+        (
+            {"type": "medain"},
+            "c.yaml: study.pruner.options.wrapped_pruner.type: 'medain' is not a pruner; "
+            "did you mean 'median'?",
+        ),
+        (
+            {"options": {"n_warmup_steps": 2}, "typ": "median"},
+            "c.yaml: study.pruner.options.wrapped_pruner.typ: not a pruner section: Extra "
+            "inputs are not permitted",
+        ),
+        (
+            "dominated",
+            "c.yaml: study.pruner.options.wrapped_pruner: dominated is hpsearch's own rule",
+        ),
+        (
+            {"type": "median", "options": {"n_warmup": 2}},
+            "c.yaml: study.pruner.options.wrapped_pruner.options.n_warmup: MedianPruner takes "
+            "no option 'n_warmup'; did you mean 'n_warmup_steps'?",
+        ),
+    ],
+)
+def test_a_patient_pruners_wrapped_pruner_is_checked_as_a_pruner_section(
+    wrapped: object, said: str
+) -> None:
+    spec = PrunerSpec(type="patient", options={"patience": 2, "wrapped_pruner": wrapped})
+    with pytest.raises(ConfigError) as caught:
+        check_pruner(spec, "c.yaml")
+    assert str(caught.value).startswith(said), str(caught.value)
