@@ -163,6 +163,21 @@ def _short_names() -> dict[str, str]:
     return names
 
 
+def _optuna_sampler_named(name: str) -> str | None:
+    """The Optuna sampler class a short word names, its case, underscores and ``Sampler``
+    aside (``nsgaiii``, ``brute_force``), where no short name does; else ``None``."""
+    word = name.lower().replace("_", "").removesuffix("sampler")
+    for attribute in dir(optuna.samplers):
+        candidate = getattr(optuna.samplers, attribute)
+        if (
+            isinstance(candidate, type)
+            and issubclass(candidate, optuna.samplers.BaseSampler)
+            and attribute.lower().removesuffix("sampler") == word
+        ):
+            return attribute
+    return None
+
+
 def _imported(path: str, source: str) -> Callable[..., optuna.samplers.BaseSampler]:
     """The sampler class at ``package.module:Class`` or ``package.module.Class``."""
     module_name, sep, attribute = path.partition(":")
@@ -173,9 +188,12 @@ def _imported(path: str, source: str) -> Callable[..., optuna.samplers.BaseSampl
         close = difflib.get_close_matches(path, list(SAMPLERS), n=1)
         if close:
             fix = f"did you mean '{close[0]}'?"
-        short = _short_names().get(path)
-        if short is not None:  # Optuna's own class name, written alone
-            fix = f"write type: {short} (Optuna's {path}), or optuna.samplers.{path}"
+        optunas = _optuna_sampler_named(path)  # nsgaiii, bruteforce, TPESampler, ...
+        if optunas is not None:
+            fix = f"write type: optuna.samplers.{optunas}"
+            short = _short_names().get(optunas)
+            if short is not None:
+                fix = f"write type: {short} (Optuna's {optunas}), or optuna.samplers.{optunas}"
         raise ConfigError(source, "study.sampler.type", f"unknown sampler '{path}'", fix)
     try:
         module = importlib.import_module(module_name)

@@ -52,6 +52,10 @@ def test_sampler_options_are_checked() -> None:
         ("tpee", "did you mean 'tpe'?"),
         ("TPESampler", "write type: tpe (Optuna's TPESampler), or optuna.samplers.TPESampler"),
         ("GridSampler", "write type: grid (Optuna's GridSampler)"),
+        # Optuna's samplers by a word of their own, not the nearest short name's spelling.
+        ("nsgaiii", "unknown sampler 'nsgaiii'; write type: optuna.samplers.NSGAIIISampler"),
+        ("brute_force", "write type: optuna.samplers.BruteForceSampler"),
+        ("nsgaii", "write type: nsga2 (Optuna's NSGAIISampler), or optuna.samplers.NSGAIISampler"),
         ("no_such_module.Sampler", "cannot import 'no_such_module'"),
         ("optuna.samplers:NoSuchSampler", "has no class 'NoSuchSampler'"),
         ("optuna.distributions:FloatDistribution", "FloatDistribution needs the option(s) low"),
