@@ -300,6 +300,8 @@ def _describe(error: ErrorDetails, key_path: KeyPath) -> tuple[str, str]:  # noq
         ours = _OTHER_TOOLS_PRUNERS.get(str(given).lower())
         if key_path[-2:] == ("pruner", "type") and ours is not None:
             fix = f"Ray Tune's {given} is this config's pruner {ours}: write type: {ours}"
+        if given is True:  # YAML 1.1 reads a bare on, yes or true as true: not a word here
+            return "a YAML true (on, yes, true) is not allowed", f"use one of: {', '.join(options)}"
         return f"'{given}' is not allowed", fix
     if kind == "union_tag_invalid":
         options = re.findall(r"'([^']*)'", str(ctx.get("expected_tags", "")))

@@ -348,6 +348,13 @@ def test_off_written_bare_is_the_option_off(write_config: ConfigWriter) -> None:
     # And a false where a section takes no "off" is still refused, with its options.
     error = _error(write_config, {"study": {"sampler": {"type": False}}})
     assert error.key == "study.sampler.type"
+    # A bare on (or yes), YAML's true, is said as written, not as 'True'.
+    on = _error(write_config, yaml.safe_dump(BASE_CONFIG) + "packing: {mps: on}\n")
+    assert (on.key, on.problem, on.fix) == (
+        "packing.mps",
+        "a YAML true (on, yes, true) is not allowed",
+        "use one of: auto, off",
+    )
 
 
 def test_empty_file(write_config: ConfigWriter) -> None:
