@@ -357,6 +357,7 @@ def validate(config: Path) -> None:
     from hpsearch.config import load_config
     from hpsearch.pruning import check_pruner
     from hpsearch.samplers import make_sampler
+    from hpsearch.tracking import check_store_uri
 
     try:
         loaded = load_config(config)
@@ -377,6 +378,7 @@ def validate(config: Path) -> None:
         lambda: _check_fusion(loaded),
         lambda: make_sampler(loaded.study.sampler, loaded.source, loaded.search_space),
         lambda: check_pruner(loaded.study.pruner, loaded.source),
+        lambda: check_store_uri(loaded.tracking.uri, loaded.source),
     ):
         try:
             check()

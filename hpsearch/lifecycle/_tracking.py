@@ -17,7 +17,13 @@ from hpsearch.config import RunConfig
 from hpsearch.errors import ConfigError, HpsearchError
 from hpsearch.lifecycle._tracking_outage import outage_line
 from hpsearch.study import StudyHandle
-from hpsearch.tracking import OutageTracker, ProcessTracker, Tracker, use_quick_http_settings
+from hpsearch.tracking import (
+    OutageTracker,
+    ProcessTracker,
+    Tracker,
+    check_store_uri,
+    use_quick_http_settings,
+)
 
 
 @dataclass(frozen=True)
@@ -67,6 +73,7 @@ def open_tracker(
 def _store_tracker(config: RunConfig) -> Tracker:
     """The tracker of ``tracking``'s store: written by a process of its own, or here."""
     tracking = config.tracking
+    check_store_uri(tracking.uri, config.source)
     if tracking.writes_in_process(config.study.n_trials):
         return ProcessTracker(
             tracking.uri, config.experiment_name, tracking.new_experiment_artifacts

@@ -44,7 +44,11 @@ if TYPE_CHECKING:
     from hpsearch.tracking._outage import OutageTracker, use_quick_http_settings
     from hpsearch.tracking._own_metrics import logged_by_own_runs
     from hpsearch.tracking._process import ProcessTracker
-    from hpsearch.tracking._uri import absolute_tracking_uri, resolve_tracking_uri
+    from hpsearch.tracking._uri import (
+        absolute_tracking_uri,
+        check_store_uri,
+        resolve_tracking_uri,
+    )
     from hpsearch.tracking._user_runs import TrialOf, end_open_runs, trial_runs
     from hpsearch.tracking._writer_messages import TrackingWriteError
 
@@ -71,6 +75,7 @@ __all__ = [
     "TrackingWriteError",
     "TrialOf",
     "absolute_tracking_uri",
+    "check_store_uri",
     "end_open_runs",
     "logged_by_own_runs",
     "mlflow_name",

@@ -39,7 +39,7 @@ from hpsearch.tracking._base import (
 )
 from hpsearch.tracking._outage import unreachable
 from hpsearch.tracking._store_template import seed_new_store
-from hpsearch.tracking._uri import resolve_tracking_uri
+from hpsearch.tracking._uri import file_store_fix, file_store_folder, resolve_tracking_uri
 
 _MAX_PARAM = 6000
 _MAX_BATCH_METRICS = 1000  # MLflow's limit per log_batch call
@@ -90,16 +90,10 @@ def runs_table_url(
 
 def _fix_for(uri: str) -> str:
     """What to do about a store MLflow refused to open at ``uri``."""
-    parsed = urlparse(uri)
-    folder_like = parsed.scheme in {"", "file"} and not uri.startswith("databricks")
-    if folder_like or len(parsed.scheme) == 1:  # C: is a Windows drive
+    folder = file_store_folder(uri)
+    if folder is not None:
         # MLflow's classic ./mlruns, a folder: MLflow 3 opens such a store only when told.
-        folder = os.path.normpath(parsed.path) if parsed.scheme in {"", "file"} else "mlruns"
-        return (
-            f"a folder is MLflow's file store: name a SQLite file instead, such as "
-            f"sqlite:///{folder}/mlflow.db (`mlflow migrate-filestore` moves the folder's "
-            "runs there), or set MLFLOW_ALLOW_FILE_STORE=true"
-        )
+        return f"a folder is MLflow's file store: {file_store_fix(folder)}"
     return "check the URI, and that its server is running"
 
 

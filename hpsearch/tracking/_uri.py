@@ -5,7 +5,11 @@ Light (no MLflow): the driver builds its workers' settings from it before MLflow
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from urllib.parse import urlparse
+
+from hpsearch.errors import ConfigError
 
 
 def resolve_tracking_uri(uri: str) -> str:
@@ -24,3 +28,44 @@ def absolute_tracking_uri(uri: str) -> str:
 
 def _relative_sqlite(uri: str) -> bool:
     return uri.startswith("sqlite:///") and not uri.startswith("sqlite:////")
+
+
+def file_store_folder(uri: str) -> str | None:
+    """The folder ``uri`` names where it names one, MLflow's file store (``./mlruns``,
+    ``file:///data/mlruns``); ``None`` for a database or a server."""
+    parsed = urlparse(uri)
+    if uri.startswith("databricks"):
+        return None
+    if parsed.scheme in {"", "file"}:
+        return os.path.normpath(parsed.path or ".")
+    if len(parsed.scheme) == 1:  # C:\mlruns, a Windows drive
+        return "mlruns"
+    return None
+
+
+def file_store_fix(folder: str) -> str:
+    """What to write instead of MLflow's file store at ``folder``."""
+    return (
+        f"name a SQLite file instead, such as sqlite:///{folder}/mlflow.db (`mlflow "
+        "migrate-filestore` moves the folder's runs there), or set MLFLOW_ALLOW_FILE_STORE=true"
+    )
+
+
+def check_store_uri(uri: str, source: str | Path) -> None:
+    """Refuse, before anything runs, a ``tracking.uri`` MLflow will refuse to open: a
+    folder, MLflow's file store, which MLflow 3 opens only where
+    ``MLFLOW_ALLOW_FILE_STORE`` is true.
+
+    Raises:
+        ConfigError: such a folder, with what to write instead.
+    """
+    folder = file_store_folder(uri)
+    allowed = os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").strip().lower() in {"true", "1"}
+    if folder is None or allowed:
+        return
+    raise ConfigError(
+        source,
+        "tracking.uri",
+        f"'{uri}' is a folder, MLflow's file store, which MLflow 3 no longer opens",
+        file_store_fix(folder),
+    )

@@ -6,11 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from hpsearch.errors import HpsearchError
+from hpsearch.errors import ConfigError, HpsearchError
 from hpsearch.tracking import (
     PARENT_TAG,
     MlflowTracker,
     RunStatus,
+    check_store_uri,
     mlflow_name,
     resolve_tracking_uri,
     runs_table_url,
@@ -43,6 +44,27 @@ def test_a_folder_store_mlflow_refuses_is_one_line_that_names_a_sqlite_file(
             "MLFLOW_ALLOW_FILE_STORE=true"
         )
         assert "\n" not in said
+
+
+def test_a_folder_store_is_refused_before_anything_runs_unless_mlflow_is_told(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # What hpsearch validate and run check first, where MLflow would refuse it later.
+    monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)
+    with pytest.raises(ConfigError) as raised:
+        check_store_uri("./mlruns", "search.yaml")
+    assert str(raised.value) == (
+        "search.yaml: tracking.uri: './mlruns' is a folder, MLflow's file store, which "
+        "MLflow 3 no longer opens; name a SQLite file instead, such as "
+        "sqlite:///mlruns/mlflow.db (`mlflow migrate-filestore` moves the folder's runs "
+        "there), or set MLFLOW_ALLOW_FILE_STORE=true"
+    )
+    with pytest.raises(ConfigError, match=r"such as sqlite:////data/runs/mlflow\.db"):
+        check_store_uri("file:///data/runs", "search.yaml")
+    for fine in ("sqlite:///mlruns/mlflow.db", "http://127.0.0.1:5000", "postgresql://h/db"):
+        check_store_uri(fine, "search.yaml")
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    check_store_uri("./mlruns", "search.yaml")
 
 
 def test_parent_and_child_runs(mlflow_tracker: MlflowTracker, project: Path) -> None:
