@@ -379,6 +379,7 @@ def validate(config: Path) -> None:
         lambda: make_sampler(loaded.study.sampler, loaded.source, loaded.search_space),
         lambda: check_pruner(loaded.study.pruner, loaded.source),
         lambda: check_store_uri(loaded.tracking.uri, loaded.source),
+        lambda: _check_storage(loaded),
     ):
         try:
             check()
@@ -394,6 +395,16 @@ def validate(config: Path) -> None:
         f"{len(space.constants())} constant(s), objective {objectives}, "
         f"train {loaded.train_label}"
     )
+
+
+def _check_storage(config: RunConfig) -> None:
+    """``study.storage`` is a database URL by its form, as ``hpsearch run`` opens it."""
+    from hpsearch.storage_faults import malformed_storage
+
+    storage = config.study.storage
+    fix = malformed_storage(storage)
+    if fix is not None:
+        raise ConfigError(config.source, "study.storage", f"'{storage}' is no database URL", fix)
 
 
 def _check_fusion(config: RunConfig) -> None:

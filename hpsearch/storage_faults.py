@@ -98,6 +98,18 @@ def cannot_open_line(exc: BaseException, storage: str, stores: Stores | None) ->
     )
 
 
+def malformed_storage(storage: str) -> str | None:
+    """What to write instead of a ``study.storage`` that is no database URL by its form
+    alone (a file's path, SQLite's two slashes), as opening it would say; ``None``:
+    its form is a URL's (``memory`` too). Nothing is opened or reached."""
+    if storage == "memory":
+        return None
+    scheme, sep, rest = storage.partition("://")
+    if not sep or (scheme == "sqlite" and not rest.startswith("/")):
+        return _storage_fix(storage)
+    return None
+
+
 def _storage_fix(storage: str) -> str:
     """What to check for a study storage that cannot be opened: its form, where it is not
     a database URL (a file's path, SQLite's two slashes), else whether it is reachable."""

@@ -318,6 +318,26 @@ def test_validate_lists_every_problem_past_the_schema_too(write_config: ConfigWr
     assert "n_startup_trails" in lines[1]
 
 
+def test_validate_refuses_the_stores_run_would_refuse_before_opening_them(
+    write_config: ConfigWriter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)
+    path = write_config(
+        {"study": {"storage": "sqlite://optuna.db"}, "tracking": {"uri": "./mlruns"}}
+    )
+    code, _, err = _invoke("validate", str(path))
+    assert code == 2
+    assert err.strip().splitlines() == [
+        f"error: {path}: tracking.uri: './mlruns' is a folder, MLflow's file store, which "
+        "MLflow 3 no longer opens; name a SQLite file instead, such as "
+        "sqlite:///mlruns/mlflow.db (`mlflow migrate-filestore` moves the folder's runs "
+        "there), or set MLFLOW_ALLOW_FILE_STORE=true",
+        f"error: {path}: study.storage: 'sqlite://optuna.db' is no database URL; a SQLite "
+        "file's URL has three slashes: sqlite:///optuna.db",
+    ]
+    assert not Path("mlruns").exists()  # nothing opened, nothing made
+
+
 def test_best_export_writes_a_config_that_runs_exactly_the_best_trial(
     write_config: ConfigWriter, project: Path
 ) -> None:
