@@ -549,6 +549,17 @@ class RunConfig(Settings):
                     f"oom.{key} names {unknown}, which are not in space; "
                     f"list parameters of the space ({', '.join(self.space)})"
                 )
+        if (
+            self.oom.action == "retry_smaller_batch"
+            and self.optuna_objective is None
+            and isinstance(self.space, dict)
+            and "batch_size" not in self.space
+        ):
+            raise ValueError(
+                "oom.action: retry_smaller_batch halves the parameter batch_size, which the "
+                "space does not have; add batch_size to space (each trial's micro-batch), "
+                "or write action: prune"
+            )
         if self.command is not None:
             self.command.check_placeholders(self.space)
         ends = self.study.n_trials or self.study.timeout or self.study.sampler.type == "grid"

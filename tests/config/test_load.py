@@ -393,6 +393,15 @@ def test_oom_grows_memory_must_name_searched_parameters(write_config: ConfigWrit
     assert "oom.grows_memory names ['batchsize'], which are not in space" in str(error)
     error = _error(write_config, {"oom": {"action": "halve"}})
     assert "oom.action" in str(error)
+    # Halving a batch the space does not have would prune every trial that runs out.
+    error = _error(write_config, {"oom": {"action": "retry_smaller_batch"}})
+    assert str(error).endswith(
+        "oom.action: retry_smaller_batch halves the parameter batch_size, which the space "
+        "does not have; add batch_size to space (each trial's micro-batch), or write "
+        "action: prune"
+    )
+    with_batch = {"space": {"x": {"type": "float", "low": 0, "high": 1}, "batch_size": 64}}
+    load_config(write_config({**with_batch, "oom": {"action": "retry_smaller_batch"}}))
 
 
 def test_packing_defaults_to_auto_and_a_fixed_count_of_zero_runs_trials_on_cpu(
