@@ -9,7 +9,7 @@ process of its own, ``_writer``, with ``_writer_messages`` between them) and
 ``_user_runs`` (:func:`trial_runs`: where the MLflow calls of a trial's own code go,
 with ``_user_runs_context``, the MLflow run context provider that nests their runs,
 and ``_own_metrics``, an objective those runs logged, read back) and ``_uri``
-(tracking URIs made absolute).
+(tracking URIs made absolute, and a folder MLflow 3 would refuse refused first).
 """
 
 from typing import TYPE_CHECKING

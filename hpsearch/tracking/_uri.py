@@ -1,4 +1,5 @@
-"""A tracking URI as every process of a search names it: a SQLite file's path made absolute.
+"""A tracking URI as every process of a search names it: a SQLite file's path made absolute;
+and a folder, MLflow's file store, refused before anything opens it.
 
 Light (no MLflow): the driver builds its workers' settings from it before MLflow loads.
 """
