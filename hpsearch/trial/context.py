@@ -254,11 +254,20 @@ class TrialContext:
         """The latest value of every metric reported so far."""
         return dict(self._latest)
 
-    def report(self, step: int, *given: Mapping[str, Any], **metrics: Any) -> None:
+    def report(
+        self,
+        step: int | Mapping[str, Any] | None = None,
+        /,
+        *given: Mapping[str, Any],
+        **metrics: Any,
+    ) -> None:
         """Report metrics for one step (an epoch, or a number of batches).
 
         ``ctx.report(epoch, loss=0.3, acc=0.9)``, or with the metrics as one dict,
         ``ctx.report(epoch, {"loss": 0.3, "acc@1": 0.9})`` (any name, ``acc@1`` too).
+        The step may also come by name, after the dict as MLflow's ``log_metrics``
+        and W&B's ``log`` take it: ``ctx.report({"loss": 0.3}, step=epoch)``, or
+        ``ctx.report(step=epoch, loss=0.3)``.
 
         Args:
             step: a non-negative integer, increasing over the trial.
@@ -270,7 +279,7 @@ class TrialContext:
         Raises:
             TypeError, ValueError: a step or metric the search cannot record.
         """
-        metrics = _given_metrics(step, given, metrics)
+        step, metrics = _given_metrics(step, given, metrics)
         values: dict[str, float] = {}
         for name, value in metrics.items():
             if not name:
@@ -279,9 +288,9 @@ class TrialContext:
         for source in self._sources:
             for name, value in source().items():
                 values.setdefault(name, as_metric_value(name, value))
-        self._last_step = int(step)
+        self._last_step = step
         self._latest.update(values)
-        self._channel.report(int(step), values)
+        self._channel.report(step, values)
 
     def simulate_gpu_load(
         self,
@@ -440,12 +449,20 @@ def as_metric_value(name: str, value: Any, where: str = "ctx.report") -> float:
 
 def _given_metrics(
     step: object, given: tuple[Mapping[str, Any], ...], named: dict[str, Any]
-) -> dict[str, Any]:
-    """The metrics of one ``ctx.report(step, *given, **named)``, its step checked.
+) -> tuple[int, dict[str, Any]]:
+    """The step and metrics of one ``ctx.report(step, *given, **named)``, the step checked
+    (given by name, ``step=``, it is in ``named``).
 
     Raises:
         TypeError, ValueError: a step or metrics given in a form ``report`` does not take.
     """
+    if "step" in named and (step is None or (isinstance(step, Mapping) and not given)):
+        # By name: ctx.report(step=epoch, loss=0.3), or MLflow's log_metrics(metrics,
+        # step=epoch) and W&B's log(metrics, step=epoch) order.
+        given = (step,) if isinstance(step, Mapping) else ()
+        step = named.pop("step")
+    if step is None:
+        raise TypeError("ctx.report needs the step: ctx.report(epoch, loss=0.3)")
     if isinstance(step, Mapping):  # tune.report's habit: the metrics as one dict
         raise TypeError(
             "ctx.report takes the step first, then the metrics: "
@@ -467,4 +484,4 @@ def _given_metrics(
     metrics = {**(dict(given[0]) if given else {}), **named}
     if not metrics:
         raise ValueError("ctx.report: give at least one metric, e.g. ctx.report(epoch, loss=0.3)")
-    return metrics
+    return int(step), metrics

@@ -174,21 +174,29 @@ class OutputBound:
     every_s: float = 0.25
 
 
-def cut_to_tail(fd: int, limit: int, keep: int) -> int:
+def cut_to_tail(fd: int, limit: int, keep: int, writer: int | None = None) -> int:
     """Cuts the file open on ``fd`` (read and append) to its last ``keep`` bytes if it is
     over ``limit``, a line saying so first; returns how many bytes were left out.
 
-    Others append to the file meanwhile: what they write between the read and the cut is
-    lost, and what they write between the cut and the rewrite lands before it.
-    Microseconds, against a file that would otherwise fill the disk.
+    ``writer``: the same file open for writing without appending. The line and the tail
+    are then written over the file's start and the rest cut off, so the line is always
+    first; others' appends meanwhile are lost, microseconds of them, against a file that
+    would otherwise fill the disk. Without it, the file is emptied and rewritten through
+    ``fd``, and what others append between the two lands before the line (a trial
+    printing in a tight loop did so at every cut).
     """
     size = os.fstat(fd).st_size
     if size <= limit:
         return 0
     dropped = size - keep
     tail = os.pread(fd, keep, dropped)
-    os.ftruncate(fd, 0)
-    os.write(fd, f"[{dropped} bytes left out while the trial ran]\n".encode() + tail)
+    kept = f"[{dropped} bytes left out while the trial ran]\n".encode() + tail
+    if writer is not None:
+        os.pwrite(writer, kept, 0)
+        os.ftruncate(writer, len(kept))
+    else:
+        os.ftruncate(fd, 0)
+        os.write(fd, kept)
     return dropped
 
 
@@ -203,7 +211,7 @@ def captured_output(
     """
     with ExitStack() as stack:
         fds = [
-            stack.enter_context(_redirected(fd, path))
+            (stack.enter_context(_redirected(fd, path)), path)
             for fd, path in ((1, stdout_path), (2, stderr_path))
             if path
         ]
@@ -233,27 +241,34 @@ def _redirected(fd: int, path: str) -> Iterator[int]:
 
 
 @contextmanager
-def _bounded(fds: list[int], bound: OutputBound) -> Iterator[None]:
-    """Within the block, a thread cuts each file open on ``fds`` that grows past the bound."""
-    if not fds:
+def _bounded(files: list[tuple[int, str]], bound: OutputBound) -> Iterator[None]:
+    """Within the block, a thread cuts each file (its fd, its path) that grows past the
+    bound, writing its start through an fd of its own (:func:`cut_to_tail`)."""
+    if not files:
         yield
         return
     stop = threading.Event()
+    with ExitStack() as writers:
+        cuts = []
+        for fd, path in files:
+            writer = os.open(path, os.O_WRONLY)
+            writers.callback(os.close, writer)
+            cuts.append((fd, writer))
 
-    def watch() -> None:
-        while not stop.wait(bound.every_s):
-            for fd in fds:
-                # A full disk, say: the trial's own writes fail and say so.
-                with suppress(OSError):
-                    cut_to_tail(fd, bound.limit, bound.keep)
+        def watch() -> None:
+            while not stop.wait(bound.every_s):
+                for fd, writer in cuts:
+                    # A full disk, say: the trial's own writes fail and say so.
+                    with suppress(OSError):
+                        cut_to_tail(fd, bound.limit, bound.keep, writer)
 
-    thread = threading.Thread(target=watch, name="hpsearch-output-bound", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
+        thread = threading.Thread(target=watch, name="hpsearch-output-bound", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
 
 
 def output_tail(path: str, limit: int = OUTPUT_KEPT_BYTES) -> str | None:

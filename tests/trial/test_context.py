@@ -40,11 +40,27 @@ def test_metrics_may_come_as_one_dict_after_the_step() -> None:
     assert ctx.history[0].metrics == {"acc@1": 0.9, "loss": 0.5, "lr": 0.1}
     # As tune.report takes them (no step): the step comes first.
     with pytest.raises(TypeError, match=r"ctx.report\(epoch, metrics\) for a dict"):
-        ctx.report({"loss": 0.3})  # type: ignore[arg-type]
+        ctx.report({"loss": 0.3})
     with pytest.raises(TypeError, match=r"as one dict or by name.*got 0.5"):
         ctx.report(1, 0.5)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="as one dict or by name"):
         ctx.report(1, {"a": 1.0}, {"b": 2.0})
+
+
+def test_the_step_may_come_by_name_as_mlflow_and_wandb_take_it() -> None:
+    ctx = TrialContext.local()
+    ctx.report({"loss": 0.5, "acc@1": 0.8}, step=0)  # mlflow.log_metrics(metrics, step=0)
+    ctx.report(step=1, loss=0.25)
+    ctx.report({"loss": 0.125}, step=2, lr=0.01)
+    assert [(h.step, h.metrics) for h in ctx.history] == [
+        (0, {"loss": 0.5, "acc@1": 0.8}),
+        (1, {"loss": 0.25}),
+        (2, {"loss": 0.125, "lr": 0.01}),
+    ]
+    with pytest.raises(TypeError, match=r"needs the step: ctx.report\(epoch, loss=0.3\)"):
+        ctx.report(loss=0.3)
+    with pytest.raises(ValueError, match="step must be a non-negative integer, got -1"):
+        ctx.report({"loss": 0.3}, step=-1)
 
 
 def test_optunas_order_of_value_and_step_is_named() -> None:

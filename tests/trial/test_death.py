@@ -48,16 +48,22 @@ def test_output_written_by_any_code_goes_to_the_trials_files_while_it_runs(
     assert output_tail(str(tmp_path / "missing")) is None
 
 
+@pytest.mark.parametrize("own_writer", [False, True])
 def test_a_file_past_its_bound_keeps_its_tail_and_says_how_much_it_left_out(
-    tmp_path: Path,
+    tmp_path: Path, own_writer: bool
 ) -> None:
     path = tmp_path / "trial-1.stdout"
     with open(path, "a+b", buffering=0) as log:
+        # With a writer of its own, the line is written over the file's start: first,
+        # whatever the trial appends meanwhile.
+        writer = os.open(path, os.O_WRONLY) if own_writer else None
         log.write(b"0123456789" * 10)
-        assert cut_to_tail(log.fileno(), limit=100, keep=4) == 0  # at the bound: kept
+        assert cut_to_tail(log.fileno(), limit=100, keep=4, writer=writer) == 0  # at the bound
         log.write(b"abcd")
-        assert cut_to_tail(log.fileno(), limit=100, keep=4) == 100
+        assert cut_to_tail(log.fileno(), limit=100, keep=4, writer=writer) == 100
         log.write(b"\nnext")  # the trial's writes still go to the end
+        if writer is not None:
+            os.close(writer)
     assert path.read_text() == "[100 bytes left out while the trial ran]\nabcd\nnext"
 
 
