@@ -105,15 +105,6 @@ def malformed_storage(storage: str) -> str | None:
     if storage == "memory":
         return None
     scheme, sep, rest = storage.partition("://")
-    if not sep or (scheme == "sqlite" and not rest.startswith("/")):
-        return _storage_fix(storage)
-    return None
-
-
-def _storage_fix(storage: str) -> str:
-    """What to check for a study storage that cannot be opened: its form, where it is not
-    a database URL (a file's path, SQLite's two slashes), else whether it is reachable."""
-    scheme, sep, rest = storage.partition("://")
     if not sep:  # a file's path, as Optuna's JournalStorage or a SQLite file is named
         return (
             "give a database URL, e.g. sqlite:///optuna.db for a SQLite file here (a path "
@@ -121,7 +112,13 @@ def _storage_fix(storage: str) -> str:
         )
     if scheme == "sqlite" and not rest.startswith("/"):
         return f"a SQLite file's URL has three slashes: sqlite:///{rest}"
-    return "check the URL and that the database is reachable"
+    return None
+
+
+def _storage_fix(storage: str) -> str:
+    """What to check for a study storage that cannot be opened: its form, where it is not
+    a database URL, else whether it is reachable."""
+    return malformed_storage(storage) or "check the URL and that the database is reachable"
 
 
 def deleted_line(stores: Stores, key: str, url: str) -> str:

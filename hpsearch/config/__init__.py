@@ -8,7 +8,7 @@ The sections other packages read are declared there and composed here:
 """
 
 from hpsearch.config._json_schema import config_schema
-from hpsearch.config._load import load_config
+from hpsearch.config._load import NNI_EXPERIMENT_KEYS, load_config
 from hpsearch.config._schema import (
     DEFAULT_ARTIFACT_LOCATION,
     DEFAULT_STUDY_STORAGE,
@@ -30,6 +30,7 @@ __all__ = [
     "DEFAULT_STUDY_STORAGE",
     "DEFAULT_TRACKING_URI",
     "MEMORY_STORAGE",
+    "NNI_EXPERIMENT_KEYS",
     "ExecutionSpec",
     "ObjectiveSpec",
     "PrunerSpec",

@@ -191,17 +191,22 @@ def _say_again(said: list[warnings.WarningMessage], source: Path, document: Yaml
             )
 
 
-_OTHER_TOOLS_FILES = {
-    "a W&B sweep": {"method", "parameters", "program", "early_terminate", "run_cap"},
-    "an NNI experiment": {
+NNI_EXPERIMENT_KEYS = frozenset(
+    {
         "searchSpace",
         "searchSpaceFile",
+        "searchSpacePath",  # NNI 1's
         "trialCommand",
         "trialConcurrency",
         "maxTrialNumber",
         "tuner",
         "trainingService",
-    },
+    }
+)
+"""Top-level keys of an NNI experiment's config (``hpsearch convert`` reads it as one)."""
+_OTHER_TOOLS_FILES = {
+    "a W&B sweep": frozenset({"method", "parameters", "program", "early_terminate", "run_cap"}),
+    "an NNI experiment": NNI_EXPERIMENT_KEYS,
 }
 """Top-level keys that say a file is another tool's, which ``hpsearch convert`` reads."""
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
+from hpsearch.config import NNI_EXPERIMENT_KEYS
 from hpsearch.config._yaml import read_yaml
 from hpsearch.convert._base import Converted, train_section
 from hpsearch.convert._nni import from_nni
@@ -20,15 +21,6 @@ from hpsearch.convert._wandb import from_wandb
 from hpsearch.errors import ConfigError
 
 __all__ = ["Converted", "convert"]
-
-_NNI_EXPERIMENT_KEYS = (
-    "searchSpaceFile",
-    "searchSpace",
-    "trialCommand",
-    "tuner",
-    "searchSpacePath",
-)
-"""Keys that make a YAML file an NNI experiment config (``searchSpacePath``: NNI 1's)."""
 
 _HPSEARCH_KEYS = frozenset({"study", "train", "space", "objective", "objectives"})
 """Keys that make a YAML file (without a sweep's ``parameters``) a config of hpsearch's own."""
@@ -66,7 +58,7 @@ def convert(
                 "is an hpsearch config already, not a W&B sweep or an NNI experiment",
                 f"run it as it is: hpsearch run {path}",
             )
-        nni = isinstance(data, dict) and any(key in data for key in _NNI_EXPERIMENT_KEYS)
+        nni = isinstance(data, dict) and any(key in data for key in NNI_EXPERIMENT_KEYS)
         converted = from_nni_experiment(path) if nni else from_wandb(path)
     else:
         raise ConfigError(
