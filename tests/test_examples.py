@@ -247,6 +247,42 @@ def test_a_trainable_written_before_train_v2_reports_through_ray_train(project: 
 
 
 @pytest.mark.usefixtures("ray_one_gpu", "seeded_store")
+def test_rays_setup_mlflow_logs_into_the_searchs_store_with_or_without_an_experiment(
+    project: Path,
+) -> None:
+    # Under Tune, setup_mlflow(config) names the Ray trial's experiment and a named one
+    # must exist (the driver's script makes it): both failed every trial of a search.
+    (project / "sm.yaml").write_text(
+        "study: {name: sm, n_trials: 2, sampler: {type: grid}}\n"
+        "objective: {metric: score, direction: maximize}\n"
+        "train: {tune: tests.tune_trainables:logs_with_setup_mlflow}\n"
+        "space: {x: 0.5, experiment: {type: categorical, choices: ['', guide]}}\n"
+    )
+    done = cli("run", "sm.yaml")
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    trials = optuna.load_study(study_name="sm", storage=STORAGE).trials
+    assert [t.state.name for t in trials] == ["COMPLETE"] * 2
+    by_experiment = {t.params["experiment"]: t for t in trials}
+    client = mlflow_client(project)
+    # No experiment named: the search's own, the run nested under the trial's.
+    bare = by_experiment[""]
+    search = client.get_experiment_by_name("sm")
+    assert search is not None
+    [own] = client.search_runs(
+        [search.experiment_id], filter_string=f"tags.`hpsearch.trial` = '{bare.number}'"
+    )
+    assert own.data.tags["mlflow.parentRunId"] == bare.user_attrs[attrs.MLFLOW_RUN]
+    assert own.data.metrics == {"own_loss": 0.5}
+    # One named: made in the search's store, as the driver's script made it under Tune.
+    guide = client.get_experiment_by_name("guide")
+    assert guide is not None
+    [named] = client.search_runs([guide.experiment_id])
+    assert named.data.tags["hpsearch.trial"] == str(by_experiment["guide"].number)
+    assert named.data.metrics == {"own_loss": 0.5}
+
+
+@pytest.mark.usefixtures("ray_one_gpu", "seeded_store")
 def test_ray_tunes_own_hyperband_example_runs_unchanged_with_its_checkpoints(
     project: Path,
 ) -> None:

@@ -50,3 +50,14 @@ def one_cpu(config: dict[str, Any]) -> None:
 
 
 asks_one_cpu = tune.with_resources(one_cpu, {"cpu": 1})
+
+
+def logs_with_setup_mlflow(config: dict[str, Any]) -> None:
+    """As Ray's MLflow guide writes one: ``setup_mlflow`` with the experiment its driver's
+    script made (``config["experiment"]``), or with none (the Ray trial's, Ray's default)."""
+    from ray.air.integrations.mlflow import setup_mlflow
+
+    named = {"experiment_name": config["experiment"]} if config["experiment"] else {}
+    mlflow = setup_mlflow(config, **named)
+    mlflow.log_metric("own_loss", config["x"])
+    tune.report({"score": config["x"]})
