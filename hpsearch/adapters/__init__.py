@@ -28,7 +28,12 @@ if TYPE_CHECKING:
         parse_line,
         run_command,
     )
-    from hpsearch.adapters._function import check_fusion, check_train, resolve_train_function
+    from hpsearch.adapters._function import (
+        check_fusion,
+        check_train,
+        resolve_train_function,
+        user_function,
+    )
     from hpsearch.adapters._members import SHARED_ATTRIBUTE, Member, fused, shared_of
     from hpsearch.adapters._optuna import objective_train, pickled_sampler
     from hpsearch.adapters._tune import asked_resources, nested, tune_train
@@ -72,5 +77,6 @@ __all__ = [
     "shared_of",
     "space_from_tune",
     "tune_train",
+    "user_function",
     "wrong_form",
 ]

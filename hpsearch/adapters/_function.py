@@ -75,6 +75,19 @@ def resolve_train_function(
     return train
 
 
+def user_function(spec: str, source: str, key: str) -> Callable[..., Any]:
+    """The function ``package.module:function`` names (or the one a dict config sent under
+    that name), imported as a training function is: for an option an Optuna class takes
+    as a function (a sampler's ``constraints_func``).
+
+    Raises:
+        ConfigError: naming ``key``: it does not import, or names nothing callable.
+    """
+    function = sent_by_value(spec)
+    found: Callable[..., Any] = function if function is not None else _imported(spec, source, key)
+    return found
+
+
 def _imported(spec: str, source: str, key: str) -> Any:
     """What ``package.module:function`` names, imported; a callable.
 
@@ -91,7 +104,7 @@ def _imported(spec: str, source: str, key: str) -> Any:
         if exc.name and (module_name == exc.name or module_name.startswith(exc.name + ".")):
             raise ConfigError(
                 source,
-                "train",
+                key,
                 f"cannot import module '{module_name}' (no module named '{exc.name}')",
                 _missing_module_fix(
                     exc.name,

@@ -156,7 +156,31 @@ def _functions_named(given: Mapping[str, Any]) -> dict[str, Any]:
             data[last] = name
         else:
             data[outer[0]] = {**section, last: name}
-    return data
+    return _sampler_functions_named(data)
+
+
+def _sampler_functions_named(data: dict[str, Any]) -> dict[str, Any]:
+    """``study.sampler.options`` with each function among them (``constraints_func``) named
+    as :func:`_functions_named` names ``train``, so the study can record the config; the
+    sampler imports it by that name, or takes it back by value."""
+    study = data.get("study")
+    sampler = study.get("sampler") if isinstance(study, Mapping) else None
+    options = sampler.get("options") if isinstance(sampler, Mapping) else None
+    if not isinstance(study, Mapping) or not isinstance(sampler, Mapping):
+        return data
+    if not isinstance(options, Mapping):
+        return data
+    functions = {k: v for k, v in options.items() if callable(v) and not isinstance(v, type)}
+    if not functions:
+        return data
+    from hpsearch.adapters.by_value import named_function
+
+    named = {
+        option: named_function(function, DICT_SOURCE, f"study.sampler.options.{option}")
+        for option, function in functions.items()
+    }
+    options = {**options, **named}
+    return {**data, "study": {**study, "sampler": {**sampler, "options": options}}}
 
 
 def _validated(source: Path, document: YamlDocument) -> RunConfig:

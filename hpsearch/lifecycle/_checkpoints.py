@@ -65,5 +65,9 @@ def _best(study: optuna.Study, trials: Sequence[FrozenTrial]) -> list[FrozenTria
     if not any(t.state == TrialState.COMPLETE for t in trials):
         return []
     if len(study.directions) == 1:
-        return [study.best_trial]
-    return list(study.best_trials)
+        try:
+            return [study.best_trial]
+        except ValueError:  # each breaks a constraint: no best to keep, so none is swept
+            return [t for t in trials if t.state == TrialState.COMPLETE]
+    # Optuna's front holds the trials that keep their constraints (none: none is swept).
+    return list(study.best_trials) or [t for t in trials if t.state == TrialState.COMPLETE]

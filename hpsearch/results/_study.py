@@ -200,7 +200,11 @@ class StudyResults:
                 "use best_trials (hpsearch best shows the Pareto front)"
             )
         self._require_complete()
-        return TrialResult.from_frozen(self.name, self._study.best_trial)
+        try:
+            best = self._study.best_trial
+        except ValueError:  # Optuna's: every complete trial breaks a constraint
+            raise ResultsError(self._none_feasible()) from None
+        return TrialResult.from_frozen(self.name, best)
 
     @property
     def best_value(self) -> float:
@@ -227,6 +231,8 @@ class StudyResults:
             return [self.best_trial]
         self._require_complete()
         front = sorted(self._study.best_trials, key=lambda t: t.number)
+        if not front:  # Optuna's front holds only trials that keep their constraints
+            raise ResultsError(self._none_feasible())
         return [TrialResult.from_frozen(self.name, t) for t in front]
 
     def pareto_front(self) -> list[TrialResult]:
@@ -322,6 +328,15 @@ class StudyResults:
         return (
             f"no trial of study '{self.name}' completed ({len(failed)} failed, {len(pruned)} "
             f"pruned); most common ({count} trial(s)): {cause}"
+        )
+
+    def _none_feasible(self) -> str:
+        """Why a constrained study has no best trial: every complete one broke a constraint."""
+        complete = self._study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        return (
+            f"study '{self.name}' has {len(complete)} completed trial(s), and each breaks a "
+            "constraint (a constraint holds at 0 or less: its sampler's constraints_func, or "
+            "trial.set_constraint); run more trials, or relax the constraints"
         )
 
     def _require_complete(self) -> None:

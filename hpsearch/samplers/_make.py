@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import inspect
 import math
 from collections.abc import Callable, Sequence
 from decimal import Decimal
@@ -24,6 +25,7 @@ from typing import Any
 import optuna
 
 from hpsearch._options import construct_checked, parameters
+from hpsearch.adapters import user_function
 from hpsearch.config import SamplerSpec
 from hpsearch.errors import ConfigError
 from hpsearch.samplers._ordered_tpe import order_numeric_choices
@@ -83,6 +85,7 @@ def make_sampler(
         kwargs["search_space"] = grid_of(space or SearchSpace({}), source)
     if spec.seed is not None and _takes(factory, "seed"):
         kwargs["seed"] = spec.seed
+    kwargs.update(_functions_named(factory, kwargs, source))
     sampler = construct_checked(factory, kwargs, "study.sampler", source)
     if not isinstance(sampler, optuna.samplers.BaseSampler):
         raise ConfigError(
@@ -142,6 +145,28 @@ def grid_of(space: SearchSpace, source: str) -> dict[str, list[Any]]:
             "use fewer values per parameter, or another sampler",
         )
     return grid
+
+
+def _functions_named(
+    factory: Callable[..., Any], options: dict[str, Any], source: str
+) -> dict[str, Callable[..., Any]]:
+    """The options the sampler takes as functions (``constraints_func``, TPE's ``gamma``),
+    which a YAML config names as ``package.module:function``, imported.
+
+    Raises:
+        ConfigError: one names no function that imports.
+    """
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):  # no signature to read: the options go as they are
+        return {}
+    functions = {}
+    for option, value in options.items():
+        taken = signature.parameters.get(option)
+        if isinstance(value, str) and taken is not None and "Callable" in str(taken.annotation):
+            key = f"study.sampler.options.{option}"
+            functions[option] = user_function(value, source, key)
+    return functions
 
 
 def _takes(factory: Callable[..., Any], option: str) -> bool:

@@ -18,6 +18,7 @@ from hpsearch.adapters import (
 )
 from hpsearch.config import load_config
 from hpsearch.errors import ConfigError
+from hpsearch.samplers import make_sampler
 from hpsearch.trial.context import TrialContext
 from tests.train_functions import chatty
 
@@ -69,6 +70,21 @@ def test_each_function_slot_of_a_dict_takes_the_function_itself() -> None:
         assert config.tune_trainable is not None
         assert pickles_of([config.tune_trainable])
         assert resolve_train_function(config.tune_trainable, trainable=True) is given
+
+
+def test_a_samplers_function_option_in_a_dict_is_named_and_the_sampler_gets_it_back() -> None:
+    def constraints(trial: Any) -> tuple[float]:
+        return (trial.params["x"] - 0.5,)
+
+    sampler = {"type": "tpe", "options": {"constraints_func": constraints}}
+    config = load_config(
+        {**SECTIONS, "train": chatty, "study": {**SECTIONS["study"], "sampler": sampler}}
+    )
+    named = config.study.sampler.options["constraints_func"]
+    assert named.endswith("_locals_constraints")  # a name the study can record
+    with pytest.warns(FutureWarning, match="set_constraint"):  # Optuna 5's advice
+        sampler_made = make_sampler(config.study.sampler)
+    assert sampler_made._constraints_func is constraints  # type: ignore[attr-defined]
 
 
 def test_a_function_that_cannot_be_pickled_is_one_line_naming_the_key() -> None:

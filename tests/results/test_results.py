@@ -113,6 +113,27 @@ def test_pareto_front(write_config: ConfigWriter) -> None:
         _ = results.trials[0].value
 
 
+@pytest.mark.parametrize("objectives", [{}, TWO_OBJECTIVES])
+def test_a_constrained_study_whose_trials_each_break_a_constraint_has_no_best(
+    write_config: ConfigWriter, objectives: dict[str, Any]
+) -> None:
+    path = write_config(objectives)
+    handle = open_study(load_config(path))
+    values = [0.5] * len(handle.study.directions)
+    for x in (0.2, 0.9):
+        handle.study.enqueue_trial({"x": x})
+        trial = handle.ask({"x": optuna.distributions.FloatDistribution(0.0, 1.0)})
+        trial.set_constraint("x_below_0_1", x - 0.1)  # Optuna's: held at 0 or less
+        handle.study.tell(trial, values)
+    with pytest.raises(ResultsError) as none:
+        _ = load(path).best_trials
+    assert str(none.value) == (
+        "study 'test-study' has 2 completed trial(s), and each breaks a constraint (a "
+        "constraint holds at 0 or less: its sampler's constraints_func, or "
+        "trial.set_constraint); run more trials, or relax the constraints"
+    )
+
+
 def test_no_completed_trial_yet(write_config: ConfigWriter) -> None:
     path = write_config()
     open_study(load_config(path))

@@ -45,6 +45,28 @@ def test_sampler_options_are_checked() -> None:
         make_sampler(far, "c.yaml")
 
 
+def keeps_x_at_most_one(trial: optuna.trial.FrozenTrial) -> tuple[float]:
+    """A constraint as Optuna's ``constraints_func`` gives it: held at 0 or less."""
+    return (trial.params["x"] - 1.0,)
+
+
+def test_an_option_taken_as_a_function_is_named_as_module_and_function() -> None:
+    # Optuna's constrained optimisation, from YAML: constraints_func: module:function.
+    named = f"{__name__}:keeps_x_at_most_one"
+    spec = SamplerSpec(type="tpe", seed=0, options={"constraints_func": named})
+    with pytest.warns(FutureWarning, match="set_constraint"):  # Optuna 5's advice, kept
+        sampler = make_sampler(spec, "c.yaml")
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    study.optimize(lambda t: t.suggest_float("x", 0.0, 2.0), n_trials=12)
+    assert all(t.constraints for t in study.trials)  # each trial's, as Optuna keeps them
+    assert study.best_trial.params["x"] <= 1.0  # the best of those that keep it
+    wrong = SamplerSpec(type="tpe", options={"constraints_func": f"{__name__}:keeps_x"})
+    with pytest.raises(ConfigError) as info:
+        make_sampler(wrong, "c.yaml")
+    assert info.value.key == "study.sampler.options.constraints_func"
+    assert f"module '{__name__}' has no 'keeps_x'" in str(info.value)
+
+
 @pytest.mark.parametrize(
     ("kind", "words"),
     [
