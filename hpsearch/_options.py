@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import collections.abc
 import difflib
 import inspect
+import re
+import sys
+import typing
 import warnings
 from collections.abc import Callable
 from typing import Any
 
 from optuna.exceptions import ExperimentalWarning
+from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 from hpsearch.errors import ConfigError
 
@@ -28,6 +33,8 @@ def construct_checked(
                 f"{name} takes no option '{option}'",
                 f"did you mean '{close[0]}'?" if close else f"valid options: {', '.join(accepted)}",
             )
+    for option, value in kwargs.items():
+        _check_type(factory, option, value, f"{key}.options.{option}", source)
     needed = [n for n in required(factory) if n not in kwargs]
     if needed:
         raise ConfigError(
@@ -69,3 +76,89 @@ def required(factory: Callable[..., Any]) -> list[str]:
         for p in inspect.signature(factory).parameters.values()
         if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
     ]
+
+
+_STRICT = ConfigDict(arbitrary_types_allowed=True, strict=True)
+"""An option's value checked as its annotation says, with no coercion: ``"3"`` is no int
+(the class would compare it with numbers at its first trial), and a class is checked
+with ``isinstance``."""
+
+
+def _check_type(
+    factory: Callable[..., Any], option: str, value: Any, key: str, source: str
+) -> None:
+    """Refuse a value the class's annotation of ``option`` does not take, where that
+    annotation can be read (not every class's can: one it does not name at run time is
+    left to the class).
+
+    Raises:
+        ConfigError: naming ``key``, the type it takes and the value given.
+    """
+    hint = _annotation(factory, option)
+    if hint is None:
+        return
+    try:
+        adapter: TypeAdapter[Any] = TypeAdapter(hint, config=_STRICT)
+    except Exception:  # a type pydantic cannot check (a protocol, a type variable)
+        return
+    try:
+        adapter.validate_python(value)
+    except ValidationError:
+        name = getattr(factory, "__name__", str(factory))
+        wanted = _readable(hint)
+        fix = f"give {wanted}"
+        if typing.get_origin(hint) is collections.abc.Callable:
+            fix = "name a function, as module:function"
+        elif not _plain(hint):  # an object YAML cannot write
+            fix = "leave it out, or give the object itself in a dict config (hpsearch.run({...}))"
+        raise ConfigError(
+            source, key, f"{name} takes {wanted} for '{option}', not {value!r}", fix
+        ) from None
+
+
+def _plain(hint: Any) -> bool:
+    """Whether a config file can write a value of ``hint``: numbers, text, lists, mappings."""
+    arguments = typing.get_args(hint)
+    if typing.get_origin(hint) is typing.Literal:
+        return True
+    if arguments and not isinstance(hint, type):
+        origin = typing.get_origin(hint)
+        generic = origin is not None and origin not in (typing.Union, type(int | None))
+        if generic and getattr(origin, "__module__", "") not in _PLAIN_MODULES:
+            return False
+        return all(a is Ellipsis or _plain(a) for a in arguments)
+    return hint is type(None) or getattr(hint, "__module__", "") in ("builtins", "typing")
+
+
+_PLAIN_MODULES = ("builtins", "collections.abc", "typing")
+"""Where the generic types a config can write come from (``list``, ``Sequence``, ``dict``)."""
+
+
+def _annotation(factory: Callable[..., Any], option: str) -> Any:
+    """The type ``factory`` annotates ``option`` with, evaluated (``None``: none, or one
+    that names what its module imports only for type checkers)."""
+    try:
+        parameter = inspect.signature(factory).parameters.get(option)
+    except (TypeError, ValueError):
+        return None
+    if parameter is None or parameter.annotation is parameter.empty:
+        return None
+    annotation = parameter.annotation
+    if not isinstance(annotation, str):  # annotations evaluated already
+        return annotation
+    target = getattr(factory, "__init__", factory) if isinstance(factory, type) else factory
+    module = sys.modules.get(getattr(target, "__module__", "") or "")
+    namespace = {**vars(typing), **vars(collections.abc), **(vars(module) if module else {})}
+    try:
+        return eval(annotation, namespace)  # the class's own annotation, as typing evaluates it
+    except Exception:
+        return None
+
+
+def _readable(hint: Any) -> str:
+    """A type as its user reads it: ``int``, ``BaseSampler | None``, ``Sequence[float]``."""
+    if isinstance(hint, type):
+        return hint.__name__
+    return re.sub(r"\b(?:[A-Za-z_]\w*\.)+([A-Za-z_]\w*)", r"\1", str(hint)).replace(
+        "NoneType", "None"
+    )

@@ -18,11 +18,12 @@ import difflib
 import importlib
 import inspect
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
 import optuna
+from pydantic import ValidationError
 
 from hpsearch._options import construct_checked, parameters
 from hpsearch.adapters import user_function
@@ -86,6 +87,7 @@ def make_sampler(
     if spec.seed is not None and _takes(factory, "seed"):
         kwargs["seed"] = spec.seed
     kwargs.update(_functions_named(factory, kwargs, source))
+    kwargs.update(_samplers_named(factory, kwargs, source, space))
     sampler = construct_checked(factory, kwargs, "study.sampler", source)
     if not isinstance(sampler, optuna.samplers.BaseSampler):
         raise ConfigError(
@@ -167,6 +169,51 @@ def _functions_named(
             key = f"study.sampler.options.{option}"
             functions[option] = user_function(value, source, key)
     return functions
+
+
+def _samplers_named(
+    factory: Callable[..., Any], options: dict[str, Any], source: str, space: SearchSpace | None
+) -> dict[str, optuna.samplers.BaseSampler]:
+    """The options the sampler takes as another sampler (CMA-ES's and GP's
+    ``independent_sampler``), written as a sampler section of their own (``{type: random,
+    seed: 1}``) or a type alone, made as ``study.sampler`` is.
+
+    Raises:
+        ConfigError: at the option's own keys (``...independent_sampler.type``).
+    """
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):
+        return {}
+    samplers = {}
+    for option, value in options.items():
+        taken = signature.parameters.get(option)
+        if taken is None or "BaseSampler" not in str(taken.annotation):
+            continue
+        section = {"type": value} if isinstance(value, str) else value
+        key = f"study.sampler.options.{option}"
+        if isinstance(section, optuna.samplers.BaseSampler) or section is None:
+            continue  # a dict config's own sampler, or Optuna's default
+        if not isinstance(section, Mapping):
+            raise ConfigError(
+                source,
+                key,
+                f"{option} is a sampler, not {value!r}",
+                "write a sampler section, e.g. {type: random, seed: 1}, or its type alone",
+            )
+        try:
+            spec = SamplerSpec.model_validate(section)
+        except ValidationError as exc:
+            problem = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+            fix = "write a sampler section, e.g. {type: random}"
+            raise ConfigError(source, key, problem, fix) from None
+        try:
+            samplers[option] = make_sampler(spec, source, space)
+        except ConfigError as exc:
+            raise ConfigError(
+                source, exc.key.replace("study.sampler", key, 1), exc.problem, exc.fix
+            ) from None
+    return samplers
 
 
 def _takes(factory: Callable[..., Any], option: str) -> bool:

@@ -243,3 +243,13 @@ def test_a_patient_pruners_wrapped_pruner_is_checked_as_a_pruner_section(
     with pytest.raises(ConfigError) as caught:
         check_pruner(spec, "c.yaml")
     assert str(caught.value).startswith(said), str(caught.value)
+
+
+def test_a_pruner_option_of_the_wrong_type_is_one_line_at_its_key() -> None:
+    spec = PrunerSpec(type="median", options={"n_warmup_steps": "5"})
+    with pytest.raises(ConfigError) as info:
+        make_pruner(spec, "c.yaml")
+    assert info.value.key == "study.pruner.options.n_warmup_steps"
+    assert str(info.value).endswith(
+        "MedianPruner takes int for 'n_warmup_steps', not '5'; give int"
+    )

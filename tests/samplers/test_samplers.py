@@ -68,6 +68,36 @@ def test_an_option_taken_as_a_function_is_named_as_module_and_function() -> None
 
 
 @pytest.mark.parametrize(
+    ("kind", "options", "key", "words"),
+    [
+        # Taken as given, these crashed the search at its first trial, not here.
+        ("tpe", {"n_startup_trials": "ten"}, "n_startup_trials", "takes int for "),
+        ("tpe", {"n_startup_trials": 2.5}, "n_startup_trials", "not 2.5; give int"),
+        ("nsga2", {"crossover": "uniform"}, "crossover", "give the object itself in a dict"),
+        ("cmaes", {"independent_sampler": 3}, "independent_sampler", "a sampler section"),
+        ("gp", {"independent_sampler": {"type": "randm"}}, "independent_sampler.type", "'random'"),
+        ("gp", {"independent_sampler": {"kind": "tpe"}}, "independent_sampler", "kind: Extra"),
+    ],
+)
+def test_an_option_of_the_wrong_type_is_one_line_at_its_key(
+    kind: str, options: dict[str, Any], key: str, words: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        make_sampler(SamplerSpec(type=kind, options=options), "c.yaml")
+    assert info.value.key == f"study.sampler.options.{key}"
+    assert words in str(info.value)
+
+
+def test_a_sampler_an_option_takes_is_a_sampler_section_of_its_own() -> None:
+    # CMA-ES and GP sample what they cannot model with their independent_sampler.
+    options = {"independent_sampler": {"type": "random", "seed": 3}}
+    made = make_sampler(SamplerSpec(type="gp", options=options), "c.yaml")
+    assert isinstance(made._independent_sampler, optuna.samplers.RandomSampler)  # type: ignore[attr-defined]
+    alone = make_sampler(SamplerSpec(type="cmaes", options={"independent_sampler": "tpe"}))
+    assert isinstance(alone._independent_sampler, optuna.samplers.TPESampler)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
     ("kind", "words"),
     [
         ("nope", "unknown sampler 'nope'"),
