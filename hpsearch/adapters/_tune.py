@@ -121,9 +121,12 @@ def _say_unreported(stop: Mapping[str, float], reported: Mapping[str, Any]) -> N
 
 
 def _met(stop: Mapping[str, float], metrics: Mapping[str, Any]) -> bool:
-    """Whether one of Tune's dict criteria is met: a metric at least its value."""
+    """Whether one of Tune's dict criteria is met: a metric at least its value (Tune's
+    ``result[key] >= value``, so ``done: true`` is met by a result that says done)."""
     numbers = _numbers(metrics)
-    return any(k in numbers and numbers[k] >= v for k, v in stop.items())
+    flags = {k: float(v) for k, v in metrics.items() if isinstance(v, bool)}
+    values = {**flags, **numbers}
+    return any(k in values and values[k] >= v for k, v in stop.items())
 
 
 def _class_run(
@@ -260,7 +263,8 @@ class _Session:
         step = next((int(values[k]) for k in _STEP_KEYS if k in values), None)
         self._ctx.report(self._reports if step is None else step, values)  # "step" a metric too
         self._reports += 1
-        reported = {"training_iteration": self._reports, **metrics}
+        # What Tune adds to every result, so a stop on it is no unreported metric.
+        reported = {"training_iteration": self._reports, "done": False, **metrics}
         if self._reports == 1:
             _say_unreported(self._stop, reported)
         # A result saying done ends the trial, completed, as Tune ends it (Ray's PBT

@@ -38,7 +38,9 @@ class TuneTrainableSpec(Settings):
         stop: Tune's ``RunConfig(stop={...})``: a trial ends, completed, at the first
             report in which one of these metrics reaches its value, e.g.
             ``{training_iteration: 20}`` (``training_iteration`` counts the reports
-            where the trainable does not report it). Empty: the trainable ends itself
+            where the trainable does not report it; ``done: true``, which Tune's
+            examples add, is met by a report that says ``done``, as under Tune, which
+            compares each as ``result[key] >= value``). Empty: the trainable ends itself
             (its function returns, or its ``step()`` returns ``done: true``).
         checkpoint_frequency: a class trainable's checkpoint every this many steps, as
             Tune's ``CheckpointConfig(checkpoint_frequency)``; 0: only when it ends. An
@@ -47,7 +49,7 @@ class TuneTrainableSpec(Settings):
     """
 
     tune: str = Field(pattern=TARGET_PATTERN)
-    stop: dict[str, float] = Field(default_factory=dict)
+    stop: dict[str, float | bool] = Field(default_factory=dict)
     checkpoint_frequency: int = Field(default=0, ge=0)
 
 

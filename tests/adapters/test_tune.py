@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -13,6 +14,7 @@ from ray.tune import Checkpoint
 
 from hpsearch import TrialContext, TrialPruned
 from hpsearch.adapters import asked_resources, nested, tune_train
+from hpsearch.config import load_config
 
 
 def trainable(config: dict[str, Any]) -> None:
@@ -269,6 +271,35 @@ def test_a_function_trainable_that_reports_done_ends_there_completed(tmp_path: P
     ctx = TrialContext.local(checkpoint_dir=str(tmp_path))
     assert tune_train(until_done)({}, ctx) is None  # completed
     assert [r.metrics["mean_accuracy"] for r in ctx.history] == [1.0, 2.0, 3.0]
+
+
+def test_a_stop_on_done_as_tunes_examples_write_it_is_met_by_the_report_that_says_done(
+    tmp_path: Path,
+) -> None:
+    # Ray's examples stop on {"done": True, "training_iteration": N}: Tune adds "done" to
+    # every result and compares result[key] >= value, so neither is an unreported metric.
+    def until_done(config: dict[str, Any]) -> None:
+        for step in range(10):
+            tune.report({"score": float(step), "finished": step >= 1, "done": step >= 2})
+
+    ctx = TrialContext.local(checkpoint_dir=str(tmp_path / "a"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "'done' is not among the metrics"
+        tune_train(until_done, stop={"done": True, "training_iteration": 10})({}, ctx)
+    assert [r.metrics["score"] for r in ctx.history] == [0.0, 1.0, 2.0]
+    by_flag = TrialContext.local(checkpoint_dir=str(tmp_path / "b"))
+    tune_train(until_done, stop={"finished": True})({}, by_flag)  # a flag of its own
+    assert [r.metrics["score"] for r in by_flag.history] == [0.0, 1.0]
+    config = load_config(
+        {
+            "study": {"name": "s", "n_trials": 1},
+            "objective": {"metric": "score", "direction": "maximize"},
+            "train": {"tune": "tests.tune_trainables:one_cpu", "stop": {"done": True}},
+            "space": {"x": {"type": "float", "low": 0.0, "high": 1.0}},
+        }
+    )
+    assert config.tune_settings is not None
+    assert config.tune_settings.stop == {"done": True}
 
 
 def test_what_a_class_trainable_asks_through_with_resources_is_read() -> None:
