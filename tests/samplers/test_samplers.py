@@ -95,6 +95,12 @@ def test_a_sampler_an_option_takes_is_a_sampler_section_of_its_own() -> None:
     assert isinstance(made._independent_sampler, optuna.samplers.RandomSampler)  # type: ignore[attr-defined]
     alone = make_sampler(SamplerSpec(type="cmaes", options={"independent_sampler": "tpe"}))
     assert isinstance(alone._independent_sampler, optuna.samplers.TPESampler)  # type: ignore[attr-defined]
+    # Optuna's PartialFixedSampler, by path: some parameters fixed, a base sampler for the rest.
+    fixed = {"fixed_params": {"y": 1}, "base_sampler": {"type": "random", "seed": 0}}
+    partial = make_sampler(SamplerSpec(type="optuna.samplers.PartialFixedSampler", options=fixed))
+    study = optuna.create_study(sampler=partial)
+    study.optimize(lambda t: t.suggest_float("x", 0, 1) + t.suggest_int("y", 0, 9), n_trials=3)
+    assert [t.params["y"] for t in study.trials] == [1, 1, 1]
 
 
 @pytest.mark.parametrize(
