@@ -629,7 +629,7 @@ def _print_trial(record: dict[str, Any]) -> None:
     """One trial, a line per field; its error (a traceback) in full at the end."""
     for key in ("study", "trial_number", "state", "duration_s", "values", "params", "metrics"):
         click.echo(f"{key}: {record[key]}")
-    for key in ("gpus", "mlflow_run_id", "prune_reason", "oom", "user_attrs"):
+    for key in ("gpus", "mlflow_run_id", "prune_reason", "oom", "user_attrs", "constraints"):
         if record[key]:
             click.echo(f"{key}: {record[key]}")
     if record["error"]:

@@ -48,6 +48,9 @@ class TrialResult:
         fused_group: the fused group it trained in (its first trial's number; ``None``:
             it trained alone).
         user_attrs: what its own code set on it (an Optuna objective's ``set_user_attr``).
+        constraints: its constraint values, by name (a sampler's ``constraints_func``
+            numbers them from 0; Optuna's ``trial.set_constraint`` names them): each
+            holds at 0 or less, and a best trial keeps every one.
     """
 
     study: str
@@ -66,6 +69,7 @@ class TrialResult:
     checkpoint_dir: str | None = None
     fused_group: int | None = None
     user_attrs: dict[str, Any] = field(default_factory=dict)
+    constraints: dict[str, float] = field(default_factory=dict)
 
     @property
     def value(self) -> float | None:
@@ -113,6 +117,7 @@ class TrialResult:
             checkpoint_dir=_kept_checkpoint(user.get(attrs.CHECKPOINT_DIR)),
             fused_group=(user.get(attrs.FUSED_GROUP) or {}).get("group"),
             user_attrs=attrs.code_attrs(user),
+            constraints=dict(trial.constraints),
         )
 
     def to_dict(self, metric_names: list[str] | None = None) -> dict[str, Any]:
@@ -133,6 +138,8 @@ class TrialResult:
             payload["fused_group"] = self.fused_group
         if self.user_attrs:
             payload["user_attrs"] = self.user_attrs
+        if self.constraints:
+            payload["constraints"] = self.constraints
         if metric_names is not None and self.values is not None:
             payload["values"] = dict(zip(metric_names, self.values, strict=True))
         return payload
@@ -154,6 +161,7 @@ class TrialResult:
             "oom": self.oom,
             "gpus": self.gpus,
             "user_attrs": self.user_attrs,
+            "constraints": self.constraints,
         }
 
 

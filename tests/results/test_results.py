@@ -125,8 +125,14 @@ def test_a_constrained_study_whose_trials_each_break_a_constraint_has_no_best(
         trial = handle.ask({"x": optuna.distributions.FloatDistribution(0.0, 1.0)})
         trial.set_constraint("x_below_0_1", x - 0.1)  # Optuna's: held at 0 or less
         handle.study.tell(trial, values)
+    results = load(path)
+    assert [t.constraints for t in results.trials] == [
+        {"x_below_0_1": pytest.approx(0.1)},  # what trials CONFIG N and --json show
+        {"x_below_0_1": pytest.approx(0.8)},
+    ]
+    assert results.trials[0].to_dict()["constraints"] == results.trials[0].constraints
     with pytest.raises(ResultsError) as none:
-        _ = load(path).best_trials
+        _ = results.best_trials
     assert str(none.value) == (
         "study 'test-study' has 2 completed trial(s), and each breaks a constraint (a "
         "constraint holds at 0 or less: its sampler's constraints_func, or "
