@@ -43,7 +43,11 @@ class ProgressView(TrialListener):
         objectives: to label the best value.
         n_trials: the study's target total, if any.
         already: trials that counted before this run started.
-        best_before: the best objective value before this run (single objective).
+        best: the study's best trial (number, value) as Optuna's ``best_trial`` names it
+            (a single objective; among the trials that keep their constraints, in a
+            constrained study): read as the view opens, and again when a trial ends
+            with a value that would be a new best, so the line names the trial
+            ``hpsearch best`` will. ``None``: the values alone decide.
         console: where to draw.
         clock: the runner's clock (trials' start times are on it), to say how long
             each running trial has run.
@@ -65,7 +69,7 @@ class ProgressView(TrialListener):
             config.objective_list,
             n_trials=TrialBudget.of_search(config).n_trials,
             already=before or BudgetCount(0, 0),
-            best_before=best_so_far(study),
+            best=lambda: best_so_far(study),
             console=console,
             clock=clock,
         )
@@ -77,7 +81,7 @@ class ProgressView(TrialListener):
         *,
         n_trials: int | None,
         already: BudgetCount,
-        best_before: tuple[int, float] | None = None,
+        best: Callable[[], tuple[int, float] | None] | None = None,
         console: Console | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -92,7 +96,9 @@ class ProgressView(TrialListener):
         self._latest: dict[int, str] = {}  # trial number: its last step and metric
         self._failed = 0
         self._pruned = 0
-        self._best = best_before
+        self._best_of = best
+        self._completed = False  # a trial completed while the view was open
+        self._best = best() if best is not None else None
         self._front: list[tuple[float, ...]] = []
         self._recent: deque[Text] = deque(maxlen=5)
         self._started = time.monotonic()
@@ -147,6 +153,7 @@ class ProgressView(TrialListener):
             elif event.outcome is Outcome.PRUNED:
                 self._pruned += 1
             elif event.outcome is Outcome.COMPLETE and event.values is not None:
+                self._completed = True
                 self._note_best(event.number, event.values)
             line = self._trial_line(event)
             self._recent.append(line)
@@ -185,7 +192,8 @@ class ProgressView(TrialListener):
                 else value < self._best[1]
             )
             if better:
-                self._best = (number, value)
+                # Optuna's best keeps constraints, which the values alone do not know of.
+                self._best = self._best_of() if self._best_of is not None else (number, value)
         else:
             directions = [o.direction for o in self._objectives]
             if not any(dominates(p, values, directions) for p in self._front):
@@ -215,6 +223,8 @@ class ProgressView(TrialListener):
             )
         elif len(self._objectives) > 1:
             parts.append((f"Pareto front of this run: {len(self._front)} trial(s)", "green"))
+        elif self._completed:
+            parts.append("no completed trial keeps its constraints yet")
         else:
             parts.append("no completed trial yet")
         parts.append(f" · {_clock_text(elapsed)}")

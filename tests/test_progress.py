@@ -5,12 +5,13 @@ from __future__ import annotations
 import io
 from typing import Any
 
+import optuna
 from rich.console import Console
 
 from hpsearch.config import ObjectiveSpec
 from hpsearch.lifecycle import TrialEnded, TrialReported, TrialStarted
 from hpsearch.placement import Admission
-from hpsearch.progress import RUNNING_SHOWN, ProgressView
+from hpsearch.progress import RUNNING_SHOWN, ProgressView, best_so_far
 from hpsearch.pruning import KEEP
 from hpsearch.runner import VirtualClock
 from hpsearch.study import BudgetCount
@@ -82,3 +83,27 @@ def test_a_trials_line_gives_a_long_reason_whole_or_cut_at_a_word_with_an_ellips
     assert after, second
     assert kept[-1] not in " ,", kept  # cut at a word's end, its comma dropped
     assert len(kept) < len(long) + len("trial 1 FAIL ")
+
+
+def test_the_best_so_far_is_the_studys_which_keeps_its_constraints() -> None:
+    # Optuna's best_trial skips a trial that breaks a constraint; the line names the
+    # trial hpsearch best will, not the lowest value.
+    study = optuna.create_study(direction="minimize")
+    view = ProgressView(
+        "study",
+        [ObjectiveSpec(metric="loss", direction="minimize")],
+        n_trials=3,
+        already=BudgetCount(0, 0),
+        best=lambda: best_so_far(study),
+        console=Console(file=io.StringIO()),
+        clock=VirtualClock(1000.0),
+    )
+    for number, (loss, constraint) in enumerate([(5.0, 1.0), (3.0, 0.0), (1.0, 2.0)]):
+        trial = study.ask()
+        trial.set_constraint("memory_gb_over_8", constraint)
+        study.tell(trial, loss)
+        ended = TrialEnded(number, Outcome.COMPLETE, (loss,), {}, {}, {}, Admission(1, 0, ""), 0.5)
+        view.on_ended(ended)
+        if number == 0:
+            assert "no completed trial keeps its constraints yet" in view.status_line()
+    assert "best loss 3 (trial 1)" in view.status_line()
