@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import deque
@@ -20,6 +21,8 @@ from hpsearch.pruning import dominates
 from hpsearch.study import BudgetCount, TrialBudget
 from hpsearch.trial.death import headline
 from hpsearch.trial.protocol import Outcome
+
+logger = logging.getLogger(__name__)
 
 RUNNING_SHOWN = 4
 """How many running trials the status line times (the longest-running first)."""
@@ -183,6 +186,19 @@ class ProgressView(TrialListener):
         with self._lock:
             return Group(*self._recent, self._status_line())
 
+    def _asked_best(self, by_value: tuple[int, float]) -> tuple[int, float] | None:
+        """The study's best, which keeps its constraints (``by_value``, the best by the
+        values alone, knows nothing of them); ``None``: no trial keeps them. Not asked, or
+        a store that does not answer, leaves the line to the values: the search meets
+        that fault where it writes."""
+        if self._best_of is None:
+            return by_value
+        try:
+            return self._best_of()
+        except Exception as exc:
+            logger.debug("the study's best trial was not read: %s", exc)
+            return by_value
+
     def _note_best(self, number: int, values: tuple[float, ...]) -> None:
         if len(self._objectives) == 1:
             value = values[0]
@@ -192,8 +208,7 @@ class ProgressView(TrialListener):
                 else value < self._best[1]
             )
             if better:
-                # Optuna's best keeps constraints, which the values alone do not know of.
-                self._best = self._best_of() if self._best_of is not None else (number, value)
+                self._best = self._asked_best((number, value))
         else:
             directions = [o.direction for o in self._objectives]
             if not any(dominates(p, values, directions) for p in self._front):
