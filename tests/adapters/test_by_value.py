@@ -7,6 +7,7 @@ import threading
 from typing import Any
 
 import cloudpickle  # type: ignore[import-untyped]  # no stubs
+import optuna
 import pytest
 from ray import tune
 
@@ -85,6 +86,19 @@ def test_a_samplers_function_option_in_a_dict_is_named_and_the_sampler_gets_it_b
     with pytest.warns(FutureWarning, match="set_constraint"):  # Optuna 5's advice
         sampler_made = make_sampler(config.study.sampler)
     assert sampler_made._constraints_func is constraints  # type: ignore[attr-defined]
+
+
+def test_a_samplers_object_option_in_a_dict_is_the_samplers_and_recorded_by_its_class() -> None:
+    # CMA-ES's independent_sampler as Optuna's users give it; the study records the
+    # config as JSON, which held no sampler: the search failed before its first trial.
+    random = optuna.samplers.RandomSampler(seed=1)
+    sampler = {"type": "cmaes", "options": {"independent_sampler": random}}
+    config = load_config(
+        {**SECTIONS, "train": chatty, "study": {**SECTIONS["study"], "sampler": sampler}}
+    )
+    recorded = config.model_dump(mode="json")["study"]["sampler"]["options"]
+    assert recorded == {"independent_sampler": "<RandomSampler object>"}
+    assert make_sampler(config.study.sampler)._independent_sampler is random  # type: ignore[attr-defined]
 
 
 def test_a_function_that_cannot_be_pickled_is_one_line_naming_the_key() -> None:
