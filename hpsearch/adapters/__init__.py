@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from hpsearch.adapters._members import SHARED_ATTRIBUTE, Member, fused, shared_of
     from hpsearch.adapters._optuna import objective_train, pickled_sampler
     from hpsearch.adapters._tune import asked_resources, nested, tune_train
+    from hpsearch.adapters._tune_mlflow import answer_setup_mlflow
     from hpsearch.adapters.by_value import install_pickles, named_function, pickles_of
     from hpsearch.adapters.forms import REPORTS, Form, form_in_source, form_of, wrong_form
     from hpsearch.adapters.tune_space import (
@@ -56,6 +57,7 @@ __all__ = [
     "Member",
     "TuneSpaceError",
     "TuneSpaceWarning",
+    "answer_setup_mlflow",
     "asked_resources",
     "check_fusion",
     "check_train",

@@ -48,7 +48,6 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from hpsearch.adapters._tune_mlflow import answer_setup_mlflow
 from hpsearch.adapters.forms import is_class_trainable
 from hpsearch.trial.context import TrialContext, TrialPruned, as_metric_value
 from hpsearch.trial.protocol import EVENT_KEY
@@ -95,7 +94,6 @@ def tune_train(
     )
 
     def train(params: dict[str, Any], ctx: TrialContext) -> dict[str, float] | None:
-        answer_setup_mlflow()  # its run in the search's store, as Ray's guide sets it up
         try:
             with _answering(ctx, criteria, trial_dir):
                 returned = run(nested(params))

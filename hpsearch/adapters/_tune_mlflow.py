@@ -1,4 +1,5 @@
-"""Ray's ``setup_mlflow`` in a Tune trainable a search runs: its run in the search's store.
+"""Ray's ``setup_mlflow`` in a trial (a Tune trainable's, as Ray's guide calls it, or any
+other form's): its run in the search's store.
 
 Under Tune, ``setup_mlflow(config)`` names its experiment after the Ray trial (its id,
 then its name), and ``setup_mlflow(config, experiment_name="...")`` needs that experiment

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from hpsearch.adapters import install_pickles, resolve_train_function
+from hpsearch.adapters import answer_setup_mlflow, install_pickles, resolve_train_function
 from hpsearch.oom import BatchRetry, OomReport, device_oom, retry_smaller
 from hpsearch.simulation import PaceReader
 from hpsearch.space import flat_names
@@ -156,6 +156,7 @@ def own_mlflow_runs(launch: TrialLaunch) -> AbstractContextManager[None]:
     tracking = launch.settings.tracking
     if tracking is None:
         return contextlib.nullcontext()
+    answer_setup_mlflow()  # Ray's setup_mlflow, in any form of code, sets its run up there
     trial = TrialOf(tracking.experiment, tracking.study, launch.members[0].number)
     return trial_runs(tracking.uri, trial)
 
