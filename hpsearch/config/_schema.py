@@ -580,7 +580,20 @@ class RunConfig(Settings):
             )
         if self.command is not None:
             self.command.check_placeholders(self.space)
-        ends = self.study.n_trials or self.study.timeout or self.study.sampler.type == "grid"
+        sampler = self.study.sampler
+        if (
+            sampler.type == "grid"
+            and "search_space" not in sampler.options
+            and self.optuna_objective is not None
+            and not self.search_space.searched()
+        ):
+            raise ValueError(
+                "study.sampler: grid enumerates the space, which lists no searched "
+                "parameter, and an Optuna objective's suggest_* calls are known only as it "
+                "runs; give the grid as Optuna's GridSampler takes it, options: "
+                "{search_space: {x: [0.1, 0.5, 0.9]}}"
+            )
+        ends = self.study.n_trials or self.study.timeout or sampler.type == "grid"
         if not ends:  # a grid ends once each of its points has run
             raise ValueError("the search has no end; set study.n_trials or study.timeout")
         if self.study.timeout_grace is not None and self.study.timeout is None:

@@ -636,6 +636,23 @@ def test_a_search_needs_an_end_which_a_grid_is(write_config: ConfigWriter) -> No
     assert load_config(write_config(grid)).study.n_trials is None
 
 
+def test_a_grid_for_an_optuna_objective_names_its_points_where_the_space_has_none(
+    write_config: ConfigWriter,
+) -> None:
+    # Its suggest_* calls are known only as it runs: a grid of the empty space failed
+    # each trial with Optuna's "The parameter name, x, is not found in the given grid".
+    objective: dict[str, object] = {
+        "train": {"optuna": "tests.optuna_objectives:objective"},
+        "space": None,
+    }
+    grid: dict[str, object] = {"study": {"n_trials": 2, "sampler": {"type": "grid"}}, **objective}
+    error = _error(write_config, grid)
+    assert "an Optuna objective's suggest_* calls are known only as it runs" in str(error)
+    assert "options: {search_space: {x: [0.1, 0.5, 0.9]}}" in str(error)
+    points = {"type": "grid", "options": {"search_space": {"x": [0.1, 0.9]}}}
+    load_config(write_config({**grid, "study": {"n_trials": 2, "sampler": points}}))
+
+
 def test_an_optuna_objectives_values_are_named_value_where_the_config_names_none(
     write_config: ConfigWriter,
 ) -> None:
