@@ -25,6 +25,7 @@ from hpsearch import interrupts
 from hpsearch._early import entered_early
 from hpsearch._importable import ensure_importable_from
 from hpsearch._quiet import quiet_libraries
+from hpsearch._secrets import without_passwords
 from hpsearch.config import RunConfig, load_config
 from hpsearch.errors import HpsearchError
 from hpsearch.gpu_telemetry import OpenedTelemetry, open_backend
@@ -72,7 +73,8 @@ class _Opened:
     given: _Given
 
     def say(self, line: str) -> None:
-        self.console.print(line, highlight=False, markup=False)
+        # A store's URL in a line (an outage, a storage fault) shows no password.
+        self.console.print(without_passwords(line), highlight=False, markup=False)
 
 
 def run(

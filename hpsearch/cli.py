@@ -612,6 +612,7 @@ def trials(config: Path, number: int | None, states: tuple[str, ...], as_json: b
 
 def _runs_table(config: RunConfig, path: Path, experiment_id: str) -> str:
     """Where to see the search's runs: the runs table's URL, and how to serve it."""
+    from hpsearch._secrets import without_passwords
     from hpsearch.tracking import runs_table_url
 
     uri = config.tracking.uri
@@ -620,7 +621,8 @@ def _runs_table(config: RunConfig, path: Path, experiment_id: str) -> str:
     first = config.objective_list[0]
     metric, ascending = first.metric, first.direction == "minimize"
     if uri.startswith(("http://", "https://")):
-        return f"runs table: {runs_table_url(uri, experiment_id, metric, ascending)}"
+        shown = without_passwords(runs_table_url(uri, experiment_id, metric, ascending))
+        return f"runs table: {shown}"  # a server's credentials are not printed
     served = runs_table_url(f"http://127.0.0.1:{UI_PORT}", experiment_id, metric, ascending)
     return f"runs table: {served} (serve it with: hpsearch ui {path})"
 

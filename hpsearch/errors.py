@@ -4,13 +4,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hpsearch._secrets import shown, without_passwords
+
 
 class HpsearchError(Exception):
     """Base class of every error hpsearch raises on purpose.
 
     The CLI prints ``str(error)`` as one line and exits with code 2, so the
-    message must say what is wrong and how to fix it.
+    message must say what is wrong and how to fix it. A URL's password in it is
+    ``***`` (:mod:`hpsearch._secrets`): the line lands in terminals and CI logs.
     """
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*(shown(arg) for arg in args))
 
 
 class ConfigError(HpsearchError):
@@ -41,8 +47,8 @@ class ConfigError(HpsearchError):
         self.key = key
         # One line, whatever the text quoted (an exception's message may span several:
         # optuna.integration's starts with a line break, before what to install).
-        self.problem = one_line(problem)
-        self.fix = one_line(fix)
+        self.problem = without_passwords(one_line(problem))
+        self.fix = without_passwords(one_line(fix))
         self.line = line
         where = self.source if line is None else f"{self.source}:{line}"
         text = f"{where}: {key}: {self.problem}" if key else f"{where}: {self.problem}"

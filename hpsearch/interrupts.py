@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 
+from hpsearch._secrets import without_passwords
+
 EXIT_TERMINATED = 128 + signal.SIGTERM
 TERMINATING = (signal.SIGTERM, signal.SIGHUP)
 """The signals that stop a search as Ctrl-C does, and exit with 128 + their number."""
@@ -46,7 +48,7 @@ def stop_for(reason: str, *, signal_now: bool = True) -> None:
     one error line and exits 2. ``signal_now``: interrupt the running search (else it has
     already ended, and only the exit is decided)."""
     if not _stopped_for:
-        _stopped_for.append(reason)
+        _stopped_for.append(without_passwords(reason))  # the error line: no URL's password
     if signal_now:
         os.kill(os.getpid(), signal.SIGINT)
 

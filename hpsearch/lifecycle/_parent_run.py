@@ -20,6 +20,7 @@ from typing import Any
 
 from optuna.trial import FrozenTrial, TrialState
 
+from hpsearch._secrets import without_passwords
 from hpsearch.config import ObjectiveSpec, RunConfig
 from hpsearch.lifecycle._base import TrialListener
 from hpsearch.lifecycle._events import OPTUNA_STATE, TrialEnded
@@ -87,7 +88,8 @@ class ParentRun(TrialListener):
         )
         source = Path(config.source)
         if source.is_file():  # the run says what was searched
-            tracker.log_text(run_id, source.read_text(encoding="utf-8"), f"config/{source.name}")
+            written = without_passwords(source.read_text(encoding="utf-8"))
+            tracker.log_text(run_id, written, f"config/{source.name}")
         parent = cls(
             tracker, run_id, name, handle, config.objective_list, figures=config.tracking.figures
         )
@@ -274,5 +276,5 @@ def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, str]:
         if isinstance(value, dict) and value:
             flat.update(_flatten(value, f"{name}."))
         elif value is not None:
-            flat[name] = str(value)
+            flat[name] = without_passwords(str(value))  # a storage URL's password: ***
     return flat
