@@ -33,8 +33,8 @@ def construct_checked(
                 f"{name} takes no option '{option}'",
                 f"did you mean '{close[0]}'?" if close else f"valid options: {', '.join(accepted)}",
             )
-    for option, value in kwargs.items():
-        _check_type(factory, option, value, f"{key}.options.{option}", source)
+    for option, value in list(kwargs.items()):
+        kwargs[option] = _checked(factory, option, value, f"{key}.options.{option}", source)
     needed = [n for n in required(factory) if n not in kwargs]
     if needed:
         raise ConfigError(
@@ -84,36 +84,38 @@ _STRICT = ConfigDict(arbitrary_types_allowed=True, strict=True)
 with ``isinstance``."""
 
 
-def _check_type(
-    factory: Callable[..., Any], option: str, value: Any, key: str, source: str
-) -> None:
-    """Refuse a value the class's annotation of ``option`` does not take, where that
-    annotation can be read (not every class's can: one it does not name at run time is
-    left to the class).
+def _checked(factory: Callable[..., Any], option: str, value: Any, key: str, source: str) -> Any:
+    """``value``, where the class's annotation of ``option`` takes it (a whole number
+    written as a float, ``60.0``, as the int it is), or where that annotation cannot be
+    read (not every class's can: one it does not name at run time is left to the class).
 
     Raises:
         ConfigError: naming ``key``, the type it takes and the value given.
     """
     hint = _annotation(factory, option)
     if hint is None:
-        return
+        return value
     try:
         adapter: TypeAdapter[Any] = TypeAdapter(hint, config=_STRICT)
     except Exception:  # a type pydantic cannot check (a protocol, a type variable)
-        return
-    try:
-        adapter.validate_python(value)
-    except ValidationError:
-        name = getattr(factory, "__name__", str(factory))
-        wanted = _readable(hint)
-        fix = f"give {wanted}"
-        if typing.get_origin(hint) is collections.abc.Callable:
-            fix = "name a function, as module:function"
-        elif not _plain(hint):  # an object YAML cannot write
-            fix = "leave it out, or give the object itself in a dict config (hpsearch.run({...}))"
-        raise ConfigError(
-            source, key, f"{name} takes {wanted} for '{option}', not {value!r}", fix
-        ) from None
+        return value
+    candidates = [value]
+    if isinstance(value, float) and value.is_integer():
+        candidates.append(int(value))  # NNI's R: 60.0, for Optuna's int max_resource
+    for candidate in candidates:
+        try:
+            adapter.validate_python(candidate)
+        except ValidationError:
+            continue
+        return candidate
+    name = getattr(factory, "__name__", str(factory))
+    wanted = _readable(hint)
+    fix = f"give {wanted}"
+    if typing.get_origin(hint) is collections.abc.Callable:
+        fix = "name a function, as module:function"
+    elif not _plain(hint):  # an object YAML cannot write
+        fix = "leave it out, or give the object itself in a dict config (hpsearch.run({...}))"
+    raise ConfigError(source, key, f"{name} takes {wanted} for '{option}', not {value!r}", fix)
 
 
 def _plain(hint: Any) -> bool:

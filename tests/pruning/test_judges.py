@@ -253,3 +253,6 @@ def test_a_pruner_option_of_the_wrong_type_is_one_line_at_its_key() -> None:
     assert str(info.value).endswith(
         "MedianPruner takes int for 'n_warmup_steps', not '5'; give int"
     )
+    # A whole number written as a float (NNI's R: 60.0, converted) is the int it is.
+    whole = make_pruner(PrunerSpec(type="hyperband", options={"max_resource": 60.0}), "c.yaml")
+    assert type(whole._max_resource) is int  # type: ignore[attr-defined]
