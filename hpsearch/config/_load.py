@@ -18,7 +18,7 @@ from pydantic import BaseModel, Tag, ValidationError
 from pydantic_core import ErrorDetails
 
 from hpsearch.adapters.tune_space import TuneSpaceWarning
-from hpsearch.config._schema import PrunerSpec, RunConfig
+from hpsearch.config._schema import ConfigKeyWarning, PrunerSpec, RunConfig
 from hpsearch.config._yaml import KeyPath, YamlDocument, read_yaml
 from hpsearch.errors import ConfigError
 
@@ -209,6 +209,10 @@ def _say_again(said: list[warnings.WarningMessage], source: Path, document: Yaml
         if issubclass(warning.category, TuneSpaceWarning):
             line = document.line_of(("space",)) or 1
             warnings.warn_explicit(f"space: {warning.message}", warning.category, str(source), line)
+        elif issubclass(warning.category, ConfigKeyWarning):
+            key = str(warning.message).split(":", 1)[0]
+            line = document.line_of(tuple(key.split("."))) or 1
+            warnings.warn_explicit(warning.message, warning.category, str(source), line)
         else:
             warnings.warn_explicit(
                 warning.message, warning.category, warning.filename, warning.lineno

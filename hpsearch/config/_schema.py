@@ -9,8 +9,10 @@ declared once; the object read from the file is the one its reader gets.
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
+import warnings
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
@@ -287,10 +289,52 @@ class ExecutionSpec(Settings):
             )
         return self
 
+    @model_validator(mode="after")
+    def _runtime_env_fields_rays(self) -> ExecutionSpec:
+        # Ray takes any other name as a plugin's, and without one ignores it: a typo
+        # (env_var) would leave the workers without what it set, unsaid.
+        for name in self.runtime_env:
+            if name not in RAY_RUNTIME_ENV_FIELDS:
+                close = difflib.get_close_matches(name, RAY_RUNTIME_ENV_FIELDS, n=1)
+                warnings.warn(
+                    f"execution.runtime_env.{name}: none of Ray's fields"
+                    + (f" (did you mean '{close[0]}'?)" if close else "")
+                    + f"; Ray gives it to a runtime_env plugin of that name, if one is set "
+                    f"up, and else ignores it (its fields: {', '.join(RAY_RUNTIME_ENV_FIELDS)})",
+                    ConfigKeyWarning,
+                    stacklevel=2,
+                )
+        return self
+
     def max_pending(self, cpus: float) -> int:
         """The most trials that may be starting at once on a runner with ``cpus`` CPUs."""
         return self.max_concurrent or max(1, math.floor(cpus / self.cpus_per_trial))
 
+
+class ConfigKeyWarning(UserWarning):
+    """A config's value that runs but likely not as meant; its message starts with the
+    key (``execution.runtime_env.env_var: ...``), said at that key's line of the file."""
+
+
+RAY_RUNTIME_ENV_FIELDS = (
+    "working_dir",
+    "py_modules",
+    "py_executable",
+    "excludes",
+    "pip",
+    "uv",
+    "conda",
+    "env_vars",
+    "image_uri",
+    "container",
+    "worker_process_setup_hook",
+    "java_jars",
+    "config",
+    "nsight",
+    "mpi",
+)
+"""What Ray's ``runtime_env`` takes by name (``ray.runtime_env.RuntimeEnv``'s fields, and
+its ``nsight`` and ``mpi`` plugins'), said here so the config imports no Ray."""
 
 _DATABASE_SERVERS = ("postgresql", "postgres", "mysql", "mssql", "oracle")
 """The schemes of tracking URIs that name a database server (SQLAlchemy's)."""

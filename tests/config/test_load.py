@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import warnings
+
 import optuna
 import pytest
 import yaml
 
-from hpsearch.config import RunConfig, load_config
+from hpsearch.config import ConfigKeyWarning, RunConfig, load_config
 from hpsearch.errors import ConfigError
 from tests.conftest import BASE_CONFIG, ConfigWriter
 
@@ -634,6 +636,21 @@ def test_a_search_needs_an_end_which_a_grid_is(write_config: ConfigWriter) -> No
     # As Study.optimize with a GridSampler: the search ends once each point has run.
     grid = {"study": {"n_trials": None, "sampler": {"type": "grid"}}, "space": {"x": [0.1, 0.2]}}
     assert load_config(write_config(grid)).study.n_trials is None
+
+
+def test_a_runtime_env_field_ray_does_not_know_is_said_at_its_line(
+    write_config: ConfigWriter,
+) -> None:
+    # Ray gives an unknown name to a plugin of that name, and without one ignores it.
+    path = write_config({"execution": {"runtime_env": {"env_var": {"A": "1"}}}})
+    with pytest.warns(ConfigKeyWarning, match="did you mean 'env_vars'") as said:
+        load_config(path)
+    [warning] = said
+    assert warning.filename == str(path)
+    assert path.read_text().splitlines()[warning.lineno - 1].strip().startswith("env_var")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_config(write_config({"execution": {"runtime_env": {"env_vars": {"A": "1"}}}}))
 
 
 def test_a_grid_for_an_optuna_objective_names_its_points_where_the_space_has_none(
