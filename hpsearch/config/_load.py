@@ -328,8 +328,11 @@ def _describe(error: ErrorDetails, key_path: KeyPath) -> tuple[str, str]:  # noq
         return "required key is missing", _missing_fix(error["loc"])
     if kind == "literal_error":
         options = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
-        close = difflib.get_close_matches(str(given), options, n=1, cutoff=0.5)
-        fix = f"did you mean '{close[0]}'?" if close else f"use one of: {', '.join(options)}"
+        lowered = {option.lower(): option for option in options}  # MAXIMIZE, Median
+        close = difflib.get_close_matches(str(given).lower(), list(lowered), n=1, cutoff=0.5)
+        fix = (
+            f"did you mean '{lowered[close[0]]}'?" if close else f"use one of: {', '.join(options)}"
+        )
         ours = _OTHER_TOOLS_PRUNERS.get(str(given).lower())
         if key_path[-2:] == ("pruner", "type") and ours is not None:
             fix = f"Ray Tune's {given} is this config's pruner {ours}: write type: {ours}"

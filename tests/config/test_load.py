@@ -638,6 +638,20 @@ def test_a_search_needs_an_end_which_a_grid_is(write_config: ConfigWriter) -> No
     assert load_config(write_config(grid)).study.n_trials is None
 
 
+@pytest.mark.parametrize(
+    ("update", "fix"),
+    [
+        ({"objective": {"metric": "score", "direction": "MAXIMIZE"}}, "did you mean 'maximize'?"),
+        ({"objective": {"metric": "score", "direction": "min"}}, "did you mean 'minimize'?"),
+        ({"study": {"pruner": {"type": "Median"}}}, "did you mean 'median'?"),
+    ],
+)
+def test_a_word_in_other_capitals_is_answered_with_the_word(
+    write_config: ConfigWriter, update: dict[str, object], fix: str
+) -> None:
+    assert _error(write_config, update).fix == fix
+
+
 def test_a_runtime_env_field_ray_does_not_know_is_said_at_its_line(
     write_config: ConfigWriter,
 ) -> None:
