@@ -51,8 +51,12 @@ from hpsearch.trial.other_tools import StudyAccess
 
 
 def pickled_sampler(sampler: optuna.samplers.BaseSampler) -> str:
-    """The sampler as :class:`StudyAccess` carries it."""
-    return base64.b64encode(pickle.dumps(sampler)).decode("ascii")
+    """The sampler as :class:`StudyAccess` carries it: by cloudpickle, so that a function
+    it holds from a notebook or the started script (a dict config's ``constraints_func``
+    lambda) travels by value, as the dict config's ``train`` does."""
+    import cloudpickle  # type: ignore[import-untyped]  # no stubs
+
+    return base64.b64encode(cloudpickle.dumps(sampler)).decode("ascii")
 
 
 def objective_train(

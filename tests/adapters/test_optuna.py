@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +12,7 @@ import pytest
 import yaml
 
 from hpsearch import attrs
+from hpsearch.adapters import pickled_sampler
 from tests.conftest import cli, mlflow_client
 
 pytestmark = [pytest.mark.process, pytest.mark.usefixtures("ray_one_gpu", "seeded_store")]
@@ -166,3 +169,17 @@ def test_an_objective_that_runs_out_of_memory_is_judged_by_what_it_suggested(
         else:  # never held back as predicted_oom
             assert trial.state.name == "COMPLETE", trial.user_attrs
             assert oom == {}
+
+
+def test_a_sampler_holding_a_function_of_no_module_reaches_the_workers() -> None:
+    # A dict config's constraints_func, a lambda of a notebook's: the sampler the workers
+    # unpickle holds it by value (plain pickle refused it, and the search with it).
+    with pytest.warns(FutureWarning, match="set_constraint"):
+        sampler = optuna.samplers.TPESampler(constraints_func=lambda t: (t.params["x"] - 1,))
+    loaded = pickle.loads(base64.b64decode(pickled_sampler(sampler)))
+    trial = optuna.trial.create_trial(
+        params={"x": 3.0},
+        distributions={"x": optuna.distributions.FloatDistribution(0, 5)},
+        value=1.0,
+    )
+    assert loaded._constraints_func(trial) == (2.0,)
