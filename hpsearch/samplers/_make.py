@@ -158,17 +158,11 @@ def _functions_named(
     Raises:
         ConfigError: one names no function that imports.
     """
-    try:
-        signature = inspect.signature(factory)
-    except (TypeError, ValueError):  # no signature to read: the options go as they are
-        return {}
-    functions = {}
-    for option, value in options.items():
-        taken = signature.parameters.get(option)
-        if isinstance(value, str) and taken is not None and "Callable" in str(taken.annotation):
-            key = f"study.sampler.options.{option}"
-            functions[option] = user_function(value, source, key)
-    return functions
+    return {
+        option: user_function(value, source, f"study.sampler.options.{option}")
+        for option, value in _taking(factory, options, "Callable")
+        if isinstance(value, str)
+    }
 
 
 def _samplers_named(
@@ -181,15 +175,8 @@ def _samplers_named(
     Raises:
         ConfigError: at the option's own keys (``...independent_sampler.type``).
     """
-    try:
-        signature = inspect.signature(factory)
-    except (TypeError, ValueError):
-        return {}
     samplers = {}
-    for option, value in options.items():
-        taken = signature.parameters.get(option)
-        if taken is None or "BaseSampler" not in str(taken.annotation):
-            continue
+    for option, value in _taking(factory, options, "BaseSampler"):
         section = {"type": value} if isinstance(value, str) else value
         key = f"study.sampler.options.{option}"
         if isinstance(section, optuna.samplers.BaseSampler) or section is None:
@@ -214,6 +201,22 @@ def _samplers_named(
                 source, exc.key.replace("study.sampler", key, 1), exc.problem, exc.fix
             ) from None
     return samplers
+
+
+def _taking(
+    factory: Callable[..., Any], options: dict[str, Any], kind: str
+) -> list[tuple[str, Any]]:
+    """The options whose annotation in ``factory``'s signature names ``kind`` (``Callable``,
+    ``BaseSampler``), with their values; none where it has no signature to read."""
+    try:
+        parameters_of = inspect.signature(factory).parameters
+    except (TypeError, ValueError):  # the options go as they are
+        return []
+    return [
+        (option, value)
+        for option, value in options.items()
+        if option in parameters_of and kind in str(parameters_of[option].annotation)
+    ]
 
 
 def _takes(factory: Callable[..., Any], option: str) -> bool:
