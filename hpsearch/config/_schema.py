@@ -136,17 +136,17 @@ class SamplerSpec(Settings):
     def _options_recorded(self, options: dict[str, Any]) -> dict[str, Any]:
         """What the study and the parent run record of the options: an object a dict
         config gave (a sampler of its own) by its class's name, not a failed dump."""
-        return {name: recorded(value) for name, value in options.items()}
+        return {name: _recorded(value) for name, value in options.items()}
 
 
-def recorded(value: Any) -> Any:
+def _recorded(value: Any) -> Any:
     """``value`` as JSON holds it: data as it is, an object as ``<Class object>``."""
     if value is None or isinstance(value, str | int | float | bool):
         return value
     if isinstance(value, Mapping):
-        return {str(k): recorded(v) for k, v in value.items()}
+        return {str(k): _recorded(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [recorded(v) for v in value]
+        return [_recorded(v) for v in value]
     return f"<{type(value).__name__} object>"
 
 
