@@ -79,11 +79,13 @@ def _answer(module: ModuleType) -> None:
         """Ray's helper, with the experiment its ``setup_mlflow`` defaults to or names
         found (or made) in the search's store."""
 
-        def setup_mlflow(self, **settings: Any) -> None:
+        def setup_mlflow(self, *given: Any, **settings: Any) -> None:
             ours = os.environ.get("MLFLOW_TRACKING_URI")
-            if TrialOf.from_env() is not None and settings.get("tracking_uri") in (None, ours):
+            # Ray's setup_mlflow names each setting; any other call is Ray's own.
+            named = not given and TrialOf.from_env() is not None
+            if named and settings.get("tracking_uri") in (None, ours):
                 settings.update(_in_search(settings))
-            super().setup_mlflow(**settings)
+            super().setup_mlflow(*given, **settings)
 
     setattr(InSearch, _ANSWERED, True)
     # A module global, which setup_mlflow reads at each call (however it was imported).
