@@ -24,6 +24,7 @@ import importlib.abc
 import importlib.machinery
 import os
 import sys
+import warnings
 from collections.abc import Sequence
 from importlib.machinery import ModuleSpec
 from types import ModuleType
@@ -100,8 +101,10 @@ def _in_search(settings: dict[str, Any]) -> dict[str, Any]:
 
     changed: dict[str, Any] = {"create_experiment_if_not_exists": True}
     try:
-        context = tune.get_context()
-        trial_id, trial_name = context.get_trial_id(), context.get_trial_name()
+        with warnings.catch_warnings():  # outside a Tune session: "Returning None", said
+            warnings.simplefilter("ignore")
+            context = tune.get_context()
+            trial_id, trial_name = context.get_trial_id(), context.get_trial_name()
     except RuntimeError:  # no Tune session: setup_mlflow defaulted to nothing
         return changed
     if settings.get("experiment_id") == trial_id:
