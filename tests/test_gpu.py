@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -32,6 +33,35 @@ def test_nvml_reads_the_gpu_torch_sees() -> None:
         assert sample[0].memory_total_mb > 1000
     finally:
         backend.close()
+
+
+def test_a_gpu_named_by_its_nvml_uuid_is_the_one_cuda_runs_on() -> None:
+    # Trials are pointed at their GPU by NVML's UUID (CUDA may number GPUs otherwise).
+    import subprocess
+    import sys
+
+    from hpsearch.telemetry import cuda_device, gpu_uuids
+
+    uuids = gpu_uuids()
+    assert uuids
+    assert all(uuid.startswith("GPU-") for uuid in uuids)
+    torchs = str(torch.cuda.get_device_properties(0).uuid).removeprefix("GPU-")
+    assert torchs in {uuid.removeprefix("GPU-") for uuid in uuids}
+    seen = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import torch; print(torch.cuda.device_count(), "
+            "torch.cuda.get_device_properties(0).uuid)",
+        ],
+        env={**os.environ, "CUDA_VISIBLE_DEVICES": cuda_device(len(uuids) - 1)},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout.split()
+    assert seen[0] == "1"
+    assert seen[1].removeprefix("GPU-") == uuids[-1].removeprefix("GPU-")
 
 
 @pytest.mark.parametrize("precision", ["fp32", "fp16", "bf16"])

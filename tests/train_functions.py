@@ -298,3 +298,9 @@ def writes_framework_output(params: dict[str, Any], ctx: TrialContext) -> None:
     names = ("HPSEARCH_TRIAL_DIR", "PL_TRAINER_DEFAULT_ROOT_DIR")
     Path(params["seen"]).write_text(json.dumps({name: os.environ.get(name) for name in names}))
     ctx.report(0, score=1.0)
+
+
+def writes_its_gpu(params: dict[str, Any], ctx: TrialContext) -> None:
+    """Writes the GPU(s) CUDA would see (``CUDA_VISIBLE_DEVICES``) to ``seen``/x."""
+    Path(params["seen"], str(params["x"])).write_text(os.environ.get("CUDA_VISIBLE_DEVICES", ""))
+    ctx.report(0, score=1.0)

@@ -35,6 +35,7 @@ from hpsearch.errors import HpsearchError
 from hpsearch.interrupts import sigterm_as_ctrl_c
 from hpsearch.placement import ClusterCapacity, NodeGpus
 from hpsearch.runner._mps import MPS_ENV
+from hpsearch.telemetry import names_mig, visible_gpus
 from hpsearch.trial.death import reaper_command
 
 # Set only where the user has not (see hpsearch._compat for Ray's own). CUDA
@@ -422,6 +423,8 @@ def cluster_gpus(
             # Ray on this machine sees only these GPUs; NVML (the monitor) numbers all.
             indices = visible
         read = monitored.get(node_id, monitored.get("") if local else None)
+        if local and names_mig(os.environ.get("CUDA_VISIBLE_DEVICES")):
+            read = None  # Ray's GPUs are MIG instances: NVML's numbers name whole GPUs
         if read is not None and all(i in read for i in indices):
             memory, watched = {i: read[i] for i in indices}, True
         else:
@@ -441,9 +444,6 @@ def cluster_gpus(
 
 
 def _visible_devices() -> list[int] | None:
-    """The GPU indices ``CUDA_VISIBLE_DEVICES`` restricts this machine to (``None``: all)."""
-    value = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if value is None or not value.strip():
-        return None
-    parts = [p.strip() for p in value.split(",")]
-    return [int(p) for p in parts] if all(p.isdigit() for p in parts) else None
+    """NVML's numbers of the GPUs ``CUDA_VISIBLE_DEVICES`` restricts this machine to, given as
+    indices or UUIDs (``None``: all)."""
+    return visible_gpus(os.environ.get("CUDA_VISIBLE_DEVICES"))

@@ -32,6 +32,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from hpsearch.telemetry import cuda_device, names_mig
+
 CONTROL = "nvidia-cuda-mps-control"
 MPS_ENV = ("CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY")
 """What CUDA clients read to find a daemon (the user's: passed on to the trial workers)."""
@@ -158,12 +160,20 @@ class MpsDaemons:
                 "not started: the search runs on a Ray cluster; start MPS on each node "
                 "(nvidia-cuda-mps-control -d) before ray start; time-sliced"
             )
+        if names_mig(self._environ.get("CUDA_VISIBLE_DEVICES")):
+            return (
+                "not started: the GPUs are MIG instances (CUDA_VISIBLE_DEVICES), each its "
+                "own daemon's (start one per instance before hpsearch run); time-sliced"
+            )
         return None
 
     def _env(self, index: int) -> dict[str, str]:
         pipe = gpu_pipe(self._folder, index)
         return {
-            "CUDA_VISIBLE_DEVICES": str(index),
+            # By UUID, as the trial's worker names it (use_gpu): a daemon started on
+            # CUDA_VISIBLE_DEVICES=1 shows its clients that GPU as device 0, and a client
+            # asking for device 1 would find none.
+            "CUDA_VISIBLE_DEVICES": cuda_device(index),
             MPS_ENV[0]: str(pipe),
             MPS_ENV[1]: str(pipe.parent / "log"),
         }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from typing import Any
 
@@ -10,6 +11,7 @@ from ray.tune.execution.placement_groups import PlacementGroupFactory
 from hpsearch.pruning import ray_board_lookup, verdict_oracle
 from hpsearch.runner._mps import use_mps
 from hpsearch.runner._tune_dicts import launch_of, tune_result
+from hpsearch.telemetry import names_mig
 from hpsearch.trial.context import PruneOracle
 from hpsearch.trial.death import captured_output
 from hpsearch.trial.protocol import Assignment, WorkerEvent
@@ -29,7 +31,9 @@ def run_trial(config: dict[str, Any]) -> None:
     launch = launch_of(config)
     assigned = _assignment(ray)
     index = launch.admission.gpu_index
-    if index is not None:
+    # A MIG instance Ray gave the worker is a slice the policy's GPU numbers cannot
+    # name: pointed at its whole GPU, the trial would run on another slice, or on none.
+    if index is not None and not names_mig(os.environ.get("CUDA_VISIBLE_DEVICES")):
         assigned = use_gpu(index, assigned)
         assigned = replace(assigned, mps_client=use_mps(launch.settings.worker_dir, index))
 
@@ -86,8 +90,6 @@ def trial_resources(config: dict[str, Any]) -> PlacementGroupFactory:
 
 def _assignment(ray: Any) -> Assignment:
     """What Ray assigned this worker: CPUs, GPUs and their ids, its node, its process."""
-    import os
-
     context = ray.get_runtime_context()
     resources = context.get_assigned_resources()
     return Assignment(

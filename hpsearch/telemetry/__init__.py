@@ -6,7 +6,8 @@ in :mod:`hpsearch.monitoring`. Which backend a config asks for is opened by
 :mod:`hpsearch.gpu_telemetry`.
 
 The tree: ``_base`` (what a reading is, the backend interface), ``_nvml`` (NVIDIA
-GPUs), ``_monitor`` (the sampling thread, on an injectable clock), ``_summary``
+GPUs), ``_devices`` (which GPU a ``CUDA_VISIBLE_DEVICES`` entry names, by
+NVML's numbers and UUIDs), ``_monitor`` (the sampling thread, on an injectable clock), ``_summary``
 (statistics, implausible readings), ``_csv`` (samples as CSV: ``hpsearch monitor
 --csv`` and traces), ``_trials`` (per-trial GPU series and speed shares),
 ``_nodes`` (every monitored node's readings, and each trial's series from its
@@ -27,6 +28,14 @@ from hpsearch.telemetry._base import (
     TrialLoad,
 )
 from hpsearch.telemetry._csv import COLUMNS, TraceError, TraceWriter, read_trace
+from hpsearch.telemetry._devices import (
+    NVIDIA_DRIVER,
+    cuda_device,
+    gpu_uuids,
+    local_gpu_uuids,
+    names_mig,
+    visible_gpus,
+)
 from hpsearch.telemetry._gpm import GpmReader, GpmReading, gpm_supported
 from hpsearch.telemetry._monitor import HISTORY_S, GpuMonitor
 from hpsearch.telemetry._nodes import ClusterGpuMetrics, ClusterReadings
@@ -53,6 +62,7 @@ from hpsearch.telemetry._trials import SeriesPoint, TrialGpuMetrics, TrialGpuRep
 __all__ = [
     "COLUMNS",
     "HISTORY_S",
+    "NVIDIA_DRIVER",
     "POWER_SPIKE_FACTOR",
     "SOLO_SUFFIX",
     "SPEED_SHARE",
@@ -82,12 +92,17 @@ __all__ = [
     "TrialGpuMetrics",
     "TrialGpuReport",
     "TrialLoad",
+    "cuda_device",
     "gpm_supported",
+    "gpu_uuids",
     "implausible_readings",
     "is_speed",
+    "local_gpu_uuids",
+    "names_mig",
     "objective_reading",
     "read_trace",
     "solo_metrics",
     "solo_name",
     "summarize",
+    "visible_gpus",
 ]

@@ -15,7 +15,6 @@ if TYPE_CHECKING:
     from hpsearch.worker._hang import hang_limit
     from hpsearch.worker._limits import time_limit
     from hpsearch.worker._trial import (
-        NVIDIA_DRIVER,
         Sender,
         apply_memory_cap,
         device_of,
@@ -29,7 +28,6 @@ if TYPE_CHECKING:
 __getattr__, __dir__ = lazy_exports(__name__)
 
 __all__ = [
-    "NVIDIA_DRIVER",
     "Sender",
     "apply_memory_cap",
     "device_of",

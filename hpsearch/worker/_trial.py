@@ -27,7 +27,7 @@ from hpsearch.adapters import answer_setup_mlflow, install_pickles, resolve_trai
 from hpsearch.oom import BatchRetry, OomReport, device_oom, retry_smaller
 from hpsearch.simulation import PaceReader
 from hpsearch.space import flat_names
-from hpsearch.telemetry import GpuLoad
+from hpsearch.telemetry import NVIDIA_DRIVER, GpuLoad, cuda_device
 from hpsearch.tracking import TrialOf, end_open_runs, logged_by_own_runs, trial_runs
 from hpsearch.trial.context import (
     DeviceMemory,
@@ -421,10 +421,11 @@ def final_metrics(returned: Any, objectives: Sequence[str]) -> dict[str, float]:
 
 
 def use_gpu(index: int, assigned: Assignment) -> Assignment:
-    """Run on GPU ``index`` of this node, the one the packing policy chose.
+    """Run on GPU ``index`` of this node (NVML's number), the one the packing policy chose.
 
     Ray fills its GPU 0 first; the policy spreads trials, so its choice replaces
-    Ray's before CUDA starts in this process. A reused worker keeps the GPU CUDA
+    Ray's before CUDA starts in this process (``CUDA_VISIBLE_DEVICES``: the GPU's
+    UUID where NVML answers, else its index). A reused worker keeps the GPU CUDA
     first saw, which is why a placed trial's Ray request names its GPU and Tune
     reuses workers only within one GPU.
 
@@ -434,7 +435,10 @@ def use_gpu(index: int, assigned: Assignment) -> Assignment:
     torch = sys.modules.get("torch")
     started = torch is not None and torch.cuda.is_initialized()
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if started and visible != str(index):
+    # By its UUID where NVML answers: CUDA's own numbers may order GPUs otherwise than
+    # NVML's, and under the GPU's MPS daemon its one GPU is the client's device 0.
+    device = cuda_device(index)
+    if started and visible != device:
         logger.warning(
             "CUDA already started on GPU(s) %s in this worker; the trial stays there, "
             "not on GPU %d",
@@ -442,12 +446,8 @@ def use_gpu(index: int, assigned: Assignment) -> Assignment:
             index,
         )
         return assigned
-    os.environ["CUDA_VISIBLE_DEVICES"] = str(index)
+    os.environ["CUDA_VISIBLE_DEVICES"] = device
     return replace(assigned, gpu_ids=(str(index),), ray_gpu_ids=assigned.gpu_ids)
-
-
-NVIDIA_DRIVER = Path("/proc/driver/nvidia/version")
-"""Present where an NVIDIA driver is loaded (Linux)."""
 
 
 def device_of(assigned: Assignment, driver: Path = NVIDIA_DRIVER) -> str:

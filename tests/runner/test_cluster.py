@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import psutil
 import pytest
 import ray
 from ray._private import ray_constants
+from rich.console import Console
 
+import hpsearch
 from hpsearch.config import ExecutionSpec
 from hpsearch.runner._cluster import cluster_gpus, local_node_id, ray_cluster
+from tests.conftest import ConfigWriter
 
 # these tests start the Ray a search starts
 pytestmark = [pytest.mark.process, pytest.mark.usefixtures("no_ray")]
@@ -57,11 +61,47 @@ def test_the_gpus_of_the_local_node_are_the_visible_ones_read_by_the_monitor(
     # This machine shows GPUs 2 and 3 to CUDA (and Ray); the monitor reads all four.
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
     monitored: dict[int, float | None] = {0: 81559.0, 1: 81559.0, 2: 81559.0, 3: 40000.0}
+    uuids = ("GPU-0a", "GPU-1b", "GPU-2c", "GPU-3d")  # a fake NVML's: no GPU here
+    monkeypatch.setattr("hpsearch.telemetry._devices.local_gpu_uuids", lambda: uuids)
     with ray_cluster(ExecutionSpec(num_cpus=4, num_gpus=2), str(project)):
         nodes = cluster_gpus({"": monitored}, local_node_id())
         not_read = cluster_gpus({}, local_node_id())
+        # The same two GPUs named by their UUIDs (whole, or their first characters), as
+        # a scheduler or a user pins GPUs whatever order CUDA numbers them in.
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-3d,GPU-2")
+        by_uuid = cluster_gpus({"": monitored}, local_node_id())
+        # MIG instances: no reading of a whole GPU is theirs.
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "MIG-4f6e5a2b,MIG-7a1c3e5f")
+        mig = cluster_gpus({"": monitored}, local_node_id())
     assert len(nodes) == 1
     assert nodes[0].node == "127.0.0.1"
     assert (nodes[0].gpus, nodes[0].cpus, nodes[0].monitored) == ((2, 3), 4.0, True)
     assert nodes[0].memory_mb == {2: 81559.0, 3: 40000.0}
     assert not not_read[0].monitored
+    assert by_uuid[0].memory_mb == {2: 81559.0, 3: 40000.0}
+    assert not mig[0].monitored
+
+
+def test_a_trial_ray_gives_a_mig_instance_keeps_it(
+    write_config: ConfigWriter, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Ray's GPUs are the MIG instances CUDA_VISIBLE_DEVICES names (logical ones here). The
+    # policy numbers whole GPUs: pointed at "0" or "1", a trial ran on another slice.
+    instances = [
+        "MIG-4f6e5a2b-9c1d-5e3f-8a7b-6c5d4e3f2a1b",
+        "MIG-7a1c3e5f-2b4d-4f6a-8c0e-1d3f5a7b9c2e",
+    ]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", ",".join(instances))
+    seen = project / "seen"
+    seen.mkdir()
+    path = write_config(
+        {
+            "train": "tests.train_functions:writes_its_gpu",
+            "study": {"n_trials": 10, "sampler": {"type": "grid"}},
+            "space": {"x": [0, 1], "seen": str(seen)},
+            "execution": {"num_gpus": 2, "max_concurrent": 2},
+            "packing": {"mode": "fixed", "trials_per_gpu": 1},
+        }
+    )
+    hpsearch.run(path, console=Console(file=io.StringIO()))
+    assert sorted(f.read_text() for f in seen.iterdir()) == instances

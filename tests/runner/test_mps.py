@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 
 from hpsearch.runner import MPS_ENV, MpsDaemons, gpu_pipe, use_mps
+from hpsearch.trial.protocol import Assignment
+from hpsearch.worker import use_gpu
 
 
 def _control(folder: Path, *, exit_code: int = 0) -> Path:
@@ -80,6 +82,28 @@ def test_a_daemon_starts_per_gpu_the_first_time_it_is_shared_and_quits_at_the_en
 
 
 @pytest.mark.process
+def test_a_daemon_is_started_on_its_gpus_uuid_which_its_clients_name_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Started on CUDA_VISIBLE_DEVICES=1, a daemon shows its clients GPU 1 as device 0, so
+    # a worker placed on GPU 1 (CUDA_VISIBLE_DEVICES=1) found no device under it. By the
+    # GPU's UUID (a fake NVML's: no GPU here), both name the same GPU.
+    uuids = ("GPU-8932f937-d72c", "GPU-5c1b3d27-0e3b")
+    monkeypatch.setattr("hpsearch.telemetry._devices.local_gpu_uuids", lambda: uuids)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")  # Ray's choice for the worker, put back after
+    daemons, _ = _daemons(tmp_path, _control(tmp_path))
+
+    daemons.shared(1)
+    daemons.close()
+
+    pipe = gpu_pipe(tmp_path / "scratch", 1)
+    calls = (tmp_path / "calls.log").read_text().splitlines()
+    assert calls[:2] == [f"args=-d gpu={uuids[1]} pipe={pipe}", f"args= gpu={uuids[1]} pipe={pipe}"]
+    assert use_gpu(1, Assignment(cpus=1.0, gpu_ids=("0",))).gpu_ids == ("1",)
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == uuids[1]
+
+
+@pytest.mark.process
 def test_a_daemon_killed_mid_search_is_let_be_at_the_end(tmp_path: Path) -> None:
     daemons, _ = _daemons(tmp_path, _control(tmp_path))
     daemons.shared(0)
@@ -115,6 +139,10 @@ def test_a_daemon_that_fails_to_start_leaves_the_gpu_time_sliced_with_one_line(
         (
             {"environ": {"CUDA_MPS_PIPE_DIRECTORY": "/srv/mps"}},
             "the daemon already running on /srv/mps serves the trials",
+        ),
+        (
+            {"environ": {"CUDA_VISIBLE_DEVICES": "MIG-4f6e5a2b-9c1d-5e3f-8a7b-6c5d4e3f2a1b"}},
+            "the GPUs are MIG instances (CUDA_VISIBLE_DEVICES), each its own daemon's",
         ),
     ],
 )

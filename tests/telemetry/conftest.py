@@ -36,6 +36,7 @@ class FakeGpu:
     temperature: int = 40
     processes: list[tuple[int, float | None]] | None = field(default_factory=_one_process)
     lost: bool = False
+    uuid: str = "GPU-00000000-0000-0000-0000-000000000000"
 
 
 class FakeNvml:
@@ -69,6 +70,10 @@ class FakeNvml:
 
     def nvmlDeviceGetName(self, gpu: FakeGpu) -> str:
         return gpu.name
+
+    def nvmlDeviceGetUUID(self, gpu: FakeGpu) -> str:
+        self._check(gpu)
+        return gpu.uuid
 
     def _check(self, gpu: FakeGpu) -> None:
         if gpu.lost:

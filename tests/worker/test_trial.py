@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from pathlib import Path
@@ -21,7 +22,7 @@ from hpsearch.trial.protocol import (
     load_event,
 )
 from hpsearch.trial.script import CommandSpec
-from hpsearch.worker import execute_trial
+from hpsearch.worker import execute_trial, use_gpu
 from tests.harness import make_launch
 
 HERE = Assignment(cpus=1.0, gpu_ids=(), node_id="node", pid=7)
@@ -256,3 +257,23 @@ def test_a_scripts_objective_printed_with_more_than_a_number_is_quoted_in_its_en
     assert end.end is not None
     # The last line of stdout (read first) that names it: what the failure makes a pattern of.
     assert end.end.unread == (("score", "Test set: Average loss: 0.03, score: 9890/10000 (99%)"),)
+
+
+def test_the_chosen_gpu_is_named_to_cuda_by_its_uuid_where_nvml_reads_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # NVML's GPU 1 (a fake NVML's UUIDs: no GPU here). CUDA's own numbers may order GPUs
+    # otherwise, and under the GPU's MPS daemon "1" names no device at all.
+    uuids = ("GPU-8932f937-d72c", "GPU-5c1b3d27-0e3b")
+    monkeypatch.setattr("hpsearch.telemetry._devices.local_gpu_uuids", lambda: uuids)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")  # what Ray gave the worker
+    ray_gave = Assignment(cpus=1.0, gpus=1.0, gpu_ids=("0",), node_id="node", pid=7)
+
+    placed = use_gpu(1, ray_gave)
+
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "GPU-5c1b3d27-0e3b"
+    assert (placed.gpu_ids, placed.ray_gpu_ids) == (("1",), ("0",))
+    # Without NVML (logical GPUs): the index, as before.
+    monkeypatch.setattr("hpsearch.telemetry._devices.local_gpu_uuids", lambda: ())
+    use_gpu(1, ray_gave)
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "1"
