@@ -202,7 +202,6 @@ def _search(opened: _Opened, afresh: Afresh, tracker: Tracker | None) -> RunOutc
             done = records.nothing_to_do()
             if done is not None:
                 return done
-            opened.say(telemetry.search_line)
             return records.run(lambda parent: _run_parts(opened, session.get(), records, parent))
 
 
@@ -211,6 +210,8 @@ def _run_parts(
 ) -> SearchEnd:
     """What runs beside the runner's session, and the parts it runs, until the search ends."""
     config, telemetry, handle = opened.config, opened.telemetry, records.handle
+    trial_gpus = session.capacity().gpus if config.packing_in_effect is not None else 0.0
+    opened.say(telemetry.search_line(trial_gpus))
 
     def mps_said(detail: str) -> None:
         parent.set_tags({"hpsearch.mps": detail})

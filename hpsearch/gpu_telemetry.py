@@ -32,10 +32,15 @@ class OpenedTelemetry:
     load_sink: SharedGpus | None = None
     sharing: SharingModel = field(default_factory=SharingModel)
 
-    @property
-    def search_line(self) -> str:
-        """The line a search opens with: what is read, and, with nothing read, where trials run."""
-        return self.line if self.backend is not None else f"{self.line}; trials run on CPU"
+    def search_line(self, trial_gpus: float) -> str:
+        """The line a search opens with: what is read, and, with nothing read, where trials run
+        (``trial_gpus``: the GPUs Ray has for them, none where they run on CPU only)."""
+        if self.backend is not None:
+            return self.line
+        if trial_gpus <= 0:
+            return f"{self.line}; trials run on CPU"
+        # Ray's GPUs still run the trials (telemetry off, or GPUs NVML does not read).
+        return f"{self.line}; trials run on the {trial_gpus:g} GPU(s) Ray has, unread"
 
     @property
     def smallest_memory_mb(self) -> float | None:

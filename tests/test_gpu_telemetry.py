@@ -23,6 +23,14 @@ def test_open_backend_auto_without_gpu_runs_on() -> None:
         open_backend(TelemetrySpec(backend="nvml"))
 
 
+def test_with_nothing_read_the_search_says_where_its_trials_run() -> None:
+    off = open_backend(TelemetrySpec(backend="off"))
+    assert off.search_line(0.0) == "GPU telemetry off (telemetry.backend: off); trials run on CPU"
+    assert off.search_line(2.0).endswith("; trials run on the 2 GPU(s) Ray has, unread")
+    simulated = open_backend(TelemetrySpec(backend="simulated"))
+    assert simulated.search_line(1.0) == simulated.line
+
+
 def test_open_backend_off_and_simulated() -> None:
     assert open_backend(TelemetrySpec(backend="off")).backend is None
     opened = open_backend(

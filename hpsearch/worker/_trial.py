@@ -450,16 +450,21 @@ def use_gpu(index: int, assigned: Assignment) -> Assignment:
     return replace(assigned, gpu_ids=(str(index),), ray_gpu_ids=assigned.gpu_ids)
 
 
-def device_of(assigned: Assignment, driver: Path = NVIDIA_DRIVER) -> str:
+AMD_DRIVER = Path("/dev/kfd")
+"""Present where AMD's ROCm driver is loaded (Linux): a ROCm build of torch answers ``cuda``."""
+
+
+def device_of(assigned: Assignment, drivers: tuple[Path, ...] = (NVIDIA_DRIVER, AMD_DRIVER)) -> str:
     """``cuda`` when the trial has a GPU torch can use (Ray sets CUDA_VISIBLE_DEVICES).
 
-    A machine without an NVIDIA driver (logical GPUs, as in CI and the simulated
+    A machine without a GPU driver (logical GPUs, as in CI and the simulated
     searches) answers ``cpu`` without importing torch: a second of a core in every
     new worker, for a trial that may never use it.
     """
     if not assigned.gpu_ids:
         return "cpu"
-    if "torch" not in sys.modules and sys.platform.startswith("linux") and not driver.exists():
+    linux = sys.platform.startswith("linux")
+    if "torch" not in sys.modules and linux and not any(d.exists() for d in drivers):
         return "cpu"
     import torch
 

@@ -82,6 +82,7 @@ def test_the_gpus_of_the_local_node_are_the_visible_ones_read_by_the_monitor(
     assert not mig[0].monitored
 
 
+@pytest.mark.usefixtures("nvml_missing")  # whatever this machine has: no GPU is read
 def test_a_trial_ray_gives_a_mig_instance_keeps_it(
     write_config: ConfigWriter, project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -103,5 +104,9 @@ def test_a_trial_ray_gives_a_mig_instance_keeps_it(
             "packing": {"mode": "fixed", "trials_per_gpu": 1},
         }
     )
-    hpsearch.run(path, console=Console(file=io.StringIO()))
+    console = Console(file=io.StringIO(), width=200)
+    hpsearch.run(path, console=console)
     assert sorted(f.read_text() for f in seen.iterdir()) == instances
+    # Unread, Ray's GPUs still run the trials: the search does not say they run on CPU.
+    output = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "; trials run on the 2 GPU(s) Ray has, unread\n" in output
