@@ -6,10 +6,10 @@ in :mod:`hpsearch.monitoring`. Which backend a config asks for is opened by
 :mod:`hpsearch.gpu_telemetry`.
 
 The tree: ``_base`` (what a reading is, the backend interface), ``_nvml`` (NVIDIA
-GPUs), ``_devices`` (which GPU a ``CUDA_VISIBLE_DEVICES`` entry names, by
-NVML's numbers and UUIDs), ``_monitor`` (the sampling thread, on an injectable clock), ``_summary``
-(statistics, implausible readings), ``_csv`` (samples as CSV: ``hpsearch monitor
---csv`` and traces), ``_trials`` (per-trial GPU series and speed shares),
+GPUs), ``_devices`` (which GPU a ``CUDA_VISIBLE_DEVICES`` entry names, by NVML's
+numbers and UUIDs), ``_monitor`` (the sampling thread, on an injectable clock),
+``_summary`` (statistics, implausible readings), ``_csv`` (samples as CSV:
+``hpsearch monitor --csv`` and traces), ``_trials`` (per-trial GPU series and speed shares),
 ``_nodes`` (every monitored node's readings, and each trial's series from its
 node), ``_speed`` (a trial's solo-equivalent speed).
 """
