@@ -425,6 +425,8 @@ def cluster_gpus(
         read = monitored.get(node_id, monitored.get("") if local else None)
         if local and names_mig(os.environ.get("CUDA_VISIBLE_DEVICES")):
             read = None  # Ray's GPUs are MIG instances: NVML's numbers name whole GPUs
+        elif not local and read is not None and len(read) == count:
+            indices = sorted(read)  # its monitor reads the GPUs its Ray sees, by NVML's numbers
         if read is not None and all(i in read for i in indices):
             memory, watched = {i: read[i] for i in indices}, True
         else:

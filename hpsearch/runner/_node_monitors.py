@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 import time
 from collections import deque
@@ -36,6 +37,8 @@ from hpsearch.telemetry import (
     GpuSample,
     TelemetryUnavailable,
     TrialLoad,
+    names_mig,
+    visible_gpus,
 )
 
 logger = logging.getLogger(__name__)
@@ -54,9 +57,18 @@ class NodeMonitorActor:
     Run as a Ray actor pinned to its node. Messages are the telemetry's own typed
     records (:class:`GpuInfo`, :class:`GpuSample`, :class:`TrialLoad`).
 
+    Of a node's real GPUs it shows those its Ray sees (the raylet's
+    ``CUDA_VISIBLE_DEVICES``, which this actor keeps: it asks Ray for no GPU), by
+    NVML's numbers: a node given GPUs 2 and 3 of its machine reads as those two, not
+    the machine's first two.
+
     Args:
         spec: the search's ``telemetry`` section.
         gpus: how many GPUs Ray gives this node (the simulated GPUs' count).
+
+    Raises:
+        TelemetryUnavailable: nothing to read, or the node's GPUs are MIG instances
+            (NVML's numbers name whole GPUs, not them).
     """
 
     def __init__(self, spec: TelemetrySpec, gpus: int) -> None:
@@ -66,18 +78,26 @@ class NodeMonitorActor:
         opened = open_backend(spec)
         if opened.backend is None:
             raise TelemetryUnavailable(opened.line)
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        self._shown: set[int] | None = None
+        if not opened.backend.simulated:
+            if names_mig(visible):
+                opened.backend.close()
+                raise TelemetryUnavailable("its GPUs are MIG instances, which NVML does not number")
+            shown = visible_gpus(visible)
+            self._shown = set(shown) if shown is not None else None
         self._sink = opened.load_sink
         self._monitor = GpuMonitor(
             opened.backend, interval_s=spec.interval_s, window_s=spec.window_s
         ).start()
 
     def gpus(self) -> list[GpuInfo]:
-        """The node's GPUs."""
-        return self._monitor.gpus
+        """The node's GPUs (those its Ray sees)."""
+        return [g for g in self._monitor.gpus if self._shown is None or g.index in self._shown]
 
     def samples(self, after: float) -> list[GpuSample]:
-        """Every kept sample taken after ``after``, oldest first."""
-        found = [s for g in self._monitor.gpus for s in self._monitor.history(g.index, after)]
+        """Every kept sample of the node's GPUs taken after ``after``, oldest first."""
+        found = [s for g in self.gpus() for s in self._monitor.history(g.index, after)]
         return sorted(found, key=lambda s: (s.time, s.index))
 
     def set_load(self, key: int, load: TrialLoad) -> None:

@@ -73,6 +73,10 @@ def test_the_gpus_of_the_local_node_are_the_visible_ones_read_by_the_monitor(
         # MIG instances: no reading of a whole GPU is theirs.
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "MIG-4f6e5a2b,MIG-7a1c3e5f")
         mig = cluster_gpus({"": monitored}, local_node_id())
+        # Seen as another node (by a driver on none), read by that node's own monitor,
+        # which shows the GPUs its Ray sees: GPUs 2 and 3, not the machine's first two.
+        node = local_node_id() or ""
+        remote = cluster_gpus({node: {2: 81559.0, 3: 40000.0}}, None)
     assert len(nodes) == 1
     assert nodes[0].node == "127.0.0.1"
     assert (nodes[0].gpus, nodes[0].cpus, nodes[0].monitored) == ((2, 3), 4.0, True)
@@ -80,6 +84,7 @@ def test_the_gpus_of_the_local_node_are_the_visible_ones_read_by_the_monitor(
     assert not not_read[0].monitored
     assert by_uuid[0].memory_mb == {2: 81559.0, 3: 40000.0}
     assert not mig[0].monitored
+    assert (remote[0].gpus, remote[0].monitored) == ((2, 3), True)
 
 
 @pytest.mark.usefixtures("nvml_missing")  # whatever this machine has: no GPU is read
