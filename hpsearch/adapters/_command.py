@@ -17,7 +17,8 @@ The script's environment: ``HPSEARCH_TRIAL_NUMBER``, ``HPSEARCH_SEED``,
 ``HPSEARCH_TRIAL_DIR`` (its own folder, kept), ``HPSEARCH_CHECKPOINT_DIR`` (kept
 for its re-run when it is interrupted; resume from what is there),
 ``HPSEARCH_PARAMS`` (the parameters as JSON), ``HPSEARCH_METRICS_FILE`` and
-``CUDA_VISIBLE_DEVICES`` (the GPU placement chose; empty on CPU), and
+``CUDA_VISIBLE_DEVICES`` (the GPU placement chose, by UUID where NVML reads one;
+empty on CPU), and
 ``HPSEARCH_GPU_MEMORY_CAP_MB`` when it shares its GPU (its share, for the script
 to pass to ``torch.cuda.set_per_process_memory_fraction``). However the trial
 ends, the script's process group gets SIGTERM, and what is left of it SIGKILL
