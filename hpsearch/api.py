@@ -210,8 +210,7 @@ def _run_parts(
 ) -> SearchEnd:
     """What runs beside the runner's session, and the parts it runs, until the search ends."""
     config, telemetry, handle = opened.config, opened.telemetry, records.handle
-    trial_gpus = session.capacity().gpus if config.packing_in_effect is not None else 0.0
-    opened.say(telemetry.search_line(trial_gpus))
+    opened.say(telemetry.search_line(session.capacity().gpus, cpu_only=config.packing.cpu_only))
 
     def mps_said(detail: str) -> None:
         parent.set_tags({"hpsearch.mps": detail})

@@ -32,15 +32,15 @@ class OpenedTelemetry:
     load_sink: SharedGpus | None = None
     sharing: SharingModel = field(default_factory=SharingModel)
 
-    def search_line(self, trial_gpus: float) -> str:
+    def search_line(self, ray_gpus: float, *, cpu_only: bool = False) -> str:
         """The line a search opens with: what is read, and, with nothing read, where trials run
-        (``trial_gpus``: the GPUs Ray has for them, none where they run on CPU only)."""
+        (``ray_gpus``: the GPUs Ray has; ``cpu_only``: the trials take none of them)."""
         if self.backend is not None:
             return self.line
-        if trial_gpus <= 0:
+        if ray_gpus <= 0 or cpu_only:
             return f"{self.line}; trials run on CPU"
         # Ray's GPUs still run the trials (telemetry off, or GPUs NVML does not read).
-        return f"{self.line}; trials run on the {trial_gpus:g} GPU(s) Ray has, unread"
+        return f"{self.line}; trials run on the {ray_gpus:g} GPU(s) Ray has, unread"
 
     @property
     def smallest_memory_mb(self) -> float | None:

@@ -27,6 +27,7 @@ def test_with_nothing_read_the_search_says_where_its_trials_run() -> None:
     off = open_backend(TelemetrySpec(backend="off"))
     assert off.search_line(0.0) == "GPU telemetry off (telemetry.backend: off); trials run on CPU"
     assert off.search_line(2.0).endswith("; trials run on the 2 GPU(s) Ray has, unread")
+    assert off.search_line(2.0, cpu_only=True).endswith("; trials run on CPU")
     simulated = open_backend(TelemetrySpec(backend="simulated"))
     assert simulated.search_line(1.0) == simulated.line
 
