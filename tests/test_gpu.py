@@ -64,6 +64,25 @@ def test_a_gpu_named_by_its_nvml_uuid_is_the_one_cuda_runs_on() -> None:
     assert seen[1].removeprefix("GPU-") == uuids[-1].removeprefix("GPU-")
 
 
+def test_a_trial_is_told_the_memory_of_its_own_gpu() -> None:
+    # The driver tells the smallest of the search's GPUs (here, a made-up 1 MiB): on GPUs
+    # of several sizes, a trial on a larger one is told its own.
+    from hpsearch.trial.protocol import Assignment, EventKind, WorkerEvent
+    from hpsearch.worker import execute_trial
+    from tests.harness import make_launch
+
+    launch = make_launch({}, train="tests.train_functions:reports_its_gpu_memory")
+    told_one = launch.settings.model_copy(update={"gpu_memory_mb": 1.0})
+    events: list[WorkerEvent] = []
+    execute_trial(
+        launch.model_copy(update={"settings": told_one}),
+        assigned=Assignment(gpus=1.0, gpu_ids=("0",)),
+        send=events.append,
+    )
+    told = [e.metrics["score"] for e in events if e.kind is EventKind.REPORT]
+    assert told == [torch.cuda.get_device_properties(0).total_memory / 2**20]
+
+
 @pytest.mark.parametrize("precision", ["fp32", "fp16", "bf16"])
 def test_a_digits_trial_trains_on_the_gpu_at_each_precision(precision: str) -> None:
     from hpsearch.workloads import digits

@@ -304,3 +304,8 @@ def writes_its_gpu(params: dict[str, Any], ctx: TrialContext) -> None:
     """Writes the GPU(s) CUDA would see (``CUDA_VISIBLE_DEVICES``) to ``seen``/x."""
     Path(params["seen"], str(params["x"])).write_text(os.environ.get("CUDA_VISIBLE_DEVICES", ""))
     ctx.report(0, score=1.0)
+
+
+def reports_its_gpu_memory(params: dict[str, Any], ctx: TrialContext) -> None:
+    """Reports the memory the trial is told its GPU has (``ctx.gpu_memory_mb``)."""
+    ctx.report(0, score=float(ctx.gpu_memory_mb or 0.0))

@@ -239,8 +239,9 @@ class TrialContext:
     def gpu_memory_mb(self) -> float | None:
         """The memory of this trial's GPU, in MiB; ``None`` without a GPU or where unknown.
 
-        The GPU as the search's telemetry reads it (NVML, or a simulated GPU's
-        declared size): what a simulated workload runs out of.
+        On a CUDA device, CUDA's figure for it (its own, where the search's GPUs
+        differ in size); elsewhere the search's telemetry's (a simulated GPU's
+        declared size: what a simulated workload runs out of).
         """
         return self._memory.total_mb
 

@@ -44,6 +44,7 @@ from hpsearch.worker._trial import (
     apply_memory_cap,
     device_of,
     final_metrics,
+    gpu_memory_of,
     limit_torch_threads,
     release_memory,
     surroundings,
@@ -76,7 +77,9 @@ def execute_group(
         error = traceback.format_exc()
         return [_end(spec.number, Outcome.FAIL, error, {}, assigned) for spec in launch.members]
     device = device_of(assigned)
-    cap_mb = apply_memory_cap(launch, device)
+    memory = DeviceMemory(
+        gpu_memory_of(device, assigned, settings.gpu_memory_mb), apply_memory_cap(launch, device)
+    )
     resources = {k: v for k, v in (("CPU", assigned.cpus), ("GPU", assigned.gpus)) if v is not None}
     members = [
         Member(
@@ -87,7 +90,7 @@ def execute_group(
                 channel=Sender(send, assigned, member=spec.number),
                 prune_oracle=oracle_for(spec.number) if oracle_for is not None else None,
                 resources=resources,
-                memory=DeviceMemory(settings.gpu_memory_mb if assigned.gpu_ids else None, cap_mb),
+                memory=memory,
             ),
         )
         for spec in launch.members

@@ -197,7 +197,7 @@ def _call_train(
             channel=channel,
             prune_oracle=oracle,
             resources=resources,
-            memory=DeviceMemory(settings.gpu_memory_mb if assigned.gpu_ids else None, cap_mb),
+            memory=DeviceMemory(gpu_memory_of(device, assigned, settings.gpu_memory_mb), cap_mb),
             pace=pace,
         )
         result = _attempt(train, attempt, ctx, trial.seed, settings.objectives)
@@ -367,6 +367,16 @@ def apply_memory_cap(launch: TrialLaunch, device: str) -> float | None:
     if fraction >= 1.0:
         return None
     return fraction * torch.cuda.get_device_properties(0).total_memory / 2**20
+
+
+def gpu_memory_of(device: str, assigned: Assignment, told: float | None) -> float | None:
+    """The memory of the trial's GPU in MiB: CUDA's own where it runs on one (GPUs of several
+    sizes: the driver tells the smallest), else what the driver tells (a simulated GPU's)."""
+    if device == "cuda":
+        import torch
+
+        return float(torch.cuda.get_device_properties(0).total_memory) / 2**20
+    return told if assigned.gpu_ids else None
 
 
 def _release_memory(device: str, ctx: TrialContext) -> float | None:
