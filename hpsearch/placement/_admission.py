@@ -39,7 +39,7 @@ from hpsearch.placement._views import (
     TrialProfile,
     WorkDone,
 )
-from hpsearch.telemetry import ClusterReadings, GpuSample, summarize
+from hpsearch.telemetry import ClusterReadings, GpuReadings, GpuSample, summarize
 
 SERIES_INTERVAL_S = 2.0
 """Seconds between points of the parent run's per-GPU series (changes are logged at once)."""
@@ -299,6 +299,7 @@ class PackingAdmission(ResourcePolicy):
             telemetry=read,
             recent=device_reading(history, spans, now, oldest_evidence) if read else None,
             utilization_withheld=_withheld(history),
+            exclusive=read and readings is not None and _exclusive(readings, index),
         )
 
     def _spans_now(self, key: GpuKey, trials: list[RunningTrial]) -> list[TrialSpan]:
@@ -499,3 +500,8 @@ def _withheld(history: Sequence[GpuSample]) -> bool:
     """Whether the GPU's samples came in, read without error, yet none held its utilisation."""
     read = [s for s in history if not s.error]
     return bool(read) and all(s.utilization_pct is None for s in read)
+
+
+def _exclusive(readings: GpuReadings, index: int) -> bool:
+    """Whether GPU ``index`` admits one process at a time (its compute mode, no MPS)."""
+    return any(g.index == index and g.exclusive for g in readings.gpus)

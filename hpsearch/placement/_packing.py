@@ -70,6 +70,12 @@ from hpsearch.placement._views import (
 )
 from hpsearch.placement.settings import PackingSpec
 
+EXCLUSIVE_REASON = (
+    "its compute mode admits one process at a time (exclusive-process): one trial per GPU; "
+    "nvidia-smi -c DEFAULT, or an MPS daemon started before hpsearch run "
+    "(nvidia-cuda-mps-control -d), lets it hold more"
+)
+"""Why a GPU in exclusive-process compute mode holds one trial, whatever the mode."""
 NEW_KIND_SAMPLES = 3
 """Samples of its GPU past warm-up that measure a trial of a new kind (larger than any
 measured) before it gets a neighbour: more than a device reading needs, for a trial that
@@ -209,6 +215,8 @@ class PackingPolicy:
         current = state.limit
         if s.mode == "off":
             return 1, "packing off: one trial per GPU"
+        if gpu.exclusive:
+            return 1, EXCLUSIVE_REASON
         if s.mode == "fixed":
             return s.trials_per_gpu, f"packing fixed: {s.trials_per_gpu} trial(s) per GPU"
         if not gpu.telemetry:

@@ -72,6 +72,8 @@ class GpuView:
             came and went (``None``: too few yet).
         utilization_withheld: its monitor reads it, but no recent sample held its
             utilisation (NVML: not supported, as for a MIG-enabled GPU).
+        exclusive: its compute mode admits one process at a time, and no MPS daemon of
+            the user's serves it.
     """
 
     key: GpuKey
@@ -83,6 +85,7 @@ class GpuView:
     telemetry: bool = True
     recent: DeviceReading | None = None
     utilization_withheld: bool = False
+    exclusive: bool = False
 
 
 @dataclass(frozen=True)

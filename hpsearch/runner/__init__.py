@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from hpsearch.runner._base import RunnerSession, TrialEvents, TrialRunner, TrialSource
-    from hpsearch.runner._mps import MPS_ENV, MpsDaemons, MpsState, gpu_pipe, use_mps
+    from hpsearch.runner._mps import MpsDaemons, MpsState, gpu_pipe, use_mps
     from hpsearch.runner._services import gpu_readings, mps_daemons, mps_starter
     from hpsearch.runner._simulated import (
         MODELLED_TRAIN,
@@ -26,7 +26,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MODELLED_TRAIN",
-    "MPS_ENV",
     "RAY_RESULTS_DIR",
     "SIMULATED_NODE",
     "MpsDaemons",
@@ -53,7 +52,6 @@ _LAZY = {
     "TrialEvents": "_base",
     "TrialRunner": "_base",
     "TrialSource": "_base",
-    "MPS_ENV": "_mps",
     "MpsDaemons": "_mps",
     "MpsState": "_mps",
     "gpu_pipe": "_mps",

@@ -34,8 +34,7 @@ from hpsearch.config import ExecutionSpec
 from hpsearch.errors import HpsearchError
 from hpsearch.interrupts import sigterm_as_ctrl_c
 from hpsearch.placement import ClusterCapacity, NodeGpus
-from hpsearch.runner._mps import MPS_ENV
-from hpsearch.telemetry import names_mig, visible_gpus
+from hpsearch.telemetry import MPS_ENV, names_mig, visible_gpus
 from hpsearch.trial.death import reaper_command
 
 # Set only where the user has not (see hpsearch._compat for Ray's own). CUDA

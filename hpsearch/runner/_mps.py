@@ -32,13 +32,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpsearch.telemetry import cuda_device, names_mig
+from hpsearch.telemetry import MPS_ENV, cuda_device, names_mig, user_daemon
 
 CONTROL = "nvidia-cuda-mps-control"
-MPS_ENV = ("CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY")
-"""What CUDA clients read to find a daemon (the user's: passed on to the trial workers)."""
-DEFAULT_PIPE = Path("/tmp/nvidia-mps")
-"""Where a daemon started without a pipe folder listens (and its clients look)."""
 MPS_FOLDER = "mps"
 """The per-GPU pipe folders' parent, in the search's scratch folder (short: a socket path)."""
 
@@ -54,14 +50,6 @@ class MpsState:
 def gpu_pipe(folder: Path, index: int) -> Path:
     """The pipe folder of GPU ``index``'s daemon under ``folder``."""
     return folder / MPS_FOLDER / f"gpu{index}" / "pipe"
-
-
-def user_daemon(environ: dict[str, str] | None = None, default_pipe: Path = DEFAULT_PIPE) -> str:
-    """Where a daemon the user runs listens ("": none found)."""
-    env = os.environ if environ is None else environ
-    if env.get(MPS_ENV[0]):
-        return env[MPS_ENV[0]]
-    return str(default_pipe) if (default_pipe / "control").exists() else ""
 
 
 class MpsDaemons:

@@ -29,11 +29,13 @@ from hpsearch.telemetry._base import (
 )
 from hpsearch.telemetry._csv import COLUMNS, TraceError, TraceWriter, read_trace
 from hpsearch.telemetry._devices import (
+    MPS_ENV,
     NVIDIA_DRIVER,
     cuda_device,
     gpu_uuids,
     local_gpu_uuids,
     names_mig,
+    user_daemon,
     visible_gpus,
 )
 from hpsearch.telemetry._gpm import GpmReader, GpmReading, gpm_supported
@@ -62,6 +64,7 @@ from hpsearch.telemetry._trials import SeriesPoint, TrialGpuMetrics, TrialGpuRep
 __all__ = [
     "COLUMNS",
     "HISTORY_S",
+    "MPS_ENV",
     "NVIDIA_DRIVER",
     "POWER_SPIKE_FACTOR",
     "SOLO_SUFFIX",
@@ -104,5 +107,6 @@ __all__ = [
     "solo_metrics",
     "solo_name",
     "summarize",
+    "user_daemon",
     "visible_gpus",
 ]

@@ -89,12 +89,18 @@ class GpuSample:
 
 @dataclass(frozen=True)
 class GpuInfo:
-    """What does not change about a GPU during a run."""
+    """What does not change about a GPU during a run.
+
+    ``exclusive``: its compute mode lets one process at a time use it (exclusive-process,
+    as clusters often set it) and no MPS daemon of the user's serves it: a second trial's
+    process would find it busy.
+    """
 
     index: int
     name: str
     memory_total_mb: float | None = None
     power_limit_w: float | None = None
+    exclusive: bool = False
 
 
 @dataclass(frozen=True)

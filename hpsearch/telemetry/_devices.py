@@ -1,4 +1,5 @@
-"""Which GPU a ``CUDA_VISIBLE_DEVICES`` entry names, in NVML's numbering.
+"""How CUDA reaches this machine's GPUs: which GPU a ``CUDA_VISIBLE_DEVICES`` entry
+names, in NVML's numbering, and whether a user's MPS daemon serves them.
 
 The monitor and the packing policy number GPUs as NVML does (by PCI bus); CUDA
 numbers them fastest first unless ``CUDA_DEVICE_ORDER=PCI_BUS_ID``, and under an
@@ -8,13 +9,16 @@ policy chose by its UUID (:func:`cuda_device`), as NVIDIA's MPS guide advises,
 and a user's ``CUDA_VISIBLE_DEVICES`` given as UUIDs is read back to NVML's
 numbers (:func:`visible_gpus`). A MIG instance (``MIG-...``) is a slice of a GPU
 that the policy's numbers cannot name: a worker Ray gave one keeps it
-(:func:`names_mig`).
+(:func:`names_mig`). A daemon the user runs (:func:`user_daemon`) serves every
+CUDA process of the machine that finds its pipe, so a GPU whose compute mode
+admits one process at a time takes several trials through it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -22,6 +26,10 @@ from typing import Any
 
 NVIDIA_DRIVER = Path("/proc/driver/nvidia/version")
 """Present where an NVIDIA driver is loaded (Linux)."""
+MPS_ENV = ("CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY")
+"""What CUDA clients read to find an MPS daemon (the user's: passed on to the trial workers)."""
+DEFAULT_PIPE = Path("/tmp/nvidia-mps")
+"""Where an MPS daemon started without a pipe folder listens (and its clients look)."""
 
 
 def gpu_uuids(nvml: Any | None = None) -> tuple[str, ...]:
@@ -104,6 +112,15 @@ def visible_gpus(
 def names_mig(value: str | None) -> bool:
     """Whether ``CUDA_VISIBLE_DEVICES`` (``value``) names a MIG instance."""
     return value is not None and any(entry.strip().startswith("MIG-") for entry in value.split(","))
+
+
+def user_daemon(environ: dict[str, str] | None = None) -> str:
+    """Where an MPS daemon the user runs listens ("": none found), by ``environ`` (default:
+    this process's) and the default pipe folder."""
+    env = os.environ if environ is None else environ
+    if env.get(MPS_ENV[0]):
+        return env[MPS_ENV[0]]
+    return str(DEFAULT_PIPE) if (DEFAULT_PIPE / "control").exists() else ""
 
 
 def _text(value: str | bytes) -> str:

@@ -13,8 +13,12 @@ from hpsearch.telemetry._base import (
     TelemetryBackend,
     TelemetryUnavailable,
 )
+from hpsearch.telemetry._devices import user_daemon
 
 _MIB = 1024 * 1024
+_ONE_PROCESS_MODES = (1, 3)
+"""NVML's compute modes that admit one process at a time: exclusive-thread (deprecated),
+exclusive-process."""
 
 
 class NvmlBackend(TelemetryBackend):
@@ -79,11 +83,14 @@ class NvmlBackend(TelemetryBackend):
         name = self._nvml.nvmlDeviceGetName(handle)
         memory = self._optional(lambda: self._nvml.nvmlDeviceGetMemoryInfo(handle))
         limit = self._optional(lambda: self._nvml.nvmlDeviceGetEnforcedPowerLimit(handle))
+        mode = self._optional(lambda: self._nvml.nvmlDeviceGetComputeMode(handle))
         return GpuInfo(
             index=index,
             name=name.decode() if isinstance(name, bytes) else str(name),
             memory_total_mb=memory.total / _MIB if memory is not None else None,
             power_limit_w=limit / 1000 if limit is not None else None,
+            # A user's MPS daemon is the one process such a GPU has: its clients share it.
+            exclusive=mode in _ONE_PROCESS_MODES and not user_daemon(),
         )
 
     def _read(self, info: GpuInfo, handle: Any, now: float) -> GpuSample:

@@ -42,10 +42,16 @@ class Rig:
     """Two simulated 6 GB GPUs, their monitor, and the admission policy reading them."""
 
     def __init__(
-        self, settings: PackingSpec, backend: type[LoadModelBackend] = LoadModelBackend
+        self,
+        settings: PackingSpec,
+        backend: type[LoadModelBackend] = LoadModelBackend,
+        exclusive: tuple[int, ...] = (),
     ) -> None:
         self.clock = VirtualClock(1000.0)
-        gpus = [GpuInfo(i, "Simulated RTX 4050", 6141.0, 115.0) for i in (0, 1)]
+        gpus = [
+            GpuInfo(i, "Simulated RTX 4050", 6141.0, 115.0, exclusive=i in exclusive)
+            for i in (0, 1)
+        ]
         self.backend = backend(gpus)
         self.monitor = GpuMonitor(self.backend, interval_s=0.5, clock=self.clock)
         self.changes: list[tuple[str, int, int | None]] = []
@@ -142,6 +148,26 @@ def test_a_gpu_that_withholds_its_utilisation_holds_one_trial_and_says_why() -> 
     reason = decision[next(iter(decision))].reason
     assert reason.startswith("its GPU does not report its utilisation (NVML: not supported")
     assert "packing.mode: fixed" in reason
+
+
+def test_a_gpu_its_monitor_reads_as_one_process_at_a_time_holds_one_trial() -> None:
+    rig = Rig(PackingSpec(probe_seconds=2, cooldown_seconds=10), exclusive=(1,))
+    first, second = rig.admit(), rig.admit()
+    assert first is not None
+    assert second is not None
+    for trial in (first, second):
+        rig.warm(trial, util=11.0, memory=167.0)
+    rig.wait(3)
+
+    placed = [rig.admit() for _ in range(10)]
+
+    assert {t.gpu_index for t in placed if t is not None} == {0}  # GPU 1 keeps its one
+    decision = rig.admission.policy.decide(rig.admission.view(rig.running))
+    gpu1 = next(d for key, d in decision.items() if key.index == 1)
+    assert (gpu1.limit, gpu1.reason.split(":")[0]) == (
+        1,
+        "its compute mode admits one process at a time (exclusive-process)",
+    )
 
 
 def test_an_oom_told_by_the_recorder_lowers_that_gpu_only() -> None:

@@ -291,6 +291,20 @@ def test_a_gpu_without_telemetry_holds_one_trial() -> None:
     assert "no GPU monitor" in decisions[remote.key].reason
 
 
+@pytest.mark.parametrize("packing", [FAST, PackingSpec(mode="fixed", trials_per_gpu=4)])
+def test_a_gpu_that_admits_one_process_at_a_time_holds_one_trial(packing: PackingSpec) -> None:
+    # Exclusive-process compute mode (as clusters often set it), with no MPS daemon of the
+    # user's: a second trial's process would find the GPU busy and fail, even where 8 fit.
+    machine = Machine(PackingPolicy(packing), util=5, memory=100)
+    machine.run(4)
+    view = machine.view()
+    exclusive = replace(view.gpus[0], key=GPU1, exclusive=True)
+    decisions = machine.policy.decide(replace(view, gpus=(*view.gpus, exclusive)))
+    assert decisions[GPU0].limit > 1
+    assert decisions[GPU1].limit == 1
+    assert "compute mode admits one process at a time" in decisions[GPU1].reason
+
+
 def test_hysteresis_band_cannot_be_negative() -> None:
     # Checked once, where the setting is read: the policy gets only a valid band.
     with pytest.raises(ValueError, match=r"saturation_util \(85\) must not be below target_util"):

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from hpsearch.runner import MPS_ENV, MpsDaemons, gpu_pipe, use_mps
+from hpsearch.runner import MpsDaemons, gpu_pipe, use_mps
+from hpsearch.telemetry import MPS_ENV
 from hpsearch.trial.protocol import Assignment
 from hpsearch.worker import use_gpu
 

@@ -37,6 +37,8 @@ class FakeGpu:
     processes: list[tuple[int, float | None]] | None = field(default_factory=_one_process)
     lost: bool = False
     uuid: str = "GPU-00000000-0000-0000-0000-000000000000"
+    compute_mode: int | None = 0
+    """NVML's: 0 default, 3 exclusive-process; ``None`` raises NOT_SUPPORTED."""
 
 
 class FakeNvml:
@@ -70,6 +72,11 @@ class FakeNvml:
 
     def nvmlDeviceGetName(self, gpu: FakeGpu) -> str:
         return gpu.name
+
+    def nvmlDeviceGetComputeMode(self, gpu: FakeGpu) -> int:
+        if gpu.compute_mode is None:
+            raise FakeNvmlError(self.NVML_ERROR_NOT_SUPPORTED)
+        return gpu.compute_mode
 
     def nvmlDeviceGetUUID(self, gpu: FakeGpu) -> str:
         self._check(gpu)

@@ -122,6 +122,19 @@ def test_nvml_reads_every_field_in_mib_and_watts(fake_nvml: FakeNvml) -> None:
     assert fake_nvml.shut_down
 
 
+def test_a_gpu_that_admits_one_process_at_a_time_is_told_unless_a_users_mps_serves_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("CUDA_MPS_PIPE_DIRECTORY", raising=False)
+    monkeypatch.setattr("hpsearch.telemetry._devices.DEFAULT_PIPE", tmp_path / "no-daemon")
+    gpus = [FakeGpu(compute_mode=3), FakeGpu(compute_mode=0), FakeGpu(compute_mode=None)]
+    backend = NvmlBackend(FakeNvml(gpus))
+    assert [g.exclusive for g in backend.gpus()] == [True, False, False]
+    # A daemon the user runs is the one process: its clients share the GPU.
+    monkeypatch.setenv("CUDA_MPS_PIPE_DIRECTORY", str(tmp_path / "mps"))
+    assert not any(g.exclusive for g in NvmlBackend(FakeNvml(gpus)).gpus())
+
+
 def test_nvml_gpu_failing_mid_run_is_reported_and_the_others_still_read(
     fake_nvml: FakeNvml,
 ) -> None:
