@@ -418,9 +418,10 @@ def cluster_gpus(
         local = local_node is not None and node_id == local_node
         indices = list(range(count))
         visible = _visible_devices() if local else None
-        if visible is not None and len(visible) == count:
-            # Ray on this machine sees only these GPUs; NVML (the monitor) numbers all.
-            indices = visible
+        if visible is not None and len(visible) >= count:
+            # Ray on this machine has the first of these GPUs (num_gpus may take fewer);
+            # NVML (the monitor) numbers all.
+            indices = visible[:count]
         read = monitored.get(node_id, monitored.get("") if local else None)
         if local and names_mig(os.environ.get("CUDA_VISIBLE_DEVICES")):
             read = None  # Ray's GPUs are MIG instances: NVML's numbers name whole GPUs

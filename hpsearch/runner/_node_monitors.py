@@ -85,7 +85,8 @@ class NodeMonitorActor:
                 opened.backend.close()
                 raise TelemetryUnavailable("its GPUs are MIG instances, which NVML does not number")
             shown = visible_gpus(visible)
-            self._shown = set(shown) if shown is not None else None
+            # Ray has the first of them (its num_gpus may take fewer).
+            self._shown = set(shown[:gpus]) if shown is not None else None
         self._sink = opened.load_sink
         self._monitor = GpuMonitor(
             opened.backend, interval_s=spec.interval_s, window_s=spec.window_s

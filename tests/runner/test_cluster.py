@@ -70,6 +70,9 @@ def test_the_gpus_of_the_local_node_are_the_visible_ones_read_by_the_monitor(
         # a scheduler or a user pins GPUs whatever order CUDA numbers them in.
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-3d,GPU-2")
         by_uuid = cluster_gpus({"": monitored}, local_node_id())
+        # More visible than Ray's num_gpus takes: Ray has the first ones.
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3,0")
+        first_two = cluster_gpus({"": monitored}, local_node_id())
         # MIG instances: no reading of a whole GPU is theirs.
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "MIG-4f6e5a2b,MIG-7a1c3e5f")
         mig = cluster_gpus({"": monitored}, local_node_id())
@@ -83,6 +86,7 @@ def test_the_gpus_of_the_local_node_are_the_visible_ones_read_by_the_monitor(
     assert nodes[0].memory_mb == {2: 81559.0, 3: 40000.0}
     assert not not_read[0].monitored
     assert by_uuid[0].memory_mb == {2: 81559.0, 3: 40000.0}
+    assert first_two[0].gpus == (2, 3)
     assert not mig[0].monitored
     assert (remote[0].gpus, remote[0].monitored) == ((2, 3), True)
 

@@ -24,7 +24,7 @@ def test_a_node_given_two_gpus_of_its_machine_reads_as_those_two(
     four_gpus: FakeNvml, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The raylet's CUDA_VISIBLE_DEVICES, which the monitor (asking Ray for no GPU) keeps.
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,1")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,1,2")  # Ray's num_gpus: 2, the first two
     actor = NodeMonitorActor(TelemetrySpec(backend="nvml", interval_s=0.05), gpus=2)
     try:
         assert [g.index for g in actor.gpus()] == [1, 3]
