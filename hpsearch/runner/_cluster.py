@@ -416,17 +416,9 @@ def cluster_gpus(
             continue
         node_id = str(entry["NodeID"])
         local = local_node is not None and node_id == local_node
-        indices = list(range(count))
-        visible = _visible_devices() if local else None
-        if visible is not None and len(visible) >= count:
-            # Ray on this machine has the first of these GPUs (num_gpus may take fewer);
-            # NVML (the monitor) numbers all.
-            indices = visible[:count]
-        read = monitored.get(node_id, monitored.get("") if local else None)
-        if local and names_mig(os.environ.get("CUDA_VISIBLE_DEVICES")):
-            read = None  # Ray's GPUs are MIG instances: NVML's numbers name whole GPUs
-        elif not local and read is not None and len(read) == count:
-            indices = sorted(read)  # its monitor reads the GPUs its Ray sees, by NVML's numbers
+        indices, read = _ray_gpus(
+            count, local, monitored.get(node_id, monitored.get("") if local else None)
+        )
         if read is not None and all(i in read for i in indices):
             memory, watched = {i: read[i] for i in indices}, True
         else:
@@ -445,7 +437,27 @@ def cluster_gpus(
     return sorted(nodes, key=lambda n: (n.node_id != local_node, n.node, n.node_id))
 
 
-def _visible_devices() -> list[int] | None:
-    """NVML's numbers of the GPUs ``CUDA_VISIBLE_DEVICES`` restricts this machine to, given as
-    indices or UUIDs (``None``: all)."""
-    return visible_gpus(os.environ.get("CUDA_VISIBLE_DEVICES"))
+def _ray_gpus(
+    count: int, local: bool, read: Mapping[int, float | None] | None
+) -> tuple[list[int], Mapping[int, float | None] | None]:
+    """The numbers of a node's ``count`` Ray GPUs as its monitor numbers them, and that
+    monitor's GPUs (``None``: none reads them).
+
+    A remote node's monitor reads the GPUs its Ray sees, by NVML's numbers. On the
+    driver's, NVML numbers every GPU of the machine, and Ray has the first ``count`` of
+    those ``CUDA_VISIBLE_DEVICES`` lists (by index or UUID); simulated GPUs keep their
+    own numbers whatever it lists.
+    """
+    if not local:
+        if read is not None and len(read) == count:
+            return sorted(read), read
+        return list(range(count)), read
+    value = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if names_mig(value):
+        return list(range(count)), None  # MIG instances: NVML's numbers name whole GPUs
+    visible = visible_gpus(value)
+    if visible is not None and len(visible) >= count:
+        chosen = visible[:count]
+        if read is None or all(i in read for i in chosen):
+            return chosen, read
+    return list(range(count)), read

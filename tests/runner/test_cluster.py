@@ -73,6 +73,10 @@ def test_the_gpus_of_the_local_node_are_the_visible_ones_read_by_the_monitor(
         # More visible than Ray's num_gpus takes: Ray has the first ones.
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3,0")
         first_two = cluster_gpus({"": monitored}, local_node_id())
+        # Simulated GPUs (numbered 0 and 1) keep their numbers whatever it lists.
+        simulated = cluster_gpus({"": {0: 6141.0, 1: 6141.0}}, local_node_id())
+        # Nothing read (telemetry off): the trials still go to the GPUs it lists.
+        unread = cluster_gpus({}, local_node_id())
         # MIG instances: no reading of a whole GPU is theirs.
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "MIG-4f6e5a2b,MIG-7a1c3e5f")
         mig = cluster_gpus({"": monitored}, local_node_id())
@@ -87,6 +91,8 @@ def test_the_gpus_of_the_local_node_are_the_visible_ones_read_by_the_monitor(
     assert not not_read[0].monitored
     assert by_uuid[0].memory_mb == {2: 81559.0, 3: 40000.0}
     assert first_two[0].gpus == (2, 3)
+    assert (simulated[0].gpus, simulated[0].monitored) == ((0, 1), True)
+    assert (unread[0].gpus, unread[0].monitored) == ((2, 3), False)
     assert not mig[0].monitored
     assert (remote[0].gpus, remote[0].monitored) == ((2, 3), True)
 
