@@ -356,7 +356,7 @@ def _runtime_env(user_env: dict[str, Any], workdir: str, reaped: Path | None) ->
     env_vars["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     for name in _WORKER_ENV:
         env_vars.setdefault(name, os.environ[name])
-    for name in MPS_ENV:  # set while hpsearch runs an MPS daemon for this search
+    for name in MPS_ENV:  # a daemon of the user's: its clients are the trials' workers
         if name in os.environ:
             env_vars.setdefault(name, os.environ[name])
     env["env_vars"] = env_vars
