@@ -102,6 +102,14 @@ class Rig:
             trial.number, TrialLoad(GpuLoad(util, memory), trial.pid, (trial.gpu_index,))
         )
 
+    def one_per_gpu_measured(self) -> None:
+        """A trial on each GPU, warm at 11% and 167 MiB, read for 3 s."""
+        trials = [self.admit(), self.admit()]
+        for trial in trials:
+            assert trial is not None
+            self.warm(trial, util=11.0, memory=167.0)
+        self.wait(3)
+
     def wait(self, seconds: float) -> None:
         for _ in range(int(seconds / 0.5)):
             self.clock.now += 0.5
@@ -136,12 +144,7 @@ def test_trials_are_spread_then_packed_from_what_the_monitor_measured() -> None:
 
 def test_a_gpu_that_withholds_its_utilisation_holds_one_trial_and_says_why() -> None:
     rig = Rig(PackingSpec(probe_seconds=2, cooldown_seconds=10), backend=WithheldUtilization)
-    first, second = rig.admit(), rig.admit()
-    assert first is not None
-    assert second is not None
-    for trial in (first, second):
-        rig.warm(trial, util=11.0, memory=167.0)
-    rig.wait(3)
+    rig.one_per_gpu_measured()
 
     assert rig.admit() is None
     decision = rig.admission.policy.decide(rig.admission.view(rig.running))
@@ -152,12 +155,7 @@ def test_a_gpu_that_withholds_its_utilisation_holds_one_trial_and_says_why() -> 
 
 def test_a_gpu_its_monitor_reads_as_one_process_at_a_time_holds_one_trial() -> None:
     rig = Rig(PackingSpec(probe_seconds=2, cooldown_seconds=10), exclusive=(1,))
-    first, second = rig.admit(), rig.admit()
-    assert first is not None
-    assert second is not None
-    for trial in (first, second):
-        rig.warm(trial, util=11.0, memory=167.0)
-    rig.wait(3)
+    rig.one_per_gpu_measured()
 
     placed = [rig.admit() for _ in range(10)]
 
