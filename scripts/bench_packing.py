@@ -235,6 +235,39 @@ UNSEEN: dict[str, LabWorkload] = {
         "a 24 GB card at 70%, 6 GB, 60 s trials", "RTX 4090", 24564.0,
         {"utilization_pct": 70.0, "memory_mb": 6144.0}, trials=30,
     ),
+    # Written on 2026-12-01, after the rules last changed, and never tuned on either.
+    "t4-8pct-20s": LabWorkload(
+        "trials of 20 s at 8%, 1.2 GB, on a 16 GB T4; a new worker starts in 4 s", "Tesla T4",
+        15360.0,
+        {"utilization_pct": 8.0, "memory_mb": 1200.0, "epochs": 4,
+         "steps_per_epoch": round(5 / STEP_S), "cold_start_s": 4.0},
+        target=True, trials=80, interval_s=0.2,
+    ),
+    "a10-0.05s": LabWorkload(
+        "trials of 0.05 s at 1%, 300 MiB, on a 24 GB A10; a new worker starts in 1.5 s", "A10",
+        23028.0,
+        {"utilization_pct": 1.0, "memory_mb": 300.0, "epochs": 2, "steps_per_epoch": 7,
+         "cold_start_s": 1.5},
+        target=True, trials=300, interval_s=0.2,
+    ),
+    "h100-35pct-12gb": LabWorkload(
+        "an 80 GB card at 35%, 12 GB, 60 s trials", "NVIDIA H100 80GB HBM3", 81559.0,
+        {"utilization_pct": 35.0, "memory_mb": 12288.0}, trials=40,
+    ),
+    "3090-memory-sampled": LabWorkload(
+        "trials of 10 s at 20%, 2 GB or 9 GB (sampled), on a 24 GB card; workers start in 3 s",
+        "RTX 3090", 24576.0,
+        {"utilization_pct": 20.0, "memory_mb": [2048.0, 9216.0], "epochs": 5,
+         "steps_per_epoch": round(2 / STEP_S), "cold_start_s": 3.0},
+        trials=64, interval_s=0.2,
+    ),
+    "v100-load-sampled-5s": LabWorkload(
+        "trials of 5 s at 5%, 15% or 40% (sampled), 1.5 GB, on a 16 GB V100; workers start "
+        "in 4 s", "Tesla V100-SXM2-16GB", 16160.0,
+        {"utilization_pct": [5.0, 15.0, 40.0], "memory_mb": 1536.0, "epochs": 5,
+         "steps_per_epoch": round(1 / STEP_S), "cold_start_s": 4.0},
+        trials=96, interval_s=0.2,
+    ),
 }  # fmt: skip
 """Workloads the policy was not tuned on (``--unseen``): whether its rules hold elsewhere."""
 
