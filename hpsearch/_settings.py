@@ -12,7 +12,14 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, PositiveFloat, WithJsonSchema
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    NonNegativeFloat,
+    PositiveFloat,
+    WithJsonSchema,
+)
 
 _DURATION = re.compile(
     r"^\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s?)?\s*$"
@@ -46,6 +53,21 @@ Seconds = Annotated[
     ),
 ]
 """A duration in seconds, written as a number or as ``90s``, ``15m``, ``1h30m``."""
+
+NonNegativeSeconds = Annotated[
+    NonNegativeFloat,
+    BeforeValidator(parse_duration),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "number", "minimum": 0},
+                {"type": "string", "pattern": _DURATION.pattern},
+            ],
+            "description": "seconds: a number (0 for none), or 90s, 15m, 1h30m",
+        }
+    ),
+]
+"""A duration that may be none (0), written as :data:`Seconds` are."""
 
 
 def _off_as_written(value: Any) -> Any:

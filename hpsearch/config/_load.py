@@ -374,7 +374,7 @@ def _describe(error: ErrorDetails, key_path: KeyPath) -> tuple[str, str]:  # noq
         if given is False and _nullable(key_path):  # "off", as YAML reads it
             fix += ", or null for none"
         return f"expected {wanted}, got {_show(given)}", fix
-    if kind in {"greater_than", "greater_than_equal", "too_short"}:
+    if kind in {"greater_than", "greater_than_equal", "less_than", "less_than_equal", "too_short"}:
         fix = "change the value"
         if given in (0, False) and _nullable(key_path):  # 0 as "none", as other tools take it
             fix += ", or write null for none"

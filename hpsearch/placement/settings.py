@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, NonNegativeInt, PositiveInt, model_validator
 
-from hpsearch._settings import OffAsWritten, Seconds, Settings
+from hpsearch._settings import NonNegativeSeconds, OffAsWritten, Seconds, Settings
 
 PackingMode = Annotated[Literal["auto", "off", "fixed"], OffAsWritten]
 
@@ -54,7 +54,7 @@ class PackingSpec(Settings):
     max_trials_per_gpu: PositiveInt = MOST_TRIALS_PER_GPU
     memory_headroom: float = Field(default=MEMORY_HEADROOM, ge=0, lt=0.9)
     probe_seconds: Seconds = 5.0
-    cooldown_seconds: float = Field(default=30.0, ge=0)
+    cooldown_seconds: NonNegativeSeconds = 30.0
     mps: Annotated[Literal["auto", "off"], OffAsWritten] = "auto"
 
     @property

@@ -423,6 +423,21 @@ def test_packing_defaults_to_auto_and_a_fixed_count_of_zero_runs_trials_on_cpu(
     assert load_config(write_config(switched)).packing.mode == "auto"
 
 
+def test_packings_times_are_written_as_the_configs_other_durations_are(
+    write_config: ConfigWriter,
+) -> None:
+    written = {"packing": {"probe_seconds": "10s", "cooldown_seconds": "2m"}}
+    packing = load_config(write_config(written)).packing
+    assert (packing.probe_seconds, packing.cooldown_seconds) == (10.0, 120.0)
+    assert (
+        load_config(write_config({"packing": {"cooldown_seconds": 0}})).packing.cooldown_seconds
+        == 0
+    )
+    error = _error(write_config, {"packing": {"cooldown_seconds": "30 s"}})
+    assert error.key == "packing.cooldown_seconds"
+    assert "cannot read '30 s' as a duration" in str(error)
+
+
 def test_a_knobs_old_spelling_is_one_line_naming_the_new_one(
     write_config: ConfigWriter,
 ) -> None:
@@ -458,6 +473,14 @@ def test_a_knobs_old_spelling_is_one_line_naming_the_new_one(
         ({"packing": {"mode": "dynamic"}}, "packing.mode"),
         ({"packing": {"max_trials_per_gpu": 0}}, "packing.max_trials_per_gpu"),
         ({"packing": {"mps": "on"}}, "packing.mps"),
+        (
+            {"packing": {"memory_headroom": 1.5}},
+            "packing.memory_headroom: input should be less than 0.9 (got 1.5); change the value",
+        ),
+        (
+            {"packing": {"target_util": 150}},
+            "packing.target_util: input should be less than or equal to 100 (got 150)",
+        ),
     ],
 )
 def test_packing_mistakes_are_one_line(
