@@ -398,13 +398,17 @@ def validate(config: Path) -> None:
 
 
 def _check_storage(config: RunConfig) -> None:
-    """``study.storage`` is a database URL by its form, as ``hpsearch run`` opens it."""
-    from hpsearch.storage_faults import malformed_storage
+    """``study.storage`` is a database URL by its form, whose driver this Python has, as
+    ``hpsearch run`` opens it."""
+    from hpsearch.storage_faults import malformed_storage, missing_driver
 
     storage = config.study.storage
     fix = malformed_storage(storage)
     if fix is not None:
         raise ConfigError(config.source, "study.storage", f"'{storage}' is no database URL", fix)
+    missing = missing_driver(storage)
+    if missing is not None:
+        raise ConfigError(config.source, "study.storage", f"'{storage}': {missing[0]}", missing[1])
 
 
 def _check_fusion(config: RunConfig) -> None:

@@ -115,9 +115,64 @@ def malformed_storage(storage: str) -> str | None:
     return None
 
 
+_DRIVER_PACKAGES = {
+    "MySQLdb": "mysqlclient",
+    "pymysql": "PyMySQL",
+    "mysql": "mysql-connector-python",
+    "psycopg2": "psycopg2-binary",
+    "psycopg": "psycopg[binary]",
+    "pg8000": "pg8000",
+    "asyncpg": "asyncpg",
+    "pyodbc": "pyodbc",
+    "oracledb": "oracledb",
+}
+"""The package that installs a database driver SQLAlchemy imports, where its name differs."""
+_SCHEMES = "sqlite:///FILE.db, postgresql://USER@HOST/DB or mysql://USER@HOST/DB"
+
+
+def missing_driver(url: str) -> tuple[str, str] | None:
+    """What stops SQLAlchemy from opening the database URL ``url`` before it reaches the
+    database, and the fix: a database SQLAlchemy has no dialect for (``postgres://``), or
+    a driver this Python lacks (``mysql://`` without ``mysqlclient``); ``None``: neither,
+    or no URL at all (``memory``, a path). Nothing is reached. SQLite's driver comes with
+    Python. A tracking server's ``https://`` is no database: its caller asks only of those.
+    """
+    scheme, sep, _ = url.partition("://")
+    if not sep or scheme.split("+")[0] == "sqlite":
+        return None
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+    try:
+        parsed = make_url(url)
+        dialect = parsed.get_dialect()
+    except NoSuchModuleError:
+        backend = scheme.split("+")[0]
+        fix = f"write {_SCHEMES}"
+        if backend == "postgres":  # Heroku's and older SQLAlchemy's spelling
+            fix = f"write postgresql://{url.partition('://')[2]}"
+        return f"SQLAlchemy knows no database '{scheme}'", fix
+    except ArgumentError:
+        return None
+    try:
+        dialect.import_dbapi()
+    except ImportError as exc:
+        module = exc.name or dialect.driver
+        package = _DRIVER_PACKAGES.get(module.split(".")[0], module)
+        return (
+            f"its database driver, {module}, is not installed here",
+            f"pip install {package}, or name an installed one in the URL "
+            f"({parsed.get_backend_name()}+DRIVER://...)",
+        )
+    return None
+
+
 def _storage_fix(storage: str) -> str:
     """What to check for a study storage that cannot be opened: its form, where it is not
-    a database URL, else whether it is reachable."""
+    a database URL, its driver, where this Python lacks it, else whether it is reachable."""
+    missing = missing_driver(storage)
+    if missing is not None:
+        return f"{missing[0]}: {missing[1]}"
     return malformed_storage(storage) or "check the URL and that the database is reachable"
 
 

@@ -338,6 +338,34 @@ def test_validate_refuses_the_stores_run_would_refuse_before_opening_them(
     assert not Path("mlruns").exists()  # nothing opened, nothing made
 
 
+def test_validate_and_run_refuse_a_database_whose_driver_is_missing_or_unknown(
+    write_config: ConfigWriter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A driver this Python lacks, as where mysqlclient is not installed.
+    monkeypatch.setitem(sys.modules, "MySQLdb", None)
+    path = write_config(
+        {"study": {"storage": "postgres://me@127.0.0.1/db"}, "tracking": {"uri": "mysql://me@h/db"}}
+    )
+    code, _, err = _invoke("validate", str(path))
+    assert code == 2
+    assert err.strip().splitlines() == [
+        f"error: {path}: tracking.uri: 'mysql://me@h/db': its database driver, MySQLdb, is not "
+        "installed here; pip install mysqlclient, or name an installed one in the URL "
+        "(mysql+DRIVER://...)",
+        f"error: {path}: study.storage: 'postgres://me@127.0.0.1/db': SQLAlchemy knows no "
+        "database 'postgres'; write postgresql://me@127.0.0.1/db",
+    ]
+    # run: one line and exit 2, where the tracking writer's process raised a traceback.
+    only_tracking = write_config({"tracking": {"uri": "mysql://me@h/db"}})
+    code, _, err = _invoke("run", str(only_tracking))
+    assert code == 2
+    assert err.strip().splitlines() == [
+        f"error: {only_tracking}: tracking.uri: 'mysql://me@h/db': its database driver, "
+        "MySQLdb, is not installed here; pip install mysqlclient, or name an installed one "
+        "in the URL (mysql+DRIVER://...)"
+    ]
+
+
 def test_best_export_writes_a_config_that_runs_exactly_the_best_trial(
     write_config: ConfigWriter, project: Path
 ) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import sqlite3
+import sys
 from pathlib import Path
 
 import pytest
@@ -95,3 +96,22 @@ def test_a_storage_that_is_no_database_url_is_told_the_form_to_write() -> None:
     assert two_slashes.endswith("a SQLite file's URL has three slashes: sqlite:///optuna.db")
     server = cannot_open_line(ConnectionError("refused"), "postgresql://h/db", stores)
     assert server.endswith("check the URL and that the database is reachable")
+
+
+def test_a_database_sqlalchemy_cannot_load_is_told_before_anything_is_reached(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from hpsearch.storage_faults import missing_driver
+
+    monkeypatch.setitem(sys.modules, "pymysql", None)  # as where PyMySQL is not installed
+    assert missing_driver("mysql+pymysql://me@h/db") == (
+        "its database driver, pymysql, is not installed here",
+        "pip install PyMySQL, or name an installed one in the URL (mysql+DRIVER://...)",
+    )
+    assert missing_driver("foo://h/db") == (
+        "SQLAlchemy knows no database 'foo'",
+        "write sqlite:///FILE.db, postgresql://USER@HOST/DB or mysql://USER@HOST/DB",
+    )
+    # Drivers that are here, SQLite's (Python's own), and what is no URL at all.
+    for fine in ("postgresql://me@h/db", "sqlite:///optuna.db", "memory", "optuna.db"):
+        assert missing_driver(fine) is None

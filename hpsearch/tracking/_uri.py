@@ -52,15 +52,27 @@ def file_store_fix(folder: str) -> str:
     )
 
 
+_DATABASES = frozenset({"postgres", "postgresql", "mysql", "mssql", "sqlite"})
+"""The schemes MLflow opens as a database (through SQLAlchemy), ``postgres`` as a user
+may misspell it."""
+
+
 def check_store_uri(uri: str, source: str | Path) -> None:
     """Refuse, before anything runs, a ``tracking.uri`` MLflow will refuse to open: a
     folder, MLflow's file store, which MLflow 3 opens only where
-    ``MLFLOW_ALLOW_FILE_STORE`` is true.
+    ``MLFLOW_ALLOW_FILE_STORE`` is true; a database SQLAlchemy has no dialect for, or
+    whose driver this Python lacks (its writer process failed on it with a traceback).
 
     Raises:
-        ConfigError: such a folder, with what to write instead.
+        ConfigError: such a folder or database, with what to write instead.
     """
     folder = file_store_folder(uri)
+    if folder is None and urlparse(uri).scheme.split("+")[0] in _DATABASES:
+        from hpsearch.storage_faults import missing_driver
+
+        missing = missing_driver(uri)
+        if missing is not None:
+            raise ConfigError(source, "tracking.uri", f"'{uri}': {missing[0]}", missing[1])
     allowed = os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").strip().lower() in {"true", "1"}
     if folder is None or allowed:
         return
