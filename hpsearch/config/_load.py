@@ -374,6 +374,8 @@ def _describe(error: ErrorDetails, key_path: KeyPath) -> tuple[str, str]:  # noq
         if given is False and _nullable(key_path):  # "off", as YAML reads it
             fix += ", or null for none"
         return f"expected {wanted}, got {_show(given)}", fix
+    if kind == "string_too_short" and given == "":
+        return "is empty", f"write {_EMPTY_FIXES.get(str(key_path[-1]), 'a value')}"
     if kind in {"greater_than", "greater_than_equal", "less_than", "less_than_equal", "too_short"}:
         fix = "change the value"
         if given in (0, False) and _nullable(key_path):  # 0 as "none", as other tools take it
@@ -385,6 +387,12 @@ def _describe(error: ErrorDetails, key_path: KeyPath) -> tuple[str, str]:  # noq
     problem, _, fix = message.partition("; ")
     return problem, fix or "change the value"
 
+
+_EMPTY_FIXES = {
+    "metric": "the name of a metric the training function reports, e.g. val_accuracy",
+    "type": "one of its types, e.g. tpe",
+}
+"""What an empty value (``metric: ""``) is to be instead, by its key."""
 
 _CONSTRUCTED: frozenset[KeyPath] = frozenset({("study", "sampler"), ("study", "pruner")})
 """The sections that name an Optuna class and pass their ``options`` to its constructor."""

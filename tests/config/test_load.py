@@ -254,6 +254,15 @@ def test_float_bounds_on_an_int_param_are_rejected(write_config: ConfigWriter) -
     assert error.key == "space.x.low"
 
 
+def test_an_empty_metric_is_told_what_to_name(write_config: ConfigWriter) -> None:
+    error = _error(write_config, {"objective": {"metric": "", "direction": "maximize"}})
+    assert error.key == "objective.metric"
+    assert str(error).endswith(
+        "objective.metric: is empty; write the name of a metric the training function "
+        "reports, e.g. val_accuracy"
+    )
+
+
 def test_one_of_objective_or_objectives(write_config: ConfigWriter) -> None:
     error = _error(write_config, {"objectives": [{"metric": "speed", "direction": "maximize"}]})
     assert "exactly one of 'objective'" in str(error)
