@@ -10,6 +10,7 @@ library raised) and the fix.
 from __future__ import annotations
 
 import errno
+import re
 import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -98,12 +99,31 @@ def cannot_open_line(exc: BaseException, storage: str, stores: Stores | None) ->
     )
 
 
+_SCHEMES_OF_STORES = frozenset(
+    {"http", "https", "file", "sqlite", "postgresql", "postgres", "mysql", "mssql", "oracle"}
+)
+"""The schemes a store's URL starts with (a database's, with its ``+driver`` or not)."""
+
+
+def scheme_without_colon(uri: str) -> str | None:
+    """``uri`` as meant where its scheme's colon was left out (``http//host:5000``, which
+    reads as a path); ``None``: it has one, or starts with no store's scheme (``runs//x``
+    is a folder)."""
+    match = re.match(r"([A-Za-z][\w+.-]*)//(.+)", uri)
+    if match is None or match[1].split("+")[0].lower() not in _SCHEMES_OF_STORES:
+        return None
+    return f"{match[1]}://{match[2]}"
+
+
 def malformed_storage(storage: str) -> str | None:
     """What to write instead of a ``study.storage`` that is no database URL by its form
     alone (a file's path, SQLite's two slashes), as opening it would say; ``None``:
     its form is a URL's (``memory`` too). Nothing is opened or reached."""
     if storage == "memory":
         return None
+    colon = scheme_without_colon(storage)
+    if colon is not None:
+        return f"its scheme has no ':' after it: write {colon}"
     scheme, sep, rest = storage.partition("://")
     if not sep:  # a file's path, as Optuna's JournalStorage or a SQLite file is named
         return (

@@ -355,6 +355,14 @@ def test_validate_and_run_refuse_a_database_whose_driver_is_missing_or_unknown(
         f"error: {path}: study.storage: 'postgres://me@127.0.0.1/db': SQLAlchemy knows no "
         "database 'postgres'; write postgresql://me@127.0.0.1/db",
     ]
+    # A server's URL with its colon left out read as a folder to keep runs in.
+    typo = write_config({"tracking": {"uri": "http//127.0.0.1:5000"}})
+    code, _, err = _invoke("validate", str(typo))
+    assert (code, err.strip()) == (
+        2,
+        f"error: {typo}: tracking.uri: 'http//127.0.0.1:5000' has no ':' after its scheme; "
+        "write http://127.0.0.1:5000",
+    )
     # run: one line and exit 2, where the tracking writer's process raised a traceback.
     only_tracking = write_config({"tracking": {"uri": "mysql://me@h/db"}})
     code, _, err = _invoke("run", str(only_tracking))

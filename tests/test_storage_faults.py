@@ -115,3 +115,12 @@ def test_a_database_sqlalchemy_cannot_load_is_told_before_anything_is_reached(
     # Drivers that are here, SQLite's (Python's own), and what is no URL at all.
     for fine in ("postgresql://me@h/db", "sqlite:///optuna.db", "memory", "optuna.db"):
         assert missing_driver(fine) is None
+
+
+def test_a_url_whose_schemes_colon_was_left_out_is_told_the_url_meant() -> None:
+    from hpsearch.storage_faults import malformed_storage
+
+    assert malformed_storage("postgresql//me@h/db") == (
+        "its scheme has no ':' after it: write postgresql://me@h/db"
+    )
+    assert malformed_storage("sqlite:///optuna.db") is None

@@ -11,6 +11,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from hpsearch.errors import ConfigError
+from hpsearch.storage_faults import missing_driver, scheme_without_colon
 
 
 def resolve_tracking_uri(uri: str) -> str:
@@ -66,10 +67,13 @@ def check_store_uri(uri: str, source: str | Path) -> None:
     Raises:
         ConfigError: such a folder or database, with what to write instead.
     """
+    colon = scheme_without_colon(uri)
+    if colon is not None:
+        raise ConfigError(
+            source, "tracking.uri", f"'{uri}' has no ':' after its scheme", f"write {colon}"
+        )
     folder = file_store_folder(uri)
     if folder is None and urlparse(uri).scheme.split("+")[0] in _DATABASES:
-        from hpsearch.storage_faults import missing_driver
-
         missing = missing_driver(uri)
         if missing is not None:
             raise ConfigError(source, "tracking.uri", f"'{uri}': {missing[0]}", missing[1])
