@@ -372,6 +372,7 @@ def test_validate_and_run_refuse_a_database_whose_driver_is_missing_or_unknown(
         "MySQLdb, is not installed here; pip install mysqlclient, or name an installed one "
         "in the URL (mysql+DRIVER://...)"
     ]
+    assert not Path("mlruns").exists()  # said before the study's store was made
 
 
 def test_best_export_writes_a_config_that_runs_exactly_the_best_trial(

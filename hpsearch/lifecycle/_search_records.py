@@ -34,7 +34,7 @@ from hpsearch.study import (
     count_budget,
     open_study,
 )
-from hpsearch.tracking import RunStatus, Tracker
+from hpsearch.tracking import RunStatus, Tracker, check_store_uri
 from hpsearch.trial.checkpoints import study_folder
 
 
@@ -109,6 +109,8 @@ class SearchRecords:
         Raises:
             ConfigError: the two stores disagree (see :func:`open_tracker`).
         """
+        if tracker is None:
+            check_store_uri(config.tracking.uri, config.source)  # before the study is made
         return cls._beside(config, _open_study(config, say), say, afresh, tracker)
 
     @classmethod
@@ -156,6 +158,9 @@ class SearchRecords:
         the rest here too. However the block ends, the opening is waited for on the way
         out: none of it goes on behind the caller's back.
         """
+        if tracker is None:
+            # A tracking store refused by its URL alone is said before the study is made.
+            check_store_uri(config.tracking.uri, config.source)
         handle = _open_study(config, say)
         count = count_budget(handle.study.get_trials(deepcopy=False))
         if _at_budget(TrialBudget.of_search(config), count):
