@@ -753,8 +753,8 @@ def _this_machines_hosts() -> list[str]:
 @click.argument("config", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
     "--duration",
-    type=click.FloatRange(min=0, min_open=True),
-    help="Seconds to sample; default: until Ctrl-C.",
+    type=_Duration(),
+    help="How long to sample (600, 90s, 15m); default: until Ctrl-C.",
 )
 @click.option(
     "--interval",

@@ -198,12 +198,15 @@ def test_monitor_bad_simulate_exits_2(project: Path, spec: str, message: str) ->
 
 
 def test_monitor_constant_spec_from_the_command_line(project: Path) -> None:
+    code, _, err = _invoke("monitor", "--simulate", "rtx4050-seed004", "--duration", "1 min")
+    assert code == 2
+    assert "cannot read '1 min' as a duration; write seconds or e.g. '15m', '1h30m'" in err
     code, out, err = _invoke(
         "monitor",
         "--simulate",
         "constant:gpus=2,utilization_pct=95,memory_used_mb=3500",
         "--duration",
-        "0.3",
+        "0.3s",  # a duration as run's --timeout and the config write them
         "--interval",
         "0.1",
     )
