@@ -12,9 +12,10 @@ from __future__ import annotations
 import errno
 import re
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -174,15 +175,22 @@ def missing_driver(url: str) -> tuple[str, str] | None:
         return f"SQLAlchemy knows no database '{scheme}'", fix
     except ArgumentError:
         return None
+    # SQLAlchemy 2 imports a driver with import_dbapi(), 1.4 (which Optuna allows) dbapi().
+    loaded: Any = dialect
+    importer: Callable[[], object] = getattr(loaded, "import_dbapi", None) or loaded.dbapi
     try:
-        dialect.import_dbapi()
+        importer()
     except ImportError as exc:
+        instead = f"name an installed one in the URL ({parsed.get_backend_name()}+DRIVER://...)"
+        if not isinstance(exc, ModuleNotFoundError):  # there, but a library of its is not
+            return f"its database driver, {dialect.driver}, does not import here ({exc})", (
+                f"install what it needs, or {instead}"
+            )
         module = exc.name or dialect.driver
         package = _DRIVER_PACKAGES.get(module.split(".")[0], module)
         return (
             f"its database driver, {module}, is not installed here",
-            f"pip install {package}, or name an installed one in the URL "
-            f"({parsed.get_backend_name()}+DRIVER://...)",
+            f"pip install {package}, or {instead}",
         )
     return None
 

@@ -99,7 +99,7 @@ def test_a_storage_that_is_no_database_url_is_told_the_form_to_write() -> None:
 
 
 def test_a_database_sqlalchemy_cannot_load_is_told_before_anything_is_reached(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     from hpsearch.storage_faults import missing_driver
 
@@ -111,6 +111,16 @@ def test_a_database_sqlalchemy_cannot_load_is_told_before_anything_is_reached(
     assert missing_driver("foo://h/db") == (
         "SQLAlchemy knows no database 'foo'",
         "write sqlite:///FILE.db, postgresql://USER@HOST/DB or mysql://USER@HOST/DB",
+    )
+    # A driver that is there, but a library it loads is not.
+    monkeypatch.delitem(sys.modules, "pymysql")
+    broken = tmp_path / "pymysql.py"
+    broken.write_text("raise ImportError('libmysqlclient.so.21: cannot open shared object file')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert missing_driver("mysql+pymysql://me@h/db") == (
+        "its database driver, pymysql, does not import here (libmysqlclient.so.21: cannot "
+        "open shared object file)",
+        "install what it needs, or name an installed one in the URL (mysql+DRIVER://...)",
     )
     # Drivers that are here, SQLite's (Python's own), and what is no URL at all.
     for fine in ("postgresql://me@h/db", "sqlite:///optuna.db", "memory", "optuna.db"):

@@ -375,7 +375,10 @@ def _describe(error: ErrorDetails, key_path: KeyPath) -> tuple[str, str]:  # noq
             fix += ", or null for none"
         return f"expected {wanted}, got {_show(given)}", fix
     if kind == "string_too_short" and given == "":
-        return "is empty", f"write {_EMPTY_FIXES.get(str(key_path[-1]), 'a value')}"
+        fix = _EMPTY_FIXES.get(tuple(str(k) for k in key_path[-2:])) or _EMPTY_FIXES.get(
+            (str(key_path[-1]),), "a value"
+        )
+        return "is empty", f"write {fix}"
     if kind in {"greater_than", "greater_than_equal", "less_than", "less_than_equal", "too_short"}:
         fix = "change the value"
         if given in (0, False) and _nullable(key_path):  # 0 as "none", as other tools take it
@@ -388,11 +391,11 @@ def _describe(error: ErrorDetails, key_path: KeyPath) -> tuple[str, str]:  # noq
     return problem, fix or "change the value"
 
 
-_EMPTY_FIXES = {
-    "metric": "the name of a metric the training function reports, e.g. val_accuracy",
-    "type": "one of its types, e.g. tpe",
+_EMPTY_FIXES: dict[tuple[str, ...], str] = {
+    ("metric",): "the name of a metric the training function reports, e.g. val_accuracy",
+    ("sampler", "type"): "a sampler's type, e.g. tpe",
 }
-"""What an empty value (``metric: ""``) is to be instead, by its key."""
+"""What an empty value (``metric: ""``) is to be instead, by its key (and its section's)."""
 
 _CONSTRUCTED: frozenset[KeyPath] = frozenset({("study", "sampler"), ("study", "pruner")})
 """The sections that name an Optuna class and pass their ``options`` to its constructor."""

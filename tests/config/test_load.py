@@ -261,6 +261,8 @@ def test_an_empty_metric_is_told_what_to_name(write_config: ConfigWriter) -> Non
         "objective.metric: is empty; write the name of a metric the training function "
         "reports, e.g. val_accuracy"
     )
+    error = _error(write_config, {"study": {"sampler": {"type": ""}}})
+    assert str(error).endswith("study.sampler.type: is empty; write a sampler's type, e.g. tpe")
 
 
 def test_one_of_objective_or_objectives(write_config: ConfigWriter) -> None:
