@@ -186,7 +186,7 @@ class PackingPolicy:
         for work in view.work:
             state = self._state.get(work.gpu)
             if state is not None and work.step_s is not None:
-                state.rates.add(work.warm, work.step_s, work.mps_client)
+                state.rates.add(work.warm, work.step_s, work.mps_client, work.number)
 
     def _new_kind_waiting(self, gpu: GpuView, now: float) -> TrialOnGpu | None:
         """A trial of a new kind on the GPU not yet measured (``auto`` only): past its warm-up

@@ -8,7 +8,12 @@ the same way): each step a trial reports took some seconds, with some number
 of warm trials (trials that had reported once) on its GPU; a count's
 throughput is that count over the mean step time at it. Trials still starting
 (a new worker's imports and CUDA context) do no steps and do not count, so a
-count is measured as soon as its trials work, however long they took to start.
+count is measured as soon as its trials work, however long they took to start,
+and once more trials than it holds have stepped at it: the trials a count began
+with are one draw of the search's, and where trials differ in load (a sampled
+model size) their steps together say how that mix shares the GPU, not how the
+count does (on simulated V100s whose trials were 5, 15 or 40% busy, six measured
+0.69-0.92x five in auto, and 1.07x five over whole runs of each).
 
 A count is kept while it gains what packing asks of every trial added
 (:data:`~hpsearch.placement.MIN_GAIN` each, compounded) over the best count
@@ -43,16 +48,19 @@ class StepRates:
 
     def __init__(self) -> None:
         self._steps: dict[int, deque[float]] = {}
+        self._trials: dict[int, deque[int]] = {}
         self._said: tuple[int, int | None, Verdict, bool] | None = None
         self._by_client: dict[tuple[int, bool], deque[float]] = {}
         self._mps_said: tuple[int, bool] | None = None
 
-    def add(self, warm: int, seconds: float, mps: bool = False) -> None:
+    def add(self, warm: int, seconds: float, mps: bool = False, trial: int | None = None) -> None:
         """A step of ``seconds`` taken while ``warm`` trials on the GPU worked (``mps``: by an
-        MPS client)."""
+        MPS client), by ``trial``."""
         if warm < 1 or seconds <= 0:
             return
         self._steps.setdefault(warm, deque(maxlen=STEPS_KEPT)).append(seconds)
+        if trial is not None:
+            self._trials.setdefault(warm, deque(maxlen=STEPS_KEPT)).append(trial)
         self._by_client.setdefault((warm, mps), deque(maxlen=STEPS_KEPT)).append(seconds)
 
     def mps_verdict(self) -> MpsVerdict | None:
@@ -95,6 +103,9 @@ class StepRates:
         steps = self._steps.get(count)
         if steps is None or len(steps) < steps_needed(count):
             return None
+        trials = self._trials.get(count)
+        if trials is not None and len(set(trials)) <= count:
+            return None  # the trials it began with only: one mix of them, not the search's
         return count * len(steps) / sum(steps)
 
     def _spread(self, count: int) -> float:
@@ -109,6 +120,7 @@ class StepRates:
     def forget(self, count: int) -> None:
         """Measure ``count`` afresh next time it is held (it was gone back from)."""
         self._steps.pop(count, None)
+        self._trials.pop(count, None)
 
     def pays(self, count: int) -> bool:
         """Whether ``count`` was measured to gain what packing asks over the best count

@@ -71,6 +71,27 @@ def test_a_count_needs_steps_enough_to_be_judged() -> None:
     assert rates.measured() == [8]
 
 
+def test_a_count_is_judged_once_other_trials_than_it_began_with_have_stepped_at_it() -> None:
+    # Trials of differing loads: the six a count of six began with are one mix of the
+    # search's trials, heavy ones here; its measure waits for a trial to have taken over.
+    rates = StepRates()
+    for step in range(16):
+        rates.add(5, 0.24, trial=step % 5)
+        rates.add(5, 0.24, trial=5 + step % 5)  # five trials, then five others
+    for step in range(24):
+        rates.add(6, 0.4, trial=10 + step % 6)  # the six it began with, slow together
+    assert rates.measured() == [5]
+    assert rates.judge(limit=6) is not None  # 5's verdict, not 6's
+    rates.add(6, 0.25, trial=16)  # a seventh trial at six: a turnover
+    judgement = rates.judge(limit=6)
+    assert judgement is not None
+    assert judgement.level == 6
+    rates.forget(6)
+    for step in range(12):
+        rates.add(6, 0.25, trial=16 + step % 6)  # six of them again, after 6 was forgotten
+    assert rates.measured() == [5]  # measured afresh: its trials counted afresh too
+
+
 def test_mps_is_judged_by_its_clients_steps_against_time_sliced_ones_beside_them() -> None:
     rates = StepRates()
     assert rates.mps_verdict() is None
