@@ -48,7 +48,9 @@ class StepRates:
 
     def __init__(self) -> None:
         self._steps: dict[int, deque[float]] = {}
-        self._trials: dict[int, deque[int]] = {}
+        self._seen: dict[int, set[int]] = {}
+        """Per count, the trials that stepped at it, until more than it holds did (a
+        turnover: then it is measurable, and the set is no longer kept)."""
         self._said: tuple[int, int | None, Verdict, bool] | None = None
         self._by_client: dict[tuple[int, bool], deque[float]] = {}
         self._mps_said: tuple[int, bool] | None = None
@@ -59,8 +61,9 @@ class StepRates:
         if warm < 1 or seconds <= 0:
             return
         self._steps.setdefault(warm, deque(maxlen=STEPS_KEPT)).append(seconds)
-        if trial is not None:
-            self._trials.setdefault(warm, deque(maxlen=STEPS_KEPT)).append(trial)
+        seen = self._seen.setdefault(warm, set())
+        if trial is not None and len(seen) <= warm:
+            seen.add(trial)
         self._by_client.setdefault((warm, mps), deque(maxlen=STEPS_KEPT)).append(seconds)
 
     def mps_verdict(self) -> MpsVerdict | None:
@@ -103,8 +106,8 @@ class StepRates:
         steps = self._steps.get(count)
         if steps is None or len(steps) < steps_needed(count):
             return None
-        trials = self._trials.get(count)
-        if trials is not None and len(set(trials)) <= count:
+        seen = self._seen.get(count)
+        if seen and len(seen) <= count:
             return None  # the trials it began with only: one mix of them, not the search's
         return count * len(steps) / sum(steps)
 
@@ -120,7 +123,7 @@ class StepRates:
     def forget(self, count: int) -> None:
         """Measure ``count`` afresh next time it is held (it was gone back from)."""
         self._steps.pop(count, None)
-        self._trials.pop(count, None)
+        self._seen.pop(count, None)
 
     def pays(self, count: int) -> bool:
         """Whether ``count`` was measured to gain what packing asks over the best count

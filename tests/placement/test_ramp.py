@@ -86,6 +86,9 @@ def test_a_count_is_judged_once_other_trials_than_it_began_with_have_stepped_at_
     judgement = rates.judge(limit=6)
     assert judgement is not None
     assert judgement.level == 6
+    for step in range(80):  # trials that report often: the last steps are its six again
+        rates.add(6, 0.25, trial=17 + step % 6)
+    assert rates.measured() == [5, 6]  # a count that turned over once stays measured
     rates.forget(6)
     for step in range(12):
         rates.add(6, 0.25, trial=16 + step % 6)  # six of them again, after 6 was forgotten
