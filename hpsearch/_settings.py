@@ -39,33 +39,30 @@ def parse_duration(value: Any) -> Any:
     return value
 
 
+def _duration_schema(bound: dict[str, float], number: str) -> WithJsonSchema:
+    """The JSON schema of a duration: a number within ``bound``, or a duration's text."""
+    return WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "number", **bound},
+                {"type": "string", "pattern": _DURATION.pattern},
+            ],
+            "description": f"seconds: {number}, or 90s, 15m, 1h30m",
+        }
+    )
+
+
 Seconds = Annotated[
     PositiveFloat,
     BeforeValidator(parse_duration),
-    WithJsonSchema(
-        {
-            "anyOf": [
-                {"type": "number", "exclusiveMinimum": 0},
-                {"type": "string", "pattern": _DURATION.pattern},
-            ],
-            "description": "seconds: a number, or 90s, 15m, 1h30m",
-        }
-    ),
+    _duration_schema({"exclusiveMinimum": 0}, "a number"),
 ]
 """A duration in seconds, written as a number or as ``90s``, ``15m``, ``1h30m``."""
 
 NonNegativeSeconds = Annotated[
     NonNegativeFloat,
     BeforeValidator(parse_duration),
-    WithJsonSchema(
-        {
-            "anyOf": [
-                {"type": "number", "minimum": 0},
-                {"type": "string", "pattern": _DURATION.pattern},
-            ],
-            "description": "seconds: a number (0 for none), or 90s, 15m, 1h30m",
-        }
-    ),
+    _duration_schema({"minimum": 0}, "a number (0 for none)"),
 ]
 """A duration that may be none (0), written as :data:`Seconds` are."""
 
